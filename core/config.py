@@ -1,0 +1,189 @@
+"""Settings: one frozen dataclass tree, read once at start and passed down.
+
+Every tunable of the memory model lives here with its default and the seed it comes from
+(see ../shared/seeds/README.md). `from_dict` is tolerant: unknown keys are ignored and a
+value of the wrong type falls back to the default, so an old or hand-edited settings file
+never stops Engram from starting.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+APP_NAME = "Engram"
+DB_FILENAME = "engram.db"
+SETTINGS_FILENAME = "settings.json"
+
+
+@dataclass(frozen=True)
+class RecallSettings:
+    preset: str = "balanced"  # a named preset of core.memory.scoring.PRESETS
+    k: int = 8  # memories put into the context of a turn
+    candidates: int = 50  # per retriever, before fusion and rescoring
+    graph_hop_min_weight: float = 0.5  # only edges at least this strong are followed (MAGS)
+    recency_half_life_days: float = 14.0  # short-term exponential decay (Exocortex)
+
+
+@dataclass(frozen=True)
+class HebbianSettings:
+    learning_rate: float = 0.2  # MAGS: co-use that proves useful strengthens an edge
+    decay_per_day: float = 0.02  # MAGS: unused edges fade
+    importance_decay_per_day: float = 0.01
+    permanence_threshold: float = 0.9  # MAGS: importance at which a memory becomes permanent
+    pagerank_weight: float = 0.3  # 001: PageRank's share of importance
+
+
+@dataclass(frozen=True)
+class ImportanceWeights:
+    # KenLM (002): importance = w1·log(1+access) + w2·protected + w3·is_evidence + w4·exp(−age/τ)
+    access: float = 0.25
+    protected: float = 0.3
+    evidence: float = 0.2
+    freshness: float = 0.25
+    freshness_tau_days: float = 30.0
+
+
+@dataclass(frozen=True)
+class ForgettingSettings:
+    # 001: retention P = 1 / (1 + exp(−(α·recency + β·relevance + γ·importance))); forget below τ.
+    alpha: float = 3.0
+    beta: float = 2.0
+    gamma: float = 4.0
+    bias: float = -3.0
+    threshold: float = 0.2
+    strength: str = "normal"  # gentle / normal / strong, shown in Settings
+    min_age_days: float = 7.0  # nothing younger is ever forgotten
+
+
+@dataclass(frozen=True)
+class ReflectionSettings:
+    initial_confidence: float = 0.3  # KenLM: conservative start
+    evidence_step: float = 0.15  # rise per new episode of evidence
+    max_confidence: float = 0.95
+    confirm_threshold: float = 0.7  # shown to the user as "ready to confirm"
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    idle_minutes: float = 10.0
+    quiet_hours_start: str = "01:00"
+    quiet_hours_end: str = "06:00"
+    require_ac_power: bool = True
+
+
+@dataclass(frozen=True)
+class GenerationSettings:
+    temperature: float = 0.7
+    top_p: float = 0.9
+    max_tokens: int = 1024
+    context_tokens: int = 8192  # never more than the model's own window
+
+
+@dataclass(frozen=True)
+class Settings:
+    data_dir: str = ""  # empty: the platform's application-support folder (ENGRAM_HOME overrides)
+    chat_model: str = ""  # repo id or local folder; empty: none chosen yet
+    embedder: str = "all-MiniLM-L6-v2"
+    memory_dial: str = "normal"  # off / light / normal / eager
+    recall: RecallSettings = field(default_factory=RecallSettings)
+    hebbian: HebbianSettings = field(default_factory=HebbianSettings)
+    importance: ImportanceWeights = field(default_factory=ImportanceWeights)
+    forgetting: ForgettingSettings = field(default_factory=ForgettingSettings)
+    reflection: ReflectionSettings = field(default_factory=ReflectionSettings)
+    scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
+    generation: GenerationSettings = field(default_factory=GenerationSettings)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "Settings":
+        return _from_dict(cls, data or {})
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def replace(self, **changes: Any) -> "Settings":
+        return dataclasses.replace(self, **changes)
+
+
+def _from_dict(cls: type, data: Mapping[str, Any]) -> Any:
+    if not isinstance(data, Mapping):
+        return cls()
+    defaults = cls()
+    values = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in data:
+            continue
+        default = getattr(defaults, f.name)
+        raw = data[f.name]
+        if dataclasses.is_dataclass(default):
+            values[f.name] = _from_dict(type(default), raw)
+        else:
+            coerced = _coerce(raw, type(default))
+            if coerced is not None:
+                values[f.name] = coerced
+    return cls(**values)
+
+
+def _coerce(raw: Any, kind: type) -> Any:
+    if kind is bool:
+        return raw if isinstance(raw, bool) else None
+    if kind is float and isinstance(raw, (int, float)) and not isinstance(raw, bool):
+        return float(raw)
+    if kind is int and isinstance(raw, int) and not isinstance(raw, bool):
+        return raw
+    if kind is str and isinstance(raw, str):
+        return raw
+    return None
+
+
+def default_data_dir(env: Mapping[str, str] | None = None, platform: str | None = None,
+                     home: Path | None = None) -> Path:
+    """Where Engram keeps its one database file: ENGRAM_HOME, else the platform's app-data folder."""
+    env = os.environ if env is None else env
+    platform = sys.platform if platform is None else platform
+    home = Path.home() if home is None else home
+    if env.get("ENGRAM_HOME"):
+        return Path(env["ENGRAM_HOME"]).expanduser()
+    if platform == "darwin":
+        return home / "Library" / "Application Support" / APP_NAME
+    if platform.startswith("win"):
+        return Path(env.get("APPDATA", home / "AppData" / "Roaming")) / APP_NAME
+    base = env.get("XDG_DATA_HOME") or str(home / ".local" / "share")
+    return Path(base) / "engram"
+
+
+def resolve_data_dir(settings: Settings, env: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    if env.get("ENGRAM_HOME"):
+        return default_data_dir(env)
+    return Path(settings.data_dir).expanduser() if settings.data_dir else default_data_dir(env)
+
+
+def ensure_private_dir(path: Path) -> Path:
+    """Create the data folder readable by the user alone (0700)."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o700)
+    return path
+
+
+def load_settings(data_dir: Path) -> Settings:
+    path = data_dir / SETTINGS_FILENAME
+    try:
+        return Settings.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        return Settings()
+    except (OSError, ValueError):
+        return Settings()  # a damaged settings file falls back to defaults; the file is left for the user
+
+
+def save_settings(settings: Settings, data_dir: Path) -> None:
+    ensure_private_dir(data_dir)
+    path = data_dir / SETTINGS_FILENAME
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(settings.to_dict(), indent=2), encoding="utf-8")
+    os.chmod(tmp, 0o600)
+    os.replace(tmp, path)

@@ -1,0 +1,33 @@
+"""Errors that reach the user: each says what is wrong in words a person can act on."""
+
+
+class EngramError(Exception):
+    """Base of every error Engram raises on purpose."""
+
+
+class InvalidInput(EngramError, ValueError):
+    """The caller gave something Engram will not store or search; nothing was changed."""
+
+
+class NotFound(EngramError, LookupError):
+    """An id that names no row."""
+
+
+class NotADatabase(EngramError):
+    """The file exists but is not an SQLite database."""
+
+
+class SchemaTooNew(EngramError):
+    """The file was written by a newer Engram; opening it could damage it."""
+
+
+class EmbedderMismatch(EngramError):
+    """The store's vectors were made by another embedding model or dimension."""
+
+
+class ModelError(EngramError):
+    """A chat model could not be found, loaded or run."""
+
+
+class StructuredOutputError(ModelError):
+    """Constrained generation ended before a complete, schema-valid object was produced."""

@@ -1,0 +1,198 @@
+"""Open Engram's one SQLite file: apsw + sqlite-vec, WAL, foreign keys, secure_delete, migrations.
+
+The file and its folder are private to the user. Before any migration of an existing file a
+backup is written with SQLite's backup API and old backups are rotated away.
+"""
+from __future__ import annotations
+
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import apsw
+import sqlite_vec
+
+from core.errors import NotADatabase, SchemaTooNew
+from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+BUSY_TIMEOUT_MS = 5000
+BACKUPS_KEPT = 5
+
+
+@dataclass
+class Database:
+    """A connection to the store. Hand it to functions; never keep one in a module global."""
+
+    conn: apsw.Connection
+    path: Path
+    clock: Callable[[], float] = time.time
+
+    @contextmanager
+    def transaction(self) -> Iterator[apsw.Connection]:
+        """One atomic unit; nests as a savepoint."""
+        with self.conn:
+            yield self.conn
+
+    def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> apsw.Cursor:
+        return self.conn.execute(sql, params)
+
+    def query(self, sql: str, params: Sequence[Any] | dict = ()) -> list[dict[str, Any]]:
+        cursor = self.conn.execute(sql, params)
+        try:
+            names = [d[0] for d in cursor.getdescription()]
+        except apsw.ExecutionCompleteError:  # the statement returned no rows at all
+            return []
+        return [dict(zip(names, row)) for row in cursor]
+
+    def query_one(self, sql: str, params: Sequence[Any] | dict = ()) -> dict[str, Any] | None:
+        rows = self.query(sql, params)
+        return rows[0] if rows else None
+
+    def scalar(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
+        row = self.conn.execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    def now(self) -> float:
+        return self.clock()
+
+    def checkpoint(self) -> None:
+        """Fold the WAL back into the main file and truncate it."""
+        self.conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
+
+    def schema_version(self) -> int:
+        return schema_version(self.conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+
+def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
+            migrations: Sequence[Migration] = MIGRATIONS, backup_dir: Path | None = None) -> Database:
+    """Open (creating if needed) the store at `path` and bring its schema up to date."""
+    path = Path(path)
+    _refuse_non_sqlite(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    existed = path.exists() and path.stat().st_size > 0
+    conn = _connect(path)
+    try:
+        _check_readable(conn, path)
+        latest = migrations[-1].version if migrations else 0
+        current = schema_version(conn)
+        if current > latest:
+            raise SchemaTooNew(
+                f"{path} was written by a newer Engram (schema {current}; this version knows up to {latest}). "
+                "Update Engram to open it; the file was not changed.")
+        _configure(conn)
+        pending = [m for m in migrations if m.version > current]
+        if pending and existed and current > 0:
+            backup(conn, backup_dir or path.parent / "backups", label=f"before-v{pending[0].version}")
+        _apply(conn, pending, clock)
+    except BaseException:
+        conn.close()
+        raise
+    _make_private(path)
+    return Database(conn=conn, path=path, clock=clock)
+
+
+def open_memory_db(*, clock: Callable[[], float] = time.time) -> Database:
+    """An in-memory store with the full schema, for tests and benchmarks of logic."""
+    conn = apsw.Connection(":memory:")
+    _load_vec(conn)
+    conn.execute("PRAGMA foreign_keys=ON")
+    _apply(conn, list(MIGRATIONS), clock)
+    return Database(conn=conn, path=Path(":memory:"), clock=clock)
+
+
+def schema_version(conn: apsw.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def backup(conn: apsw.Connection, folder: Path, *, label: str = "manual", keep: int = BACKUPS_KEPT) -> Path:
+    """Copy the live database with SQLite's backup API into `folder`, keeping the newest `keep` copies."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    target = folder / f"engram-{stamp}-{label}.db"
+    n = 1
+    while target.exists():
+        target = folder / f"engram-{stamp}-{label}-{n}.db"
+        n += 1
+    dest = apsw.Connection(str(target))
+    try:
+        with dest.backup("main", conn, "main") as job:
+            while not job.done:
+                job.step(-1)
+    finally:
+        dest.close()
+    os.chmod(target, 0o600)
+    for old in sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime)[:-keep]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def _refuse_non_sqlite(path: Path) -> None:
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise NotADatabase(f"{path} is a folder, not an Engram database file")
+    with path.open("rb") as fh:
+        head = fh.read(len(SQLITE_HEADER))
+    if head and head != SQLITE_HEADER:
+        raise NotADatabase(f"{path} is not an SQLite database; Engram left it untouched")
+
+
+def _connect(path: Path) -> apsw.Connection:
+    old_umask = os.umask(0o077)  # the file, its WAL and SHM are created private
+    try:
+        conn = apsw.Connection(str(path))
+    finally:
+        os.umask(old_umask)
+    _load_vec(conn)
+    conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+    return conn
+
+
+def _load_vec(conn: apsw.Connection) -> None:
+    conn.enable_load_extension(True)
+    conn.load_extension(sqlite_vec.loadable_path())
+    conn.enable_load_extension(False)
+
+
+def _check_readable(conn: apsw.Connection, path: Path) -> None:
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        raise NotADatabase(f"{path} is not a readable SQLite database ({exc}); Engram left it untouched") from None
+
+
+def _configure(conn: apsw.Connection) -> None:
+    conn.execute("PRAGMA journal_mode=WAL")
+    # NORMAL in WAL mode survives a process crash; only a power cut can lose the newest commit.
+    conn.execute("PRAGMA synchronous=NORMAL")
+    conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute("PRAGMA secure_delete=ON")
+    conn.execute("PRAGMA temp_store=MEMORY")
+
+
+def _apply(conn: apsw.Connection, pending: Sequence[Migration], clock: Callable[[], float]) -> None:
+    conn.execute(BOOKKEEPING)
+    for migration in pending:
+        with conn:
+            migration.apply(conn)
+            conn.execute("INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                         (migration.version, migration.name, clock()))
+            conn.execute(f"PRAGMA user_version={int(migration.version)}")
+
+
+def _make_private(path: Path) -> None:
+    for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if candidate.exists():
+            os.chmod(candidate, 0o600)
+    os.chmod(path.parent, 0o700)
+
+
+__all__ = ["Database", "open_db", "open_memory_db", "backup", "schema_version", "LATEST_VERSION"]

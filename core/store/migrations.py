@@ -1,0 +1,253 @@
+"""Numbered schema migrations, applied once each inside a transaction with their bookkeeping row.
+
+A migration that has shipped is never edited: change the schema by appending a new one.
+Vector tables (vec0) are not here: their dimension belongs to the embedder, so
+core.store.vectors creates them when an embedder is bound to the store.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import apsw
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[apsw.Connection], None]
+
+
+BOOKKEEPING = """
+CREATE TABLE IF NOT EXISTS schema_migrations(
+    version INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    applied_at REAL NOT NULL
+);
+"""
+
+_V1_CORE = """
+CREATE TABLE meta(
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+CREATE TABLE sessions(
+    id INTEGER PRIMARY KEY,
+    title TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    ended_at REAL,
+    reflected_at REAL,
+    instructions TEXT NOT NULL DEFAULT '',   -- behavioural meta-prompt written for this session (KenLM)
+    deleted_at REAL
+);
+
+CREATE TABLE episodes(
+    id INTEGER PRIMARY KEY,
+    session_id INTEGER REFERENCES sessions(id) ON DELETE SET NULL,
+    user_text TEXT NOT NULL,
+    assistant_text TEXT NOT NULL DEFAULT '',
+    speaker TEXT NOT NULL DEFAULT 'user',
+    created_at REAL NOT NULL,               -- when the turn happened (may be in the past on import)
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_access REAL,
+    protected INTEGER NOT NULL DEFAULT 0,
+    rating INTEGER,                          -- thumbs: 1 up, -1 down, NULL none
+    summary_id INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+    forgotten_at REAL,                       -- compacted into summary_id; restorable until purged
+    deleted_at REAL,                         -- in the trash
+    metadata TEXT NOT NULL DEFAULT '{}'
+);
+CREATE INDEX episodes_session ON episodes(session_id, created_at);
+CREATE INDEX episodes_created ON episodes(created_at);
+
+CREATE TABLE memories(
+    id INTEGER PRIMARY KEY,
+    subject TEXT NOT NULL DEFAULT '',
+    relation TEXT NOT NULL DEFAULT '',
+    object TEXT NOT NULL DEFAULT '',
+    statement TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT 'semantic' CHECK (kind IN ('episodic', 'semantic', 'summary')),
+    critical INTEGER NOT NULL DEFAULT 0,
+    confidence REAL NOT NULL DEFAULT 0.7 CHECK (confidence BETWEEN 0 AND 1),
+    importance REAL NOT NULL DEFAULT 0.0,
+    pinned INTEGER NOT NULL DEFAULT 0,
+    protected INTEGER NOT NULL DEFAULT 0,
+    permanent INTEGER NOT NULL DEFAULT 0,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_access REAL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    valid_from REAL,                          -- when it became true in the world
+    valid_to REAL,                            -- when it stopped being true in the world
+    invalidated_at REAL,                      -- when the store learned it no longer holds
+    superseded_by INTEGER REFERENCES memories(id) ON DELETE SET NULL,
+    forgotten_at REAL,                        -- archived by forgetting; restorable until purged
+    deleted_at REAL                           -- in the trash; purge removes it for good
+);
+CREATE INDEX memories_triple ON memories(subject, relation);
+CREATE INDEX memories_relation ON memories(relation);
+CREATE INDEX memories_created ON memories(created_at);
+
+CREATE VIEW active_memories AS
+    SELECT * FROM memories
+    WHERE invalidated_at IS NULL AND forgotten_at IS NULL AND deleted_at IS NULL;
+
+CREATE TABLE memory_sources(
+    memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    PRIMARY KEY (memory_id, episode_id)
+) WITHOUT ROWID;
+CREATE INDEX memory_sources_episode ON memory_sources(episode_id);
+
+CREATE TABLE entities(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL
+);
+CREATE UNIQUE INDEX entities_name ON entities(lower(name));
+
+CREATE TABLE memory_entities(
+    memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    entity_id INTEGER NOT NULL REFERENCES entities(id) ON DELETE CASCADE,
+    role TEXT NOT NULL CHECK (role IN ('subject', 'object', 'mention')),
+    PRIMARY KEY (memory_id, entity_id, role)
+) WITHOUT ROWID;
+CREATE INDEX memory_entities_entity ON memory_entities(entity_id);
+
+-- Undirected weighted edges between memories, stored once with a_id < b_id (MAGS, 001).
+CREATE TABLE edges(
+    a_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    b_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    kind TEXT NOT NULL DEFAULT 'hebbian' CHECK (kind IN ('hebbian', 'similarity', 'supersedes', 'summary')),
+    weight REAL NOT NULL DEFAULT 0.0,
+    last_coactivated REAL,
+    created_at REAL NOT NULL,
+    CHECK (a_id < b_id),
+    PRIMARY KEY (a_id, b_id, kind)
+) WITHOUT ROWID;
+CREATE INDEX edges_b ON edges(b_id);
+
+CREATE TABLE hypotheses(
+    id INTEGER PRIMARY KEY,
+    dimension TEXT NOT NULL,
+    claim TEXT NOT NULL,
+    confidence REAL NOT NULL DEFAULT 0.3 CHECK (confidence BETWEEN 0 AND 1),
+    status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'confirmed', 'rejected')),
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    decided_at REAL
+);
+
+CREATE TABLE hypothesis_evidence(
+    hypothesis_id INTEGER NOT NULL REFERENCES hypotheses(id) ON DELETE CASCADE,
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    added_at REAL NOT NULL,
+    PRIMARY KEY (hypothesis_id, episode_id)
+) WITHOUT ROWID;
+CREATE INDEX hypothesis_evidence_episode ON hypothesis_evidence(episode_id);
+
+CREATE TABLE learning_goals(
+    id INTEGER PRIMARY KEY,
+    question TEXT NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    status TEXT NOT NULL DEFAULT 'open' CHECK (status IN ('open', 'closed')),
+    answer TEXT NOT NULL DEFAULT '',
+    memory_ids TEXT NOT NULL DEFAULT '[]',   -- memories the question is about (e.g. a protected conflict)
+    created_at REAL NOT NULL,
+    last_considered REAL,
+    closed_at REAL
+);
+
+-- Append-only: every change to a memory, with the old and new value and why (Mem0-style).
+CREATE TABLE memory_history(
+    id INTEGER PRIMARY KEY,
+    memory_id INTEGER NOT NULL,              -- no foreign key: history outlives a purged row's text
+    action TEXT NOT NULL CHECK (action IN ('create', 'update', 'invalidate', 'pin', 'unpin', 'protect',
+        'unprotect', 'forget', 'delete', 'restore', 'purge', 'permanent', 'merge')),
+    old_value TEXT,                           -- JSON
+    new_value TEXT,                           -- JSON
+    reason TEXT NOT NULL DEFAULT '',
+    at REAL NOT NULL
+);
+CREATE INDEX memory_history_memory ON memory_history(memory_id, at);
+CREATE TRIGGER memory_history_append_only BEFORE UPDATE ON memory_history
+BEGIN
+    SELECT RAISE(ABORT, 'memory history is append-only');
+END;
+
+-- What forgetting did, with the score that caused it; the timeline panel reads this.
+CREATE TABLE forgetting_events(
+    id INTEGER PRIMARY KEY,
+    item_type TEXT NOT NULL CHECK (item_type IN ('memory', 'episode')),
+    item_id INTEGER NOT NULL,
+    action TEXT NOT NULL CHECK (action IN ('archive', 'compact')),
+    retention REAL NOT NULL,
+    reason TEXT NOT NULL DEFAULT '',
+    summary_id INTEGER,
+    at REAL NOT NULL,
+    restored_at REAL
+);
+CREATE INDEX forgetting_events_item ON forgetting_events(item_type, item_id);
+"""
+
+_V1_FTS = """
+CREATE VIRTUAL TABLE memories_fts USING fts5(
+    statement, subject, relation, object,
+    content='memories', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER memories_fts_insert AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, statement, subject, relation, object)
+    VALUES (new.id, new.statement, new.subject, new.relation, new.object);
+END;
+CREATE TRIGGER memories_fts_delete AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, statement, subject, relation, object)
+    VALUES ('delete', old.id, old.statement, old.subject, old.relation, old.object);
+END;
+CREATE TRIGGER memories_fts_update AFTER UPDATE OF statement, subject, relation, object ON memories BEGIN
+    INSERT INTO memories_fts(memories_fts, rowid, statement, subject, relation, object)
+    VALUES ('delete', old.id, old.statement, old.subject, old.relation, old.object);
+    INSERT INTO memories_fts(rowid, statement, subject, relation, object)
+    VALUES (new.id, new.statement, new.subject, new.relation, new.object);
+END;
+
+CREATE VIRTUAL TABLE episodes_fts USING fts5(
+    user_text, assistant_text, speaker,
+    content='episodes', content_rowid='id',
+    tokenize='porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER episodes_fts_insert AFTER INSERT ON episodes BEGIN
+    INSERT INTO episodes_fts(rowid, user_text, assistant_text, speaker)
+    VALUES (new.id, new.user_text, new.assistant_text, new.speaker);
+END;
+CREATE TRIGGER episodes_fts_delete AFTER DELETE ON episodes BEGIN
+    INSERT INTO episodes_fts(episodes_fts, rowid, user_text, assistant_text, speaker)
+    VALUES ('delete', old.id, old.user_text, old.assistant_text, old.speaker);
+END;
+CREATE TRIGGER episodes_fts_update AFTER UPDATE OF user_text, assistant_text, speaker ON episodes BEGIN
+    INSERT INTO episodes_fts(episodes_fts, rowid, user_text, assistant_text, speaker)
+    VALUES ('delete', old.id, old.user_text, old.assistant_text, old.speaker);
+    INSERT INTO episodes_fts(rowid, user_text, assistant_text, speaker)
+    VALUES (new.id, new.user_text, new.assistant_text, new.speaker);
+END;
+
+-- Deleting from FTS5 must really remove the terms, so purged text leaves the file (SQLite >= 3.44).
+INSERT INTO memories_fts(memories_fts, rank) VALUES ('secure-delete', 1);
+INSERT INTO episodes_fts(episodes_fts, rank) VALUES ('secure-delete', 1);
+"""
+
+
+def _v1_initial_schema(conn: apsw.Connection) -> None:
+    conn.execute(_V1_CORE)
+    conn.execute(_V1_FTS)
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial schema", _v1_initial_schema),
+)
+
+LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,29 @@
+"""Validation of text that enters the store: bad input gets a clear error and changes nothing."""
+from __future__ import annotations
+
+from core.errors import InvalidInput
+
+MAX_TEXT_CHARS = 200_000  # one memory or one turn; larger pastes are refused, not truncated silently
+
+
+def clean_text(value: object, what: str = "text", *, allow_empty: bool = False,
+               max_chars: int = MAX_TEXT_CHARS) -> str:
+    """Return `value` as a str fit to store, or raise InvalidInput saying why it is not."""
+    if isinstance(value, (bytes, bytearray)):
+        try:
+            value = bytes(value).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"{what} is not valid UTF-8 (byte {exc.start})") from None
+    if not isinstance(value, str):
+        raise InvalidInput(f"{what} must be text, not {type(value).__name__}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInput(f"{what} contains unpaired surrogates (invalid UTF-8)") from None
+    if "\x00" in value:
+        raise InvalidInput(f"{what} contains a NUL byte")
+    if not allow_empty and not value.strip():
+        raise InvalidInput(f"{what} is empty")
+    if len(value) > max_chars:
+        raise InvalidInput(f"{what} is too long ({len(value):,} characters; the limit is {max_chars:,})")
+    return value

@@ -1,0 +1,58 @@
+"""Test-wide guards: no display, no network, and a private data folder per test."""
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+# Set before anything imports Qt or Hugging Face code: tests never open a window or touch the network.
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+class FakeClock:
+    """A clock tests move by hand."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float = 0.0, *, days: float = 0.0) -> float:
+        self.now += seconds + days * 86400.0
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def engram_home(tmp_path, monkeypatch):
+    home = tmp_path / "engram-home"
+    monkeypatch.setenv("ENGRAM_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def db(tmp_path, clock):
+    from core.store.db import open_db
+    database = open_db(tmp_path / "engram.db", clock=clock)
+    yield database
+    database.close()
+
+
+@pytest.fixture(scope="session")
+def embedder():
+    """The real offline MiniLM embedder, loaded once per test run."""
+    from models.embeddings import load_embedder
+    return load_embedder("all-MiniLM-L6-v2")
+
+
+def pytest_report_header(config):
+    return f"engram tests, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
