@@ -246,8 +246,104 @@ def _v1_initial_schema(conn: apsw.Connection) -> None:
     conn.execute(_V1_FTS)
 
 
+_V2_JOBS = """
+-- The idle-time job queue (core.scheduler). A running row names its process (owner) and renews
+-- heartbeat_at; a row found 'running' without a live owner is resumed from its checkpoint.
+CREATE TABLE jobs(
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    state TEXT NOT NULL DEFAULT 'queued'
+        CHECK (state IN ('queued', 'running', 'paused', 'done', 'failed', 'cancelled')),
+    run_now INTEGER NOT NULL DEFAULT 0,       -- the user asked: skip the idle/quiet-hours conditions
+    requested TEXT CHECK (requested IN ('pause', 'cancel')),  -- asked of a running job from elsewhere
+    payload TEXT NOT NULL DEFAULT '{}',       -- JSON
+    progress REAL NOT NULL DEFAULT 0 CHECK (progress BETWEEN 0 AND 1),
+    message TEXT NOT NULL DEFAULT '',
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NOT NULL DEFAULT '',
+    checkpoint TEXT,                          -- JSON state a resumed run starts from
+    owner TEXT,
+    heartbeat_at REAL,
+    not_before REAL,                          -- retry backoff after a failure
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    started_at REAL,
+    finished_at REAL
+);
+CREATE INDEX jobs_state ON jobs(state, created_at);
+CREATE INDEX jobs_kind ON jobs(kind, state);
+
+-- LoRA adapters, every version kept with its metrics; at most one is active.
+CREATE TABLE adapters(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    base_model TEXT NOT NULL,
+    path TEXT NOT NULL,
+    parent_id INTEGER REFERENCES adapters(id) ON DELETE SET NULL,
+    status TEXT NOT NULL DEFAULT 'training'
+        CHECK (status IN ('training', 'candidate', 'accepted', 'rejected', 'failed')),
+    active INTEGER NOT NULL DEFAULT 0 CHECK (active IN (0, 1)),
+    metrics TEXT NOT NULL DEFAULT '{}',       -- JSON: gate scores before/after
+    config TEXT NOT NULL DEFAULT '{}',        -- JSON: training settings
+    stale_at REAL,                            -- a memory it learned from was edited or deleted
+    stale_reason TEXT NOT NULL DEFAULT '',
+    created_at REAL NOT NULL,
+    activated_at REAL
+);
+CREATE UNIQUE INDEX adapters_one_active ON adapters(active) WHERE active = 1;
+
+-- Lineage: what each adapter was trained on.
+CREATE TABLE adapter_sources(
+    adapter_id INTEGER NOT NULL REFERENCES adapters(id) ON DELETE CASCADE,
+    item_type TEXT NOT NULL CHECK (item_type IN ('memory', 'episode', 'hypothesis')),
+    item_id INTEGER NOT NULL,
+    PRIMARY KEY (adapter_id, item_type, item_id)
+) WITHOUT ROWID;
+CREATE INDEX adapter_sources_item ON adapter_sources(item_type, item_id);
+
+-- Editing or deleting what an adapter learned from marks that adapter stale, whichever code path did it.
+CREATE TRIGGER adapters_stale_memory_edit AFTER UPDATE OF statement, subject, relation, object, deleted_at,
+        invalidated_at ON memories
+    WHEN old.statement IS NOT new.statement OR old.subject IS NOT new.subject OR old.relation IS NOT new.relation
+        OR old.object IS NOT new.object OR (old.deleted_at IS NULL AND new.deleted_at IS NOT NULL)
+        OR (old.invalidated_at IS NULL AND new.invalidated_at IS NOT NULL)
+BEGIN
+    UPDATE adapters SET stale_at = coalesce(new.deleted_at, new.invalidated_at, new.updated_at),
+        stale_reason = 'memory ' || new.id || ' changed'
+    WHERE stale_at IS NULL AND id IN
+        (SELECT adapter_id FROM adapter_sources WHERE item_type = 'memory' AND item_id = new.id);
+END;
+CREATE TRIGGER adapters_stale_memory_purge AFTER DELETE ON memories
+BEGIN
+    UPDATE adapters SET stale_at = old.updated_at, stale_reason = 'memory ' || old.id || ' purged'
+    WHERE stale_at IS NULL AND id IN
+        (SELECT adapter_id FROM adapter_sources WHERE item_type = 'memory' AND item_id = old.id);
+END;
+CREATE TRIGGER adapters_stale_episode_delete AFTER UPDATE OF deleted_at, rating ON episodes
+    WHEN (old.deleted_at IS NULL AND new.deleted_at IS NOT NULL) OR old.rating IS NOT new.rating
+BEGIN
+    UPDATE adapters SET stale_at = coalesce(new.deleted_at, new.last_access, new.created_at),
+        stale_reason = 'conversation ' || new.id || ' changed'
+    WHERE stale_at IS NULL AND id IN
+        (SELECT adapter_id FROM adapter_sources WHERE item_type = 'episode' AND item_id = new.id);
+END;
+CREATE TRIGGER adapters_stale_hypothesis AFTER UPDATE OF status, claim ON hypotheses
+    WHEN old.status IS NOT new.status OR old.claim IS NOT new.claim
+BEGIN
+    UPDATE adapters SET stale_at = new.updated_at, stale_reason = 'hypothesis ' || new.id || ' changed'
+    WHERE stale_at IS NULL AND id IN
+        (SELECT adapter_id FROM adapter_sources WHERE item_type = 'hypothesis' AND item_id = new.id);
+END;
+"""
+
+
+def _v2_job_queue(conn: apsw.Connection) -> None:
+    conn.execute(_V2_JOBS)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial_schema),
+    Migration(2, "job queue, adapters and lineage", _v2_job_queue),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
