@@ -1,0 +1,154 @@
+"""The main window: a sidebar of panels, each built the first time it is shown so the window opens fast."""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
+                               QStackedWidget, QWidget)
+
+from app.tasks import TaskRunner
+
+
+@dataclass(frozen=True)
+class PanelSpec:
+    key: str
+    title: str
+    module: str
+    cls: str
+
+
+PANELS = (
+    PanelSpec("chat", "Chat", "app.ui.chat_panel", "ChatPanel"),
+    PanelSpec("memories", "Memories", "app.ui.memories_panel", "MemoriesPanel"),
+    PanelSpec("graph", "Memory graph", "app.ui.graph_panel", "GraphPanel"),
+    PanelSpec("hypotheses", "Hypotheses", "app.ui.hypotheses_panel", "HypothesesPanel"),
+    PanelSpec("timeline", "Forgetting", "app.ui.timeline_panel", "TimelinePanel"),
+    PanelSpec("jobs", "Jobs", "app.ui.jobs_panel", "JobsPanel"),
+    PanelSpec("models", "Models", "app.ui.models_panel", "ModelsPanel"),
+    PanelSpec("settings", "Settings", "app.ui.settings_panel", "SettingsPanel"),
+)
+
+
+@dataclass
+class PanelContext:
+    """What every panel is given: the services (store, models) and the background task runner."""
+    services: Any
+    runner: TaskRunner
+    window: "MainWindow"
+
+
+def available_panels() -> list[PanelSpec]:
+    """The panels this build contains, in sidebar order."""
+    return [spec for spec in PANELS if importlib.util.find_spec(spec.module) is not None]
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, services: Any, runner: TaskRunner | None = None) -> None:
+        super().__init__()
+        self.services = services
+        self.runner = runner or TaskRunner(self)
+        self.context = PanelContext(services=services, runner=self.runner, window=self)
+        self.specs = available_panels()
+        self.panels: dict[str, QWidget] = {}
+        self.setWindowTitle("Engram")
+        self.resize(1180, 760)
+        self._build()
+        self._add_shortcuts()
+        if self.specs:
+            self.show_panel(self.specs[0].key)
+
+    def _build(self) -> None:
+        self.sidebar = QListWidget()
+        self.sidebar.setObjectName("sidebar")
+        self.sidebar.setFixedWidth(180)
+        self.stack = QStackedWidget()
+        for spec in self.specs:
+            item = QListWidgetItem(spec.title)
+            item.setData(Qt.UserRole, spec.key)
+            self.sidebar.addItem(item)
+        self.sidebar.currentItemChanged.connect(self._on_sidebar)
+        body = QWidget()
+        layout = QHBoxLayout(body)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(0)
+        layout.addWidget(self.sidebar)
+        layout.addWidget(self.stack, 1)
+        self.setCentralWidget(body)
+        self.status = QLabel("")
+        self.statusBar().addPermanentWidget(self.status)
+
+    def _add_shortcuts(self) -> None:
+        bindings = ((QKeySequence.New, "new_chat"), (QKeySequence.Find, "focus_search"),
+                    (QKeySequence.Preferences, "open_settings"))
+        for sequence, name in bindings:
+            action = QAction(self)
+            action.setShortcut(QKeySequence(sequence))
+            action.triggered.connect(getattr(self, name))
+            self.addAction(action)
+        if sys.platform != "darwin":  # Preferences has no standard key off the Mac
+            action = QAction(self)
+            action.setShortcut(QKeySequence("Ctrl+,"))
+            action.triggered.connect(self.open_settings)
+            self.addAction(action)
+
+    def _on_sidebar(self, current: QListWidgetItem | None, _previous: Any = None) -> None:
+        if current is not None:
+            self.show_panel(current.data(Qt.UserRole))
+
+    def show_panel(self, key: str) -> QWidget | None:
+        spec = next((s for s in self.specs if s.key == key), None)
+        if spec is None:
+            return None
+        panel = self.panels.get(key)
+        if panel is None:
+            module = importlib.import_module(spec.module)
+            panel = getattr(module, spec.cls)(self.context)
+            self.panels[key] = panel
+            self.stack.addWidget(panel)
+        self.stack.setCurrentWidget(panel)
+        row = next(i for i, s in enumerate(self.specs) if s.key == key)
+        if self.sidebar.currentRow() != row:
+            self.sidebar.setCurrentRow(row)
+        return panel
+
+    def new_chat(self) -> None:
+        panel = self.show_panel("chat")
+        if panel is not None and hasattr(panel, "new_conversation"):
+            panel.new_conversation()
+
+    def focus_search(self) -> None:
+        panel = self.stack.currentWidget()
+        if panel is not None and hasattr(panel, "focus_search"):
+            panel.focus_search()
+
+    def open_settings(self) -> None:
+        self.show_panel("settings")
+
+    def set_status(self, text: str) -> None:
+        self.status.setText(text)
+
+    def closeEvent(self, event: Any) -> None:
+        for panel in self.panels.values():
+            if hasattr(panel, "shutdown"):
+                panel.shutdown()
+        self.runner.shutdown(wait=True)
+        close = getattr(self.services, "close", None)
+        if close is not None:
+            close()  # after the lanes stopped: nothing else can be using the store now
+        super().closeEvent(event)
+
+
+def launch(argv: list[str] | None = None) -> int:
+    from app.services import Services
+    app = QApplication.instance() or QApplication(argv or sys.argv[:1])
+    app.setApplicationName("Engram")
+    app.setOrganizationName("Engram")
+    window = MainWindow(Services.from_data_dir())
+    window.show()
+    return app.exec()

@@ -1,0 +1,118 @@
+"""Settings: data folder, model, embedder, scheduler windows, forgetting strength, memory dial; About."""
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+from PySide6.QtCore import Qt, QTime
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QLineEdit,
+                               QPushButton, QTimeEdit, QVBoxLayout, QWidget)
+
+from core.config import ForgettingSettings, SchedulerSettings, Settings, load_settings, save_settings
+
+DIAL_CHOICES = ("off", "light", "normal", "eager")
+FORGETTING_CHOICES = ("gentle", "normal", "strong")
+VERSIONED = ("engram", "mlx", "mlx-lm", "apsw", "sqlite-vec", "sentence-transformers", "PySide6-Essentials",
+             "pyqtgraph", "llguidance")
+
+
+def package_versions() -> dict[str, str]:
+    """Installed versions, read from metadata so nothing heavy is imported."""
+    found = {"Python": platform.python_version(), "platform": f"{sys.platform} {platform.machine()}"}
+    for name in VERSIONED:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+class SettingsPanel(QWidget):
+    def __init__(self, context: Any) -> None:
+        super().__init__()
+        self.context = context
+        self.services = context.services
+        layout = QVBoxLayout(self)
+        layout.addWidget(self._general_box())
+        layout.addWidget(self._scheduler_box())
+        self.save_button = QPushButton("Save settings")
+        self.save_button.clicked.connect(self.save)
+        self.saved_label = QLabel("")
+        layout.addWidget(self.save_button)
+        layout.addWidget(self.saved_label)
+        layout.addWidget(self._about_box())
+        layout.addStretch(1)
+        self.load(self.services.settings)
+
+    def _general_box(self) -> QGroupBox:
+        box = QGroupBox("General")
+        form = QFormLayout(box)
+        self.data_dir = QLabel("")
+        self.data_dir.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.chat_model = QLineEdit()
+        self.chat_model.setPlaceholderText("choose one in Models")
+        self.embedder = QLineEdit()
+        self.dial = QComboBox()
+        self.dial.addItems(DIAL_CHOICES)
+        self.forgetting = QComboBox()
+        self.forgetting.addItems(FORGETTING_CHOICES)
+        form.addRow("Data folder", self.data_dir)
+        form.addRow("Chat model", self.chat_model)
+        form.addRow("Embedding model", self.embedder)
+        form.addRow("Memory dial", self.dial)
+        form.addRow("Forgetting strength", self.forgetting)
+        return box
+
+    def _scheduler_box(self) -> QGroupBox:
+        box = QGroupBox("Idle-time work")
+        form = QFormLayout(box)
+        self.idle_minutes = QDoubleSpinBox()
+        self.idle_minutes.setRange(1, 240)
+        self.idle_minutes.setSuffix(" min")
+        self.quiet_start = QTimeEdit()
+        self.quiet_end = QTimeEdit()
+        for edit in (self.quiet_start, self.quiet_end):
+            edit.setDisplayFormat("HH:mm")
+        self.require_ac = QCheckBox("Only on AC power")
+        form.addRow("Start after idle for", self.idle_minutes)
+        form.addRow("Fine-tune from", self.quiet_start)
+        form.addRow("until", self.quiet_end)
+        form.addRow("", self.require_ac)
+        return box
+
+    def _about_box(self) -> QGroupBox:
+        box = QGroupBox("About Engram")
+        form = QFormLayout(box)
+        for name, version in package_versions().items():
+            form.addRow(name, QLabel(version))
+        return box
+
+    def load(self, settings: Settings) -> None:
+        self.data_dir.setText(str(self.services.data_dir))
+        self.chat_model.setText(settings.chat_model)
+        self.embedder.setText(settings.embedder)
+        self.dial.setCurrentText(settings.memory_dial if settings.memory_dial in DIAL_CHOICES else "normal")
+        self.forgetting.setCurrentText(settings.forgetting.strength)
+        self.idle_minutes.setValue(settings.scheduler.idle_minutes)
+        self.quiet_start.setTime(QTime.fromString(settings.scheduler.quiet_hours_start, "HH:mm"))
+        self.quiet_end.setTime(QTime.fromString(settings.scheduler.quiet_hours_end, "HH:mm"))
+        self.require_ac.setChecked(settings.scheduler.require_ac_power)
+
+    def current(self) -> Settings:
+        old = self.services.settings
+        scheduler = SchedulerSettings(idle_minutes=self.idle_minutes.value(),
+                                      quiet_hours_start=self.quiet_start.time().toString("HH:mm"),
+                                      quiet_hours_end=self.quiet_end.time().toString("HH:mm"),
+                                      require_ac_power=self.require_ac.isChecked())
+        forgetting = ForgettingSettings(**{**old.forgetting.__dict__, "strength": self.forgetting.currentText()})
+        return old.replace(chat_model=self.chat_model.text().strip(), embedder=self.embedder.text().strip()
+                           or old.embedder, memory_dial=self.dial.currentText(), scheduler=scheduler,
+                           forgetting=forgetting)
+
+    def save(self) -> None:
+        settings = self.current()
+        save_settings(settings, self.services.data_dir)
+        self.services.settings = settings
+        self.saved_label.setText("Saved. A new embedding model applies after a re-embed.")

@@ -1,0 +1,83 @@
+"""The main window, the task runner and the settings panel, offscreen."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.services import Services  # noqa: E402
+from app.tasks import TaskRunner  # noqa: E402
+from app.ui.main_window import MainWindow, available_panels  # noqa: E402
+from core.config import load_settings  # noqa: E402
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    services = Services.from_data_dir(tmp_path / "home")
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.runner.shutdown(wait=True)
+
+
+def test_results_come_back_on_the_gui_thread(qtbot):
+    runner = TaskRunner()
+    seen = {}
+
+    def work():
+        seen["worker"] = threading.current_thread().name
+        return 41 + 1
+
+    def done(value):
+        seen["value"] = value
+        seen["gui"] = threading.current_thread() is threading.main_thread()
+
+    runner.submit("db", work, on_done=done)
+    qtbot.waitUntil(lambda: "value" in seen, timeout=5000)
+    assert seen == {"worker": seen["worker"], "value": 42, "gui": True}
+    assert seen["worker"].startswith("engram-db")
+    runner.shutdown()
+
+
+def test_errors_reach_the_gui_not_a_silent_thread(qtbot):
+    runner = TaskRunner()
+    caught = []
+    runner.submit("db", lambda: 1 / 0, on_error=caught.append)
+    qtbot.waitUntil(lambda: bool(caught), timeout=5000)
+    assert isinstance(caught[0], ZeroDivisionError)
+    assert "ZeroDivisionError" in runner.errors[-1]
+    runner.shutdown()
+
+
+def test_streamed_items_arrive_in_order(qtbot):
+    runner = TaskRunner()
+    items, finished = [], []
+    runner.stream("model", lambda: iter(range(5)), on_item=items.append, on_done=lambda: finished.append(1))
+    qtbot.waitUntil(lambda: bool(finished), timeout=5000)
+    assert items == [0, 1, 2, 3, 4]
+    runner.shutdown()
+
+
+def test_window_lists_the_panels_of_this_build(window):
+    titles = [window.sidebar.item(i).text() for i in range(window.sidebar.count())]
+    assert titles == [spec.title for spec in available_panels()]
+    assert "Settings" in titles
+
+
+def test_settings_panel_saves_to_the_data_folder(window):
+    panel = window.show_panel("settings")
+    panel.dial.setCurrentText("eager")
+    panel.idle_minutes.setValue(25)
+    panel.save()
+    saved = load_settings(window.services.data_dir)
+    assert saved.memory_dial == "eager"
+    assert saved.scheduler.idle_minutes == 25
+    assert window.services.settings.memory_dial == "eager"
+
+
+def test_preferences_shortcut_opens_settings(window, qtbot):
+    window.open_settings()
+    assert window.stack.currentWidget() is window.panels["settings"]
