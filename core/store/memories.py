@@ -7,12 +7,23 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from core.errors import InvalidInput, NotFound
-from core.store import history
+from core.store import entities, history, vectors
 from core.store.db import Database
-from core.store.text import clean_text
+from core.store.text import MAX_TEXT_CHARS, clean_text
 from core.types import MEMORY_KINDS, EpisodeId, Memory, MemoryId
 
 _FLAGS = ("critical", "pinned", "protected", "permanent")
+# The history action each flag change is logged under: (turned on, turned off).
+_FLAG_ACTIONS = {"pinned": ("pin", "unpin"), "protected": ("protect", "unprotect"),
+                 "permanent": ("permanent", "update"), "critical": ("update", "update")}
+STATUSES = ("active", "trashed", "forgotten", "invalidated")
+_STATUS_SQL = {
+    "active": "invalidated_at IS NULL AND forgotten_at IS NULL AND deleted_at IS NULL",
+    "trashed": "deleted_at IS NOT NULL",
+    "forgotten": "forgotten_at IS NOT NULL AND deleted_at IS NULL",
+    "invalidated": "invalidated_at IS NOT NULL AND forgotten_at IS NULL AND deleted_at IS NULL",
+}
+_TEXT_FIELDS = ("statement", "subject", "relation", "object")
 
 
 def add_memory(db: Database, statement: str, *, subject: str = "", relation: str = "", object: str = "",
@@ -36,6 +47,7 @@ def add_memory(db: Database, statement: str, *, subject: str = "", relation: str
              now, now, valid_from if valid_from is not None else now))
         memory_id = MemoryId(db.conn.last_insert_rowid())
         link_sources(db, memory_id, source_episode_ids)
+        entities.link_triple(db, memory_id, subject, object)
         history.record(db, memory_id, "create", None, snapshot(get_memory(db, memory_id)), reason, at=now)
     return memory_id
 
@@ -82,6 +94,172 @@ def snapshot(memory: Memory) -> dict[str, Any]:
             "permanent": memory.permanent, "valid_from": memory.valid_from, "valid_to": memory.valid_to}
 
 
+def update_memory(db: Database, memory_id: int, *, statement: str | None = None, subject: str | None = None,
+                  relation: str | None = None, object: str | None = None, kind: str | None = None,
+                  confidence: float | None = None, importance: float | None = None,
+                  valid_from: float | None = None, valid_to: float | None = None, reason: str = "") -> Memory:
+    """Change a memory's content in place; the old values stay in an 'update' history row."""
+    changes = _checked_changes(statement=statement, subject=subject, relation=relation, object=object,
+                               kind=kind, confidence=confidence, importance=importance,
+                               valid_from=valid_from, valid_to=valid_to)
+    before = get_memory(db, memory_id)
+    if before.deleted_at is not None:
+        raise InvalidInput(f"memory {before.id} is in the trash; restore it before editing")
+    changes = {k: v for k, v in changes.items() if getattr(before, k) != v}
+    if not changes:
+        return before
+    with db.transaction():
+        _set(db, before.id, **changes)
+        if any(k in ("subject", "object") for k in changes):
+            after_triple = {**{"subject": before.subject, "object": before.object}, **changes}
+            entities.relink_triple(db, before.id, after_triple["subject"], after_triple["object"])
+        after = get_memory(db, before.id)
+        history.record(db, before.id, "update", snapshot(before), snapshot(after), reason)
+    return after
+
+
+def set_flag(db: Database, memory_id: int, flag: str, value: bool, reason: str = "") -> Memory:
+    """Pin, protect, mark permanent or critical (or undo it); no history row when nothing changes."""
+    if flag not in _FLAG_ACTIONS:
+        raise InvalidInput(f"flag must be one of {', '.join(_FLAG_ACTIONS)}, not {flag!r}")
+    before = get_memory(db, memory_id)
+    if getattr(before, flag) == bool(value):
+        return before
+    action = _FLAG_ACTIONS[flag][0 if value else 1]
+    with db.transaction():
+        _set(db, before.id, **{flag: int(bool(value))})
+        history.record(db, before.id, action, {flag: getattr(before, flag)}, {flag: bool(value)}, reason)
+    return get_memory(db, before.id)
+
+
+def trash_memory(db: Database, memory_id: int, reason: str = "") -> Memory:
+    """Soft delete: the memory goes to the trash, out of recall, restorable until purged."""
+    before = get_memory(db, memory_id)
+    if before.deleted_at is not None:
+        raise InvalidInput(f"memory {before.id} is already in the trash")
+    if before.protected:
+        raise InvalidInput(f"memory {before.id} is protected; unprotect it before deleting it")
+    now = db.now()
+    with db.transaction():
+        _set(db, before.id, deleted_at=now)
+        history.record(db, before.id, "delete", {"status": before.status}, {"status": "trashed"}, reason, at=now)
+    return get_memory(db, before.id)
+
+
+def restore_memory(db: Database, memory_id: int, reason: str = "") -> Memory:
+    """Bring a trashed or forgotten memory back to where it was before."""
+    before = get_memory(db, memory_id)
+    if before.deleted_at is None and before.forgotten_at is None:
+        raise InvalidInput(f"memory {before.id} is not in the trash or forgotten; there is nothing to restore")
+    now = db.now()
+    with db.transaction():
+        _set(db, before.id, deleted_at=None, forgotten_at=None)
+        db.execute("UPDATE forgetting_events SET restored_at = ? WHERE item_type = 'memory' AND item_id = ? "
+                   "AND restored_at IS NULL", (now, before.id))
+        after = get_memory(db, before.id)
+        history.record(db, before.id, "restore", {"status": before.status}, {"status": after.status},
+                       reason, at=now)
+    return after
+
+
+def invalidate_memory(db: Database, memory_id: int, *, valid_to: float | None = None,
+                      superseded_by: int | None = None, reason: str = "") -> Memory:
+    """Close a fact that no longer holds: it is kept, never overwritten (bi-temporal validity)."""
+    before = get_memory(db, memory_id)
+    if before.invalidated_at is not None:
+        raise InvalidInput(f"memory {before.id} is already invalidated")
+    if superseded_by is not None:
+        get_memory(db, superseded_by)
+    now = db.now()
+    with db.transaction():
+        _set(db, before.id, invalidated_at=now, valid_to=now if valid_to is None else valid_to,
+             superseded_by=None if superseded_by is None else int(superseded_by))
+        after = get_memory(db, before.id)
+        history.record(db, before.id, "invalidate", snapshot(before),
+                       {**snapshot(after), "superseded_by": after.superseded_by}, reason, at=now)
+    return after
+
+
+def list_memories(db: Database, *, kind: str | None = None, pinned: bool | None = None,
+                  protected: bool | None = None, critical: bool | None = None, status: str | None = "active",
+                  limit: int = 100, offset: int = 0) -> list[Memory]:
+    """Memories matching every given filter, newest first; status None means all of them."""
+    where, params = _filters(kind=kind, pinned=pinned, protected=protected, critical=critical, status=status)
+    rows = db.query(f"SELECT * FROM memories WHERE {where} ORDER BY created_at DESC, id DESC LIMIT ? OFFSET ?",
+                    [*params, int(limit), int(offset)])
+    sources = _sources(db, [r["id"] for r in rows])
+    return [row_to_memory(db, r, sources.get(r["id"], ())) for r in rows]
+
+
+def count_memories(db: Database, *, status: str | None = "active", **filters: Any) -> int:
+    where, params = _filters(status=status, **filters)
+    return int(db.scalar(f"SELECT count(*) FROM memories WHERE {where}", params))
+
+
+def purge_memory_rows(db: Database, ids: Sequence[int], reason: str = "") -> int:
+    """Hard delete of trashed memories: rows, vectors, FTS terms, links, edges and the text in history.
+
+    A 'purge' history row without any text remains, so the log still says the memory existed.
+    """
+    memories = [get_memory(db, i) for i in ids]
+    for memory in memories:
+        if memory.deleted_at is None:
+            raise InvalidInput(f"memory {memory.id} is not in the trash; delete it before purging it")
+    with db.transaction():
+        vectors.delete_vectors(db, "memory", [m.id for m in memories])
+        for memory in memories:
+            db.execute("DELETE FROM memory_history WHERE memory_id = ?", (memory.id,))
+            db.execute("DELETE FROM memories WHERE id = ?", (memory.id,))  # FTS, links, edges by trigger/cascade
+            history.record(db, memory.id, "purge", None, None, reason)
+        entities.delete_orphans(db)
+    return len(memories)
+
+
+def trashed_memory_ids(db: Database) -> list[MemoryId]:
+    return [MemoryId(r[0]) for r in db.execute("SELECT id FROM memories WHERE deleted_at IS NOT NULL ORDER BY id")]
+
+
+def _checked_changes(**values: Any) -> dict[str, Any]:
+    changes = {k: v for k, v in values.items() if v is not None}
+    for name in _TEXT_FIELDS:
+        if name in changes:
+            limit = MAX_TEXT_CHARS if name == "statement" else 2000
+            changes[name] = clean_text(changes[name], name, allow_empty=name != "statement", max_chars=limit)
+    if "kind" in changes and changes["kind"] not in MEMORY_KINDS:
+        raise InvalidInput(f"kind must be one of {', '.join(MEMORY_KINDS)}, not {changes['kind']!r}")
+    if "confidence" in changes:
+        changes["confidence"] = _unit(changes["confidence"], "confidence")
+    for name in ("importance", "valid_from", "valid_to"):
+        if name in changes:
+            changes[name] = _number(changes[name], name)
+    return changes
+
+
+def _set(db: Database, memory_id: int, **values: Any) -> None:
+    values["updated_at"] = db.now()
+    assignments = ", ".join(f"{name} = ?" for name in values)
+    db.execute(f"UPDATE memories SET {assignments} WHERE id = ?", [*values.values(), int(memory_id)])
+
+
+def _filters(*, kind: str | None = None, pinned: bool | None = None, protected: bool | None = None,
+             critical: bool | None = None, status: str | None = None) -> tuple[str, list[Any]]:
+    clauses, params = ["1"], []
+    if status is not None:
+        if status not in _STATUS_SQL:
+            raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, not {status!r}")
+        clauses.append(_STATUS_SQL[status])
+    if kind is not None:
+        if kind not in MEMORY_KINDS:
+            raise InvalidInput(f"kind must be one of {', '.join(MEMORY_KINDS)}, not {kind!r}")
+        clauses.append("kind = ?")
+        params.append(kind)
+    for name, wanted in (("pinned", pinned), ("protected", protected), ("critical", critical)):
+        if wanted is not None:
+            clauses.append(f"{name} = ?")
+            params.append(int(bool(wanted)))
+    return " AND ".join(clauses), params
+
+
 def _sources(db: Database, ids: Sequence[int]) -> dict[int, tuple[int, ...]]:
     if not ids:
         return {}
@@ -101,6 +279,16 @@ def _id(value: Any) -> int:
         except ValueError:
             raise InvalidInput(f"{value!r} is not a memory id") from None
     return value
+
+
+def _number(value: Any, name: str) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise InvalidInput(f"{name} must be a number") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise InvalidInput(f"{name} must be a finite number")
+    return number
 
 
 def _unit(value: Any, name: str) -> float:

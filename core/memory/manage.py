@@ -1,0 +1,158 @@
+"""Hand edits: everything a person can do to what Engram remembers, as one facade over db + embedder.
+
+Each edit is one transaction that also keeps the vector index in step and leaves a history row,
+so the GUI and the CLI share one set of rules.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from core.errors import InvalidInput
+from core.memory import index
+from core.protocols import Embedder
+from core.store import entities, episodes, export, history, memories, vectors
+from core.store.db import Database
+from core.types import Episode, HistoryEntry, Memory
+
+MAX_IMPORT_BYTES = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MemoryDetails:
+    memory: Memory
+    history: list[HistoryEntry]
+    entities: list[tuple[str, str]]  # (name, role)
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    memories: int
+    episodes: int
+
+
+@dataclass
+class MemoryManager:
+    db: Database
+    embedder: Embedder
+
+    # --- memories ---------------------------------------------------------------------------------------
+    def add(self, statement: str, *, pinned: bool = False, protected: bool = False, reason: str = "",
+            **fields: Any) -> Memory:
+        """Write the row and its vector together: either both exist afterwards or neither does."""
+        with self.db.transaction():
+            memory_id = memories.add_memory(self.db, statement, reason=reason, **fields)
+            if pinned:
+                memories.set_flag(self.db, memory_id, "pinned", True, reason)
+            if protected:
+                memories.set_flag(self.db, memory_id, "protected", True, reason)
+            index.index_memories(self.db, self.embedder, [memory_id])
+        return memories.get_memory(self.db, memory_id)
+
+    def edit(self, memory_id: int, *, reason: str = "", **changes: Any) -> Memory:
+        """Change text or fields; the old version stays in history and the vector is remade."""
+        with self.db.transaction():
+            before = memories.get_memory(self.db, memory_id)
+            after = memories.update_memory(self.db, memory_id, reason=reason, **changes)
+            if index.memory_text(after) != index.memory_text(before):
+                index.index_memories(self.db, self.embedder, [after.id])
+        return after
+
+    def pin(self, memory_id: int, reason: str = "") -> Memory:
+        return memories.set_flag(self.db, memory_id, "pinned", True, reason)
+
+    def unpin(self, memory_id: int, reason: str = "") -> Memory:
+        return memories.set_flag(self.db, memory_id, "pinned", False, reason)
+
+    def protect(self, memory_id: int, reason: str = "") -> Memory:
+        return memories.set_flag(self.db, memory_id, "protected", True, reason)
+
+    def unprotect(self, memory_id: int, reason: str = "") -> Memory:
+        return memories.set_flag(self.db, memory_id, "protected", False, reason)
+
+    def delete(self, memory_id: int, reason: str = "") -> Memory:
+        """To the trash: out of recall, restorable until purged."""
+        return memories.trash_memory(self.db, memory_id, reason)
+
+    def restore(self, memory_id: int, reason: str = "") -> Memory:
+        return memories.restore_memory(self.db, memory_id, reason)
+
+    def invalidate(self, memory_id: int, *, superseded_by: int | None = None, reason: str = "") -> Memory:
+        return memories.invalidate_memory(self.db, memory_id, superseded_by=superseded_by, reason=reason)
+
+    def get(self, memory_id: int) -> Memory:
+        return memories.get_memory(self.db, memory_id)
+
+    def show(self, memory_id: int) -> MemoryDetails:
+        memory = memories.get_memory(self.db, memory_id)
+        linked = [(entity.name, role) for entity, role in entities.entities_of(self.db, memory.id)]
+        return MemoryDetails(memory, history.history(self.db, memory.id), linked)
+
+    def list(self, *, kind: str | None = None, pinned: bool | None = None, protected: bool | None = None,
+             critical: bool | None = None, status: str | None = "active", limit: int = 100,
+             offset: int = 0) -> list[Memory]:
+        return memories.list_memories(self.db, kind=kind, pinned=pinned, protected=protected, critical=critical,
+                                      status=status, limit=limit, offset=offset)
+
+    def purge(self, memory_ids: Sequence[int] | None = None, episode_ids: Sequence[int] | None = None,
+              reason: str = "") -> PurgeResult:
+        """Hard delete trashed rows (everything in the trash when no ids are given); the text leaves the file.
+
+        secure_delete zeroes freed pages and FTS5 secure-delete drops the index terms; the WAL is then
+        checkpointed and truncated so no older copy of a page is left in the -wal file.
+        """
+        if memory_ids is None and episode_ids is None:
+            memory_ids, episode_ids = memories.trashed_memory_ids(self.db), episodes.trashed_episode_ids(self.db)
+        with self.db.transaction():
+            done = PurgeResult(memories.purge_memory_rows(self.db, list(memory_ids or ()), reason),
+                               episodes.purge_episode_rows(self.db, list(episode_ids or ())))
+        if self.db.path.name != ":memory:":
+            self.db.checkpoint()
+        return done
+
+    # --- episodes ---------------------------------------------------------------------------------------
+    def protect_episode(self, episode_id: int) -> Episode:
+        return episodes.set_episode_protected(self.db, episode_id, True)
+
+    def unprotect_episode(self, episode_id: int) -> Episode:
+        return episodes.set_episode_protected(self.db, episode_id, False)
+
+    def delete_episode(self, episode_id: int) -> Episode:
+        return episodes.trash_episode(self.db, episode_id)
+
+    def restore_episode(self, episode_id: int) -> Episode:
+        return episodes.restore_episode(self.db, episode_id)
+
+    # --- whole store ------------------------------------------------------------------------------------
+    def export_to(self, path: Path | str) -> dict[str, int]:
+        data = export.export_store(self.db)
+        Path(path).write_text(export.dumps(data), encoding="utf-8")
+        return {name: len(data[name]) for name in export.SECTIONS}
+
+    def import_from(self, path: Path | str) -> export.ImportResult:
+        """Check the whole file, then add it under new ids with fresh vectors, all in one transaction."""
+        path = Path(path)
+        if not path.is_file():
+            raise InvalidInput(f"{path} is not a file")
+        if path.stat().st_size > MAX_IMPORT_BYTES:
+            raise InvalidInput(f"{path} is larger than {MAX_IMPORT_BYTES // 2**20} MB; refusing to import it")
+        data = export.parse_export(path.read_bytes())
+        with self.db.transaction():
+            result = export.import_store(self.db, data)
+            index.index_memories(self.db, self.embedder, list(result.memories.values()))
+            index.index_episodes(self.db, self.embedder, list(result.episodes.values()))
+        return result
+
+    def reembed(self) -> int:
+        """Remake every vector with this manager's embedder (after switching models)."""
+        return vectors.reembed(self.db, self.embedder.name, self.embedder.dimension, self._texts,
+                               self.embedder.embed)
+
+    def _texts(self, table: str) -> Iterable[tuple[int, str]]:
+        if table == "memory":
+            for row in self.db.query("SELECT * FROM memories ORDER BY id"):
+                yield row["id"], index.memory_text(memories.row_to_memory(self.db, row, ()))
+        else:
+            for row in self.db.query("SELECT * FROM episodes ORDER BY id"):
+                yield row["id"], index.episode_text(episodes.row_to_episode(row))

@@ -1,0 +1,269 @@
+"""A JSON export of the store that carries history, and its import (documented in docs/EXPORT_FORMAT.md).
+
+Import checks the whole file before writing anything, gives every row a new id (so it never clobbers
+rows already in the store) and writes everything in one transaction: a bad file imports nothing.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from core.errors import InvalidInput
+from core.store import entities, history
+from core.store.db import Database
+from core.store.text import clean_text
+from core.types import HISTORY_ACTIONS, MEMORY_KINDS, EpisodeId, MemoryId, SessionId
+
+FORMAT_NAME = "engram-export"
+FORMAT_VERSION = 1
+EDGE_KINDS = ("hebbian", "similarity", "supersedes", "summary")
+
+# Each section's fields: name -> (kind, required). Kinds: text, text?, number, number?, int, id, id?, bool, ...
+SESSION_FIELDS = {"id": ("id", True), "title": ("text?", False), "instructions": ("text?", False),
+                  "created_at": ("number", True), "updated_at": ("number?", False), "ended_at": ("number?", False),
+                  "reflected_at": ("number?", False), "deleted_at": ("number?", False)}
+EPISODE_FIELDS = {"id": ("id", True), "session_id": ("id?", False), "user_text": ("text", True),
+                  "assistant_text": ("text?", False), "speaker": ("text?", False), "created_at": ("number", True),
+                  "access_count": ("int", False), "last_access": ("number?", False), "protected": ("bool", False),
+                  "rating": ("rating", False), "summary_id": ("id?", False), "forgotten_at": ("number?", False),
+                  "deleted_at": ("number?", False), "metadata": ("object", False)}
+MEMORY_FIELDS = {"id": ("id", True), "statement": ("text", True), "subject": ("text?", False),
+                 "relation": ("text?", False), "object": ("text?", False), "kind": ("kind", False),
+                 "critical": ("bool", False), "confidence": ("unit", False), "importance": ("number", False),
+                 "pinned": ("bool", False), "protected": ("bool", False), "permanent": ("bool", False),
+                 "access_count": ("int", False), "last_access": ("number?", False), "created_at": ("number", True),
+                 "updated_at": ("number?", False), "valid_from": ("number?", False), "valid_to": ("number?", False),
+                 "invalidated_at": ("number?", False), "superseded_by": ("id?", False),
+                 "forgotten_at": ("number?", False), "deleted_at": ("number?", False),
+                 "source_episode_ids": ("ids", False)}
+HISTORY_FIELDS = {"memory_id": ("id", True), "action": ("action", True), "old_value": ("object?", False),
+                  "new_value": ("object?", False), "reason": ("text?", False), "at": ("number", True)}
+EDGE_FIELDS = {"a_id": ("id", True), "b_id": ("id", True), "kind": ("edge_kind", False),
+               "weight": ("number", False), "last_coactivated": ("number?", False), "created_at": ("number", True)}
+SECTIONS = {"sessions": SESSION_FIELDS, "episodes": EPISODE_FIELDS, "memories": MEMORY_FIELDS,
+            "history": HISTORY_FIELDS, "edges": EDGE_FIELDS}
+
+
+@dataclass
+class ImportResult:
+    sessions: dict[int, SessionId] = field(default_factory=dict)
+    episodes: dict[int, EpisodeId] = field(default_factory=dict)
+    memories: dict[int, MemoryId] = field(default_factory=dict)
+    history_rows: int = 0
+    edges: int = 0
+
+
+def export_store(db: Database) -> dict[str, Any]:
+    """Everything a person would want to take with them: sessions, episodes, memories, history, edges."""
+    memories = db.query("SELECT * FROM memories ORDER BY id")
+    sources: dict[int, list[int]] = {}
+    for memory_id, episode_id in db.execute("SELECT memory_id, episode_id FROM memory_sources ORDER BY 1, 2"):
+        sources.setdefault(memory_id, []).append(episode_id)
+    for row in memories:
+        row["source_episode_ids"] = sources.get(row["id"], [])
+        for flag in ("critical", "pinned", "protected", "permanent"):
+            row[flag] = bool(row[flag])
+    episodes = db.query("SELECT * FROM episodes ORDER BY id")
+    for row in episodes:
+        row["protected"] = bool(row["protected"])
+        row["metadata"] = json.loads(row["metadata"])
+    rows = db.query("SELECT * FROM memory_history WHERE memory_id IN (SELECT id FROM memories) ORDER BY id")
+    for row in rows:
+        del row["id"]
+        row["old_value"], row["new_value"] = (_json_or_none(row["old_value"]), _json_or_none(row["new_value"]))
+    embedder = {r["key"]: r["value"] for r in db.query(
+        "SELECT key, value FROM meta WHERE key IN ('embedder_name', 'embedder_dimension')")}
+    return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "exported_at": db.now(),
+            "schema_version": db.schema_version(), "embedder": embedder.get("embedder_name"),
+            "sessions": db.query("SELECT * FROM sessions ORDER BY id"), "episodes": episodes,
+            "memories": memories, "history": rows, "edges": db.query("SELECT * FROM edges ORDER BY a_id, b_id")}
+
+
+def dumps(data: Mapping[str, Any]) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False)
+
+
+def parse_export(raw: bytes | str) -> dict[str, Any]:
+    """Decode and check an export file completely; InvalidInput names the first problem found."""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(f"the export file is not valid UTF-8 (byte {exc.start})") from None
+    try:
+        data = json.loads(raw, parse_constant=_refuse_constant)
+    except ValueError as exc:
+        raise InvalidInput(f"the export file is not valid JSON ({exc})") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT_NAME:
+        raise InvalidInput(f"not an Engram export (expected \"format\": \"{FORMAT_NAME}\")")
+    version = data.get("version")
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        raise InvalidInput("the export has no valid format version")
+    if version > FORMAT_VERSION:
+        raise InvalidInput(f"the export is format version {version}; this Engram reads up to {FORMAT_VERSION}")
+    checked = {"format": FORMAT_NAME, "version": version}
+    for section, fields in SECTIONS.items():
+        items = data.get(section, [])
+        if not isinstance(items, list):
+            raise InvalidInput(f"{section} must be a list")
+        checked[section] = [_check_row(f"{section}[{n}]", item, fields) for n, item in enumerate(items)]
+    _check_references(checked)
+    return checked
+
+
+def import_store(db: Database, data: Mapping[str, Any]) -> ImportResult:
+    """Add a parsed export to the store under new ids, in one transaction."""
+    result = ImportResult()
+    with db.transaction():
+        for row in data["sessions"]:
+            result.sessions[row["id"]] = SessionId(_insert(db, "sessions", _without(row, "id")))
+        for row in data["episodes"]:
+            values = _without(row, "id", "summary_id")
+            values["session_id"] = result.sessions.get(row.get("session_id"))
+            values["metadata"] = json.dumps(row.get("metadata") or {}, ensure_ascii=False)
+            result.episodes[row["id"]] = EpisodeId(_insert(db, "episodes", values))
+        for row in data["memories"]:
+            result.memories[row["id"]] = MemoryId(_insert(db, "memories", _memory_values(row)))
+        _link_memories(db, data, result)
+        for row in data["history"]:
+            history.record(db, result.memories[row["memory_id"]], row["action"], row.get("old_value"),
+                           row.get("new_value"), row.get("reason") or "", at=row["at"])
+            result.history_rows += 1
+        for old, new in result.memories.items():
+            history.record(db, new, "create", None, None, f"imported from an export (id {old} there)")
+        for row in data["edges"]:
+            result.edges += _insert_edge(db, row, result.memories)
+    return result
+
+
+def _link_memories(db: Database, data: Mapping[str, Any], result: ImportResult) -> None:
+    for row in data["memories"]:
+        new_id = result.memories[row["id"]]
+        for episode_id in row.get("source_episode_ids") or []:
+            db.execute("INSERT OR IGNORE INTO memory_sources(memory_id, episode_id) VALUES (?, ?)",
+                       (new_id, result.episodes[episode_id]))
+        if row.get("superseded_by") is not None:
+            db.execute("UPDATE memories SET superseded_by = ? WHERE id = ?",
+                       (result.memories[row["superseded_by"]], new_id))
+        entities.link_triple(db, new_id, row.get("subject") or "", row.get("object") or "")
+    for row in data["episodes"]:
+        if row.get("summary_id") is not None:
+            db.execute("UPDATE episodes SET summary_id = ? WHERE id = ?",
+                       (result.memories[row["summary_id"]], result.episodes[row["id"]]))
+
+
+def _memory_values(row: Mapping[str, Any]) -> dict[str, Any]:
+    values = _without(row, "id", "superseded_by", "source_episode_ids")
+    for flag in ("critical", "pinned", "protected", "permanent"):
+        if flag in values:
+            values[flag] = int(values[flag])
+    values.setdefault("updated_at", row["created_at"])
+    return values
+
+
+def _insert_edge(db: Database, row: Mapping[str, Any], ids: Mapping[int, MemoryId]) -> int:
+    a, b = sorted((ids[row["a_id"]], ids[row["b_id"]]))
+    if a == b:
+        return 0
+    db.execute("INSERT OR REPLACE INTO edges(a_id, b_id, kind, weight, last_coactivated, created_at) "
+               "VALUES (?, ?, ?, ?, ?, ?)", (a, b, row.get("kind") or "hebbian", row.get("weight") or 0.0,
+                                             row.get("last_coactivated"), row["created_at"]))
+    return 1
+
+
+def _insert(db: Database, table: str, values: Mapping[str, Any]) -> int:
+    if table == "sessions":
+        values = {**values, "updated_at": values.get("updated_at") or values["created_at"]}
+    names = ", ".join(values)
+    db.execute(f"INSERT INTO {table}({names}) VALUES ({', '.join('?' * len(values))})", list(values.values()))
+    return int(db.conn.last_insert_rowid())
+
+
+def _check_row(where: str, item: Any, fields: Mapping[str, tuple[str, bool]]) -> dict[str, Any]:
+    if not isinstance(item, dict):
+        raise InvalidInput(f"{where} must be an object")
+    row = {}
+    for name, (kind, required) in fields.items():
+        if name not in item:
+            if required:
+                raise InvalidInput(f"{where} has no {name}")
+            continue
+        row[name] = _check_value(f"{where}.{name}", item[name], kind)
+    return row
+
+
+def _check_value(where: str, value: Any, kind: str) -> Any:
+    if kind.endswith("?") and value is None:
+        return None
+    check = _CHECKS[kind.rstrip("?")]
+    ok, converted = check(value)
+    if not ok:
+        raise InvalidInput(f"{where} is not valid: {converted}")
+    return converted
+
+
+def _text(value: Any) -> tuple[bool, Any]:
+    try:
+        return True, clean_text(value, "text", allow_empty=True)
+    except InvalidInput as exc:
+        return False, str(exc)
+
+
+def _number(value: Any) -> tuple[bool, Any]:
+    good = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    return (True, float(value)) if good else (False, "expected a finite number")
+
+
+def _integer(value: Any, low: int = 0) -> tuple[bool, Any]:
+    good = isinstance(value, int) and not isinstance(value, bool) and value >= low
+    return (True, value) if good else (False, f"expected a whole number >= {low}")
+
+
+def _choice(options: tuple[str, ...]) -> Callable[[Any], tuple[bool, Any]]:
+    return lambda v: (True, v) if v in options else (False, f"expected one of {', '.join(options)}")
+
+
+_CHECKS: dict[str, Callable[[Any], tuple[bool, Any]]] = {
+    "text": _text, "number": _number, "int": _integer, "id": lambda v: _integer(v, 1),
+    "bool": lambda v: (True, v) if isinstance(v, bool) else (False, "expected true or false"),
+    "unit": lambda v: (True, float(v)) if _number(v)[0] and 0 <= v <= 1 else (False, "expected 0 to 1"),
+    "rating": lambda v: (True, v) if v in (None, 1, -1) and not isinstance(v, bool) else (False, "expected 1, -1 or null"),
+    "object": lambda v: (True, v) if isinstance(v, dict) else (False, "expected an object"),
+    "ids": lambda v: (True, v) if isinstance(v, list) and all(_integer(i, 1)[0] for i in v) else (False, "expected a list of ids"),
+    "kind": _choice(MEMORY_KINDS), "action": _choice(HISTORY_ACTIONS), "edge_kind": _choice(EDGE_KINDS),
+}
+
+
+def _check_references(data: Mapping[str, Any]) -> None:
+    """Ids must be unique in their section, and every reference must point at a row of the file."""
+    known = {}
+    for section in ("sessions", "episodes", "memories"):
+        ids = [row["id"] for row in data[section]]
+        if len(ids) != len(set(ids)):
+            raise InvalidInput(f"{section} has the same id twice")
+        known[section] = set(ids)
+    references = [("episodes", "session_id", "sessions"), ("episodes", "summary_id", "memories"),
+                  ("memories", "superseded_by", "memories"), ("memories", "source_episode_ids", "episodes"),
+                  ("history", "memory_id", "memories"), ("edges", "a_id", "memories"), ("edges", "b_id", "memories")]
+    for section, name, target in references:
+        for n, row in enumerate(data[section]):
+            value = row.get(name)
+            for ref in value if isinstance(value, list) else [value]:
+                if ref is not None and ref not in known[target]:
+                    raise InvalidInput(f"{section}[{n}].{name} refers to {target[:-1]} {ref}, which the file lacks")
+    if any(row["statement"].strip() == "" for row in data["memories"]):
+        raise InvalidInput("a memory in the export has an empty statement")
+
+
+def _without(row: Mapping[str, Any], *names: str) -> dict[str, Any]:
+    return {k: v for k, v in row.items() if k not in names}
+
+
+def _json_or_none(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+def _refuse_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not allowed")
