@@ -1,0 +1,97 @@
+"""`engram jobs list|run|pause|cancel` against a real store in a temporary data folder."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from app.cli import build_parser, run_cli
+from app.services import Services
+from core.jobs import Step, stepwise
+from core.store import jobs as store
+
+
+class ServicesWithLoop(Services):
+    """Services as the app will build them, with a learning-loop handler supplied."""
+
+    log: list
+
+    def job_handlers(self):
+        def step(payload, state):
+            i = state.get("i", 0) + 1
+            self.log.append(i)
+            return Step(state={"i": i}, fraction=i / 3, message=f"batch {i}", done=i >= 3)
+        return {"forget": stepwise(step)}
+
+
+@pytest.fixture
+def services(tmp_path):
+    svc = ServicesWithLoop.from_data_dir(tmp_path / "home")
+    svc.log = []
+    yield svc
+    svc.close()
+
+
+def run(services, *argv):
+    args = build_parser().parse_args(list(argv))
+    return args.func(args, services)
+
+
+def test_list_is_empty_then_shows_queued_jobs_with_why_they_wait(services, capsys):
+    assert run(services, "jobs", "list") == 0
+    assert "no open jobs" in capsys.readouterr().out
+    store.enqueue(services.db, "forgetting")
+    assert run(services, "jobs", "list") == 0
+    out = capsys.readouterr().out
+    assert "forgetting" in out and "queued" in out and "waiting:" in out
+    assert run(services, "jobs", "list", "--json") == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert rows[0]["kind"] == "forgetting" and rows[0]["state"] == "queued"
+
+
+def test_run_a_kind_now_in_the_foreground(services, capsys):
+    assert run(services, "jobs", "run", "forgetting") == 0
+    out = capsys.readouterr().out
+    assert "done" in out and services.log == [1, 2, 3]
+    assert store.list_jobs(services.db)[0].state == "done"
+    assert run(services, "jobs", "list", "--all") == 0
+    assert "done" in capsys.readouterr().out
+
+
+def test_pause_then_run_resumes_from_the_checkpoint(services, capsys):
+    job = store.enqueue(services.db, "forgetting")
+    store.claim(services.db, job.id, "elsewhere")
+    store.save_checkpoint(services.db, job.id, {"i": 2})
+    assert run(services, "jobs", "pause", str(job.id)) == 0
+    assert "stops at its next checkpoint" in capsys.readouterr().out
+    assert store.get_job(services.db, job.id).requested == "pause"
+    store.finish(services.db, job.id, "paused")  # what the running process does at its checkpoint
+    assert run(services, "jobs", "run", str(job.id)) == 0
+    assert services.log == [3] and store.get_job(services.db, job.id).state == "done"
+
+
+def test_cancel_a_queued_job_and_refuse_a_finished_one(services, capsys):
+    job = store.enqueue(services.db, "forgetting")
+    assert run(services, "jobs", "cancel", str(job.id)) == 0
+    assert "cancelled" in capsys.readouterr().out
+    with pytest.raises(Exception, match="already cancelled"):
+        run(services, "jobs", "cancel", str(job.id))
+
+
+def test_a_kind_this_process_cannot_run_is_left_queued_for_the_app(services, capsys):
+    assert run(services, "jobs", "run", "consolidation") == 1
+    assert "the app will pick it up" in capsys.readouterr().err
+    job = store.list_jobs(services.db)[0]
+    assert job.kind == "consolidation" and job.state == "queued" and job.run_now
+
+
+def test_bad_input_is_a_clear_error_and_changes_nothing(tmp_path, capsys):
+    home = str(tmp_path / "h")
+    assert run_cli(["--data-dir", home, "jobs", "run", "dance"]) == 1
+    assert "unknown job kind" in capsys.readouterr().err
+    assert run_cli(["--data-dir", home, "jobs", "run", "forgetting", "--payload", "[1]"]) == 1
+    assert "JSON object" in capsys.readouterr().err
+    assert run_cli(["--data-dir", home, "jobs", "pause", "99"]) == 1
+    assert "no job with id 99" in capsys.readouterr().err
+    assert run_cli(["--data-dir", home, "jobs", "list", "--all"]) == 0
+    assert "no jobs" in capsys.readouterr().out
