@@ -35,7 +35,12 @@ class PurgeResult:
 @dataclass
 class MemoryManager:
     db: Database
-    embedder: Embedder
+    embedder: Embedder | None = None  # only adding, editing, importing and re-embedding need one
+
+    def _embedder(self) -> Embedder:
+        if self.embedder is None:
+            raise ValueError("this MemoryManager was built without an embedder; pass one to write vectors")
+        return self.embedder
 
     # --- memories ---------------------------------------------------------------------------------------
     def add(self, statement: str, *, pinned: bool = False, protected: bool = False, reason: str = "",
@@ -47,7 +52,7 @@ class MemoryManager:
                 memories.set_flag(self.db, memory_id, "pinned", True, reason)
             if protected:
                 memories.set_flag(self.db, memory_id, "protected", True, reason)
-            index.index_memories(self.db, self.embedder, [memory_id])
+            index.index_memories(self.db, self._embedder(), [memory_id])
         return memories.get_memory(self.db, memory_id)
 
     def edit(self, memory_id: int, *, reason: str = "", **changes: Any) -> Memory:
@@ -56,7 +61,7 @@ class MemoryManager:
             before = memories.get_memory(self.db, memory_id)
             after = memories.update_memory(self.db, memory_id, reason=reason, **changes)
             if index.memory_text(after) != index.memory_text(before):
-                index.index_memories(self.db, self.embedder, [after.id])
+                index.index_memories(self.db, self._embedder(), [after.id])
         return after
 
     def pin(self, memory_id: int, reason: str = "") -> Memory:
@@ -140,14 +145,14 @@ class MemoryManager:
         data = export.parse_export(path.read_bytes())
         with self.db.transaction():
             result = export.import_store(self.db, data)
-            index.index_memories(self.db, self.embedder, list(result.memories.values()))
-            index.index_episodes(self.db, self.embedder, list(result.episodes.values()))
+            index.index_memories(self.db, self._embedder(), list(result.memories.values()))
+            index.index_episodes(self.db, self._embedder(), list(result.episodes.values()))
         return result
 
     def reembed(self) -> int:
         """Remake every vector with this manager's embedder (after switching models)."""
-        return vectors.reembed(self.db, self.embedder.name, self.embedder.dimension, self._texts,
-                               self.embedder.embed)
+        embedder = self._embedder()
+        return vectors.reembed(self.db, embedder.name, embedder.dimension, self._texts, embedder.embed)
 
     def _texts(self, table: str) -> Iterable[tuple[int, str]]:
         if table == "memory":

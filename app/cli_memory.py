@@ -1,0 +1,269 @@
+"""`engram memory ...`: look at and change what Engram remembers, from the terminal."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from typing import Any
+
+from core.errors import InvalidInput
+from core.types import MEMORY_KINDS, Memory
+
+STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    memory = subparsers.add_parser("memory", help="list, search and edit what Engram remembers")
+    commands = memory.add_subparsers(dest="memory_command", metavar="ACTION", required=True)
+
+    add = commands.add_parser("add", help="remember a fact")
+    add.add_argument("statement")
+    _triple_options(add)
+    add.add_argument("--kind", choices=MEMORY_KINDS, default="semantic")
+    add.add_argument("--critical", action="store_true", help="always consider it (allergies, deadlines...)")
+    add.add_argument("--confidence", type=float, default=0.9)
+    add.add_argument("--pin", action="store_true")
+    add.add_argument("--protect", action="store_true")
+    add.set_defaults(func=cmd_add)
+
+    search = commands.add_parser("search", help="recall the memories and episodes closest to a query")
+    search.add_argument("query")
+    search.add_argument("-k", type=int, default=10)
+    search.add_argument("--json", action="store_true")
+    search.set_defaults(func=cmd_search)
+
+    listing = commands.add_parser("list", help="list memories, newest first")
+    listing.add_argument("--status", choices=STATUSES, default="active")
+    listing.add_argument("--kind", choices=MEMORY_KINDS)
+    for flag in ("pinned", "protected", "critical"):
+        listing.add_argument(f"--{flag}", action="store_true", default=None, help=f"only {flag} memories")
+    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=cmd_list)
+
+    show = commands.add_parser("show", help="one memory with its sources and history")
+    show.add_argument("id")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=cmd_show)
+
+    for name, helptext in (("pin", "always keep in mind"), ("protect", "never forget or delete automatically")):
+        flag = commands.add_parser(name, help=helptext)
+        flag.add_argument("ids", nargs="+")
+        flag.add_argument("--off", action="store_true", help=f"un{name} instead")
+        flag.add_argument("--reason", default="")
+        flag.set_defaults(func=cmd_flag, flag_name=name)
+
+    edit = commands.add_parser("edit", help="change a memory; the old text stays in its history")
+    edit.add_argument("id")
+    edit.add_argument("--statement")
+    _triple_options(edit, default=None)
+    edit.add_argument("--kind", choices=MEMORY_KINDS)
+    edit.add_argument("--confidence", type=float)
+    edit.add_argument("--reason", default="edited by hand")
+    edit.set_defaults(func=cmd_edit)
+
+    for name, helptext in (("delete", "move memories to the trash"), ("restore", "bring memories back")):
+        move = commands.add_parser(name, help=helptext)
+        move.add_argument("ids", nargs="+")
+        move.add_argument("--reason", default="")
+        move.set_defaults(func=cmd_move, move_name=name)
+
+    purge = commands.add_parser("purge", help="erase trashed memories for good (their text leaves the file)")
+    purge.add_argument("ids", nargs="*")
+    purge.add_argument("--all", action="store_true", help="empty the whole trash (memories and episodes)")
+    purge.set_defaults(func=cmd_purge)
+
+    exporting = commands.add_parser("export", help="write everything to a JSON file (docs/EXPORT_FORMAT.md)")
+    exporting.add_argument("path")
+    exporting.set_defaults(func=cmd_export)
+
+    importing = commands.add_parser("import", help="add an export file's contents under new ids")
+    importing.add_argument("path")
+    importing.set_defaults(func=cmd_import)
+
+    reembed = commands.add_parser("reembed", help="remake every vector with the configured embedder")
+    reembed.set_defaults(func=cmd_reembed)
+
+
+def _triple_options(parser: argparse.ArgumentParser, default: str | None = "") -> None:
+    parser.add_argument("--subject", default=default)
+    parser.add_argument("--relation", default=default)
+    parser.add_argument("--object", default=default)
+
+
+def _manager(services: Any):
+    from core.memory.manage import MemoryManager
+    return MemoryManager(services.db, services.embedder)
+
+
+def _store_only(services: Any):
+    """For edits that never touch a vector: no need to load the embedding model."""
+    from core.memory.manage import MemoryManager
+    return MemoryManager(services.db)
+
+
+def cmd_add(args: argparse.Namespace, services: Any) -> int:
+    memory = _manager(services).add(
+        args.statement, subject=args.subject, relation=args.relation, object=args.object, kind=args.kind,
+        critical=args.critical, confidence=args.confidence, pinned=args.pin, protected=args.protect,
+        reason="added by hand")
+    print(f"remembered #{memory.id}: {memory.statement}")
+    return 0
+
+
+def cmd_search(args: argparse.Namespace, services: Any) -> int:
+    from core.memory.recall import recall
+    if not args.query.strip():
+        raise InvalidInput("the search query is empty")
+    if args.k < 1:
+        raise InvalidInput("-k must be at least 1")
+    result = recall(services.db, services.embedder, args.query, k=args.k)
+    if args.json:
+        print(json.dumps([{"kind": h.kind, "id": int(h.id), "score": float(h.score), "text": h.text,
+                           "why": str(h.why)} for h in result.hits], ensure_ascii=False, indent=1))
+        return 0
+    if not result.hits:
+        print("nothing recalled")
+    for hit in result.hits:
+        print(f"{hit.kind:8} #{hit.id:<6} {hit.score:6.3f}  {_one_line(hit.text)}")
+        print(f"{'':17}why: {hit.why}")
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, services: Any) -> int:
+    found = _store_only(services).list(
+        kind=args.kind, pinned=args.pinned, protected=args.protected, critical=args.critical,
+        status=None if args.status == "all" else args.status, limit=args.limit)
+    if args.json:
+        print(json.dumps([_memory_dict(m) for m in found], ensure_ascii=False, indent=1))
+        return 0
+    if not found:
+        print("no memories match")
+    for memory in found:
+        print(f"#{memory.id:<6} {_flags(memory):5} {memory.status:11} {_one_line(memory.statement)}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, services: Any) -> int:
+    details = _store_only(services).show(args.id)
+    if args.json:
+        print(json.dumps({"memory": _memory_dict(details.memory),
+                          "entities": [{"name": n, "role": r} for n, r in details.entities],
+                          "history": [vars(h) for h in details.history]}, ensure_ascii=False, indent=1))
+        return 0
+    memory = details.memory
+    print(f"#{memory.id} [{memory.status}] {memory.statement}")
+    if memory.subject or memory.relation or memory.object:
+        print(f"  triple: ({memory.subject}, {memory.relation}, {memory.object})")
+    print(f"  kind {memory.kind}, confidence {memory.confidence:.2f}, importance {memory.importance:.2f}, "
+          f"flags {_flags(memory) or '-'}")
+    print(f"  created {_when(memory.created_at)}, valid {_when(memory.valid_from)} .. {_when(memory.valid_to)}")
+    if memory.source_episode_ids:
+        print(f"  from episodes {', '.join(map(str, memory.source_episode_ids))}")
+    print("  history:")
+    for entry in details.history:
+        change = _change(entry.old_value, entry.new_value)
+        print(f"    {_when(entry.at)} {entry.action:10} {change}{'  (' + entry.reason + ')' if entry.reason else ''}")
+    return 0
+
+
+def cmd_flag(args: argparse.Namespace, services: Any) -> int:
+    manager = _store_only(services)
+    action = {("pin", False): manager.pin, ("pin", True): manager.unpin,
+              ("protect", False): manager.protect, ("protect", True): manager.unprotect}[(args.flag_name, args.off)]
+    past = {"pin": "pinned", "protect": "protected"}[args.flag_name]
+    for memory_id in _ids(args.ids):
+        memory = action(memory_id, args.reason)
+        print(f"#{memory.id} {'un' if args.off else ''}{past}: {_one_line(memory.statement)}")
+    return 0
+
+
+def cmd_edit(args: argparse.Namespace, services: Any) -> int:
+    changes = {name: getattr(args, name) for name in ("statement", "subject", "relation", "object", "kind",
+                                                      "confidence") if getattr(args, name) is not None}
+    if not changes:
+        raise InvalidInput("nothing to change: give --statement, --subject, --relation, --object, --kind "
+                           "or --confidence")
+    memory = _manager(services).edit(args.id, reason=args.reason, **changes)
+    print(f"#{memory.id} is now: {memory.statement}")
+    return 0
+
+
+def cmd_move(args: argparse.Namespace, services: Any) -> int:
+    manager = _store_only(services)
+    action = manager.delete if args.move_name == "delete" else manager.restore
+    ids = _ids(args.ids)
+    with services.db.transaction():  # all or none: a bad id in the list changes nothing
+        done = [action(memory_id, args.reason) for memory_id in ids]
+    verb = "moved to the trash" if args.move_name == "delete" else "restored"
+    for memory in done:
+        print(f"#{memory.id} {verb}: {_one_line(memory.statement)}")
+    return 0
+
+
+def cmd_purge(args: argparse.Namespace, services: Any) -> int:
+    if bool(args.ids) == bool(args.all):
+        raise InvalidInput("give the ids of trashed memories to purge, or --all to empty the whole trash")
+    manager = _store_only(services)
+    result = manager.purge() if args.all else manager.purge(memory_ids=_ids(args.ids))
+    print(f"purged {result.memories} memories and {result.episodes} episodes for good")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace, services: Any) -> int:
+    counts = _store_only(services).export_to(args.path)
+    print(f"exported {', '.join(f'{n} {name}' for name, n in counts.items())} to {args.path}")
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, services: Any) -> int:
+    result = _manager(services).import_from(args.path)
+    print(f"imported {len(result.memories)} memories, {len(result.episodes)} episodes, "
+          f"{len(result.sessions)} sessions, {result.history_rows} history rows, {result.edges} edges")
+    return 0
+
+
+def cmd_reembed(args: argparse.Namespace, services: Any) -> int:
+    count = _manager(services).reembed()
+    print(f"re-embedded {count} memories and episodes with {services.embedder.name}")
+    return 0
+
+
+def _ids(values: list[str]) -> list[int]:
+    ids = []
+    for value in values:
+        try:
+            ids.append(int(value.lstrip("#")))
+        except ValueError:
+            raise InvalidInput(f"{value!r} is not a memory id (ids are whole numbers, e.g. 12)") from None
+    return ids
+
+
+def _memory_dict(memory: Memory) -> dict[str, Any]:
+    data = {name: getattr(memory, name) for name in Memory.__dataclass_fields__}
+    data["source_episode_ids"] = list(memory.source_episode_ids)
+    data["status"] = memory.status
+    return data
+
+
+def _flags(memory: Memory) -> str:
+    return "".join(mark for mark, on in (("P", memory.pinned), ("S", memory.protected), ("C", memory.critical),
+                                         ("!", memory.permanent)) if on)
+
+
+def _change(old: dict | None, new: dict | None) -> str:
+    if not old or not new:
+        return ""
+    changed = [k for k in new if old.get(k) != new.get(k)]
+    return "; ".join(f"{k}: {_one_line(str(old.get(k)), 40)} -> {_one_line(str(new.get(k)), 40)}" for k in changed)
+
+
+def _when(stamp: float | None) -> str:
+    if stamp is None:
+        return "-"
+    return dt.datetime.fromtimestamp(stamp, dt.timezone.utc).strftime("%Y-%m-%d %H:%M")
+
+
+def _one_line(text: str, width: int = 100) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
