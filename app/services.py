@@ -7,10 +7,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from core.config import (DB_FILENAME, Settings, ensure_private_dir, load_settings, resolve_data_dir)
 from core.store.db import Database, open_db
+
+if TYPE_CHECKING:
+    from core.memory.manage import MemoryManager
 
 
 @dataclass
@@ -48,6 +51,11 @@ class Services:
             from models.embeddings import load_embedder  # deferred: torch is slow to import
             self._embedder = load_embedder(self.settings.embedder)
         return self._embedder
+
+    def manager(self, *, with_embedder: bool = False) -> "MemoryManager":
+        """The hand-edit facade; the embedder (slow to load) only when vectors must be written."""
+        from core.memory.manage import MemoryManager
+        return MemoryManager(self.db, self.embedder if with_embedder else None)
 
     def close(self) -> None:
         if self._db is not None:

@@ -1,0 +1,284 @@
+"""Memories: a searchable, sortable, filterable table with a detail pane and the hand edits.
+
+Every read and write runs on the database lane; the panel only redraws from the results.
+"""
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
+                               QLabel, QLineEdit, QMessageBox, QPushButton, QSplitter, QTableView, QTextBrowser,
+                               QVBoxLayout, QWidget)
+
+from app.ui.memory_table import MemoryFilterProxy, MemoryTableModel, when
+from core.store.episodes import get_episodes
+from core.types import Episode
+
+KINDS = ("all kinds", "semantic", "episodic", "summary")
+STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
+FLAG_FILTERS = ("any flags", "pinned", "protected", "critical")
+LIST_LIMIT = 5000
+
+
+@dataclass(frozen=True)
+class Filters:
+    kind: str | None = None
+    status: str | None = "active"
+    flag: str | None = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"kind": self.kind, "status": self.status, "limit": LIST_LIMIT}
+        if self.flag:
+            kwargs[self.flag] = True
+        return kwargs
+
+
+def details_html(details: Any, sources: dict[int, Episode]) -> str:
+    """The detail pane: the fact, its validity, what replaced it, every change and where it came from."""
+    m = details.memory
+    rows = [f"<h3>{html.escape(m.statement)}</h3>",
+            f"<p><b>#{m.id}</b> · {m.kind} · {m.status} · confidence {m.confidence:.2f} · importance "
+            f"{m.importance:.2f}</p>"]
+    if m.subject or m.relation or m.object:
+        rows.append(f"<p>({html.escape(m.subject)}, {html.escape(m.relation)}, {html.escape(m.object)})</p>")
+    rows.append(f"<p>Valid from {when(m.valid_from)} to {when(m.valid_to) if m.valid_to else 'now'}</p>")
+    if m.superseded_by:
+        rows.append(f"<p>Replaced by memory #{m.superseded_by}</p>")
+    if details.entities:
+        rows.append("<p>Entities: " + ", ".join(html.escape(f"{n} ({r})") for n, r in details.entities) + "</p>")
+    rows.append("<h4>History</h4><ul>")
+    for entry in details.history:
+        change = _change_text(entry.old_value, entry.new_value)
+        reason = f" — {html.escape(entry.reason)}" if entry.reason else ""
+        rows.append(f"<li>{when(entry.at)} <b>{entry.action}</b>{change}{reason}</li>")
+    rows.append("</ul><h4>Source conversations</h4><ul>")
+    for episode_id in m.source_episode_ids:
+        episode = sources.get(episode_id)
+        text = html.escape(episode.user_text[:300]) if episode else "(purged)"
+        rows.append(f"<li>#{episode_id} {when(episode.created_at) if episode else ''}: {text}</li>")
+    rows.append("</ul>")
+    return "".join(rows)
+
+
+def _change_text(old: dict | None, new: dict | None) -> str:
+    if not old or not new:
+        return ""
+    changed = [k for k in new if old.get(k) != new.get(k)]
+    parts = [f"{k}: {html.escape(str(old.get(k)))} → {html.escape(str(new.get(k)))}" for k in changed[:4]]
+    return (" (" + "; ".join(parts) + ")") if parts else ""
+
+
+class MemoriesPanel(QWidget):
+    loaded = Signal()  # after each reload, for tests and the graph panel
+
+    def __init__(self, context: Any) -> None:
+        super().__init__()
+        self.context = context
+        self.services = context.services
+        self.runner = context.runner
+        self.confirm: Callable[[str], bool] = self._ask  # replaced in tests
+        self.model = MemoryTableModel()
+        self.proxy = MemoryFilterProxy()
+        self.proxy.setSourceModel(self.model)
+        self._build()
+        self.reload()
+
+    # --- layout -----------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search memories")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(self.proxy.set_search)
+        self.kind = self._combo(KINDS)
+        self.status = self._combo(STATUSES)
+        self.flag = self._combo(FLAG_FILTERS)
+        filters = QHBoxLayout()
+        for widget in (self.search, self.kind, self.status, self.flag):
+            filters.addWidget(widget)
+        self.table = self._table()
+        self.detail = QTextBrowser()
+        self.detail.setPlaceholderText("Select a memory to see its history and where it came from.")
+        self.empty = QLabel("Nothing remembered yet. Chat with Engram, or add a memory with `engram memory add`.")
+        self.empty.setAlignment(Qt.AlignCenter)
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(self.table)
+        split.addWidget(self.detail)
+        split.setSizes([700, 350])
+        layout = QVBoxLayout(self)
+        layout.addLayout(filters)
+        layout.addWidget(self.empty)
+        layout.addWidget(split, 1)
+        layout.addLayout(self._actions())
+        self.message = QLabel("")
+        layout.addWidget(self.message)
+
+    def _combo(self, items: Sequence[str]) -> QComboBox:
+        combo = QComboBox()
+        combo.addItems(items)
+        combo.currentIndexChanged.connect(lambda _=None: self.reload())
+        return combo
+
+    def _table(self) -> QTableView:
+        table = QTableView()
+        table.setModel(self.proxy)
+        table.setSortingEnabled(True)
+        table.sortByColumn(6, Qt.DescendingOrder)
+        table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        table.setSelectionMode(QAbstractItemView.ExtendedSelection)
+        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        table.verticalHeader().setVisible(False)
+        table.selectionModel().selectionChanged.connect(lambda *_: self._show_detail())
+        return table
+
+    def _actions(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.buttons = {}
+        for name, label in (("pin", "Pin"), ("unpin", "Unpin"), ("protect", "Protect"), ("unprotect", "Unprotect"),
+                            ("edit", "Edit…"), ("delete", "Delete"), ("restore", "Restore"), ("purge", "Purge…"),
+                            ("export", "Export…"), ("import", "Import…")):
+            button = QPushButton(label)
+            button.clicked.connect(getattr(self, f"on_{name}"))
+            self.buttons[name] = button
+            row.addWidget(button)
+        row.addStretch(1)
+        return row
+
+    # --- data -------------------------------------------------------------------------------------------
+    def filters(self) -> Filters:
+        kind = self.kind.currentText()
+        status = self.status.currentText()
+        flag = self.flag.currentText()
+        return Filters(kind=None if kind == KINDS[0] else kind, status=None if status == "all" else status,
+                       flag=None if flag == FLAG_FILTERS[0] else flag)
+
+    def reload(self) -> None:
+        kwargs = self.filters().as_kwargs()
+        self.runner.submit("db", lambda: self.services.manager().list(**kwargs), on_done=self._on_loaded,
+                           on_error=self._on_error)
+
+    def _on_loaded(self, memories: list) -> None:
+        self.model.set_memories(memories)
+        self.empty.setVisible(not memories and self.filters() == Filters())
+        self.loaded.emit()
+
+    def selected_ids(self) -> list[int]:
+        rows = {self.proxy.mapToSource(i).row() for i in self.table.selectionModel().selectedRows()}
+        return [self.model.memory_at(r).id for r in sorted(rows)]
+
+    def select_memory(self, memory_id: int) -> bool:
+        """Select the row of one memory (chips in the chat panel jump here)."""
+        for row, memory in enumerate(self.model.memories):
+            if memory.id == memory_id:
+                index = self.proxy.mapFromSource(self.model.index(row, 0))
+                self.table.selectRow(index.row())
+                return True
+        return False
+
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def _show_detail(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) != 1:
+            self.detail.clear()
+            return
+        def load() -> str:
+            details = self.services.manager().show(ids[0])
+            sources = get_episodes(self.services.db, list(details.memory.source_episode_ids))
+            return details_html(details, sources)
+        self.runner.submit("db", load, on_done=self.detail.setHtml, on_error=self._on_error)
+
+    # --- actions ----------------------------------------------------------------------------------------
+    def _apply(self, verb: str, ids: Sequence[int], fn: Callable[[Any, int], Any]) -> None:
+        if not ids:
+            self.message.setText("Select one or more memories first.")
+            return
+        def work() -> int:
+            manager = self.services.manager()
+            with self.services.db.transaction():
+                for memory_id in ids:
+                    fn(manager, memory_id)
+            return len(ids)
+        self.runner.submit("db", work, on_done=lambda n: self._done(f"{verb} {n} memor{'y' if n == 1 else 'ies'}."),
+                           on_error=self._on_error)
+
+    def on_pin(self) -> None:
+        self._apply("Pinned", self.selected_ids(), lambda m, i: m.pin(i, "pinned by hand"))
+
+    def on_unpin(self) -> None:
+        self._apply("Unpinned", self.selected_ids(), lambda m, i: m.unpin(i, "unpinned by hand"))
+
+    def on_protect(self) -> None:
+        self._apply("Protected", self.selected_ids(), lambda m, i: m.protect(i, "protected by hand"))
+
+    def on_unprotect(self) -> None:
+        self._apply("Unprotected", self.selected_ids(), lambda m, i: m.unprotect(i, "unprotected by hand"))
+
+    def on_delete(self) -> None:
+        self._apply("Moved to the trash:", self.selected_ids(), lambda m, i: m.delete(i, "deleted by hand"))
+
+    def on_restore(self) -> None:
+        self._apply("Restored", self.selected_ids(), lambda m, i: m.restore(i, "restored by hand"))
+
+    def on_edit(self) -> None:
+        ids = self.selected_ids()
+        if len(ids) != 1:
+            self.message.setText("Select one memory to edit.")
+            return
+        memory = next(m for m in self.model.memories if m.id == ids[0])
+        text, ok = QInputDialog.getMultiLineText(self, "Edit memory", "Statement", memory.statement)
+        if ok and text.strip() and text != memory.statement:
+            self.edit_statement(ids[0], text)
+
+    def edit_statement(self, memory_id: int, text: str) -> None:
+        def work() -> Any:  # the embedder loads here, off the GUI thread, the first time
+            return self.services.manager(with_embedder=True).edit(memory_id, statement=text, reason="edited by hand")
+        self.runner.submit("db", work, on_done=lambda _: self._done("Saved; the old text stays in its history."),
+                           on_error=self._on_error)
+
+    def on_purge(self) -> None:
+        ids = self.selected_ids() if self.filters().status == "trashed" else []
+        what = f"{len(ids)} selected memories" if ids else "everything in the trash"
+        if not self.confirm(f"Purge {what}? The text is erased from the file and cannot be restored."):
+            return
+        def work() -> Any:
+            return self.services.manager().purge(ids or None, [] if ids else None, reason="purged by hand")
+        self.runner.submit("db", work, on_done=lambda r: self._done(
+            f"Purged {r.memories} memories and {r.episodes} conversations for good."), on_error=self._on_error)
+
+    def on_export(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(self, "Export memories", "engram-export.json", "JSON (*.json)")
+        if path:
+            self.export_to(path)
+
+    def export_to(self, path: str) -> None:
+        self.runner.submit("db", lambda: self.services.manager().export_to(path),
+                           on_done=lambda counts: self._done(f"Exported {counts.get('memories', 0)} memories."),
+                           on_error=self._on_error)
+
+    def on_import(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Import memories", "", "JSON (*.json)")
+        if path:
+            self.import_from(path)
+
+    def import_from(self, path: str) -> None:
+        self.runner.submit("db", lambda: self.services.manager(with_embedder=True).import_from(path),
+                           on_done=lambda r: self._done(f"Imported {len(r.memories)} memories."),
+                           on_error=self._on_error)
+
+    def _done(self, text: str) -> None:
+        self.message.setText(text)
+        self.reload()
+        self._show_detail()
+
+    def _on_error(self, exc: BaseException) -> None:
+        self.message.setText(f"Could not do that: {exc}")
+
+    def _ask(self, question: str) -> bool:
+        answer = QMessageBox.question(self, "Engram", question, QMessageBox.Yes | QMessageBox.Cancel,
+                                      QMessageBox.Cancel)
+        return answer == QMessageBox.Yes

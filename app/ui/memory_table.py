@@ -1,0 +1,91 @@
+"""The table model behind the Memories panel: one row per memory, sortable through a proxy."""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+
+from core.types import Memory
+
+COLUMNS = ("Statement", "Kind", "Flags", "Confidence", "Importance", "Last used", "Created", "Sources", "Status")
+
+
+def flags_text(memory: Memory) -> str:
+    marks = (("pinned", memory.pinned), ("protected", memory.protected), ("critical", memory.critical),
+             ("permanent", memory.permanent))
+    return ", ".join(name for name, on in marks if on)
+
+
+def when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "never"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+class MemoryTableModel(QAbstractTableModel):
+    def __init__(self) -> None:
+        super().__init__()
+        self.memories: list[Memory] = []
+
+    def set_memories(self, memories: Sequence[Memory]) -> None:
+        self.beginResetModel()
+        self.memories = list(memories)
+        self.endResetModel()
+
+    def memory_at(self, row: int) -> Memory:
+        return self.memories[row]
+
+    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(self.memories)
+
+    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+        return 0 if parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.DisplayRole) -> Any:
+        if role == Qt.DisplayRole and orientation == Qt.Horizontal:
+            return COLUMNS[section]
+        return None
+
+    def data(self, index: QModelIndex, role: int = Qt.DisplayRole) -> Any:
+        if not index.isValid():
+            return None
+        memory = self.memories[index.row()]
+        if role == Qt.DisplayRole:
+            return self._display(memory, index.column())
+        if role == Qt.UserRole:  # the sort key
+            return self._sort_key(memory, index.column())
+        if role == Qt.ToolTipRole and index.column() == 0:
+            return memory.statement
+        return None
+
+    def _display(self, memory: Memory, column: int) -> str:
+        values = (memory.statement, memory.kind, flags_text(memory), f"{memory.confidence:.2f}",
+                  f"{memory.importance:.2f}", when(memory.last_access), when(memory.created_at),
+                  ", ".join(f"#{i}" for i in memory.source_episode_ids), memory.status)
+        return values[column]
+
+    def _sort_key(self, memory: Memory, column: int) -> Any:
+        keys = (memory.statement.lower(), memory.kind, flags_text(memory), memory.confidence, memory.importance,
+                memory.last_access or 0.0, memory.created_at, len(memory.source_episode_ids), memory.status)
+        return keys[column]
+
+
+class MemoryFilterProxy(QSortFilterProxyModel):
+    """Sorts by real values (not their text) and filters rows by words typed in the search box."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setSortRole(Qt.UserRole)
+        self.words: list[str] = []
+
+    def set_search(self, text: str) -> None:
+        self.words = [w for w in text.lower().split() if w]
+        self.invalidateFilter()
+
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
+        if not self.words:
+            return True
+        memory = self.sourceModel().memory_at(source_row)
+        haystack = " ".join((memory.statement, memory.subject, memory.relation, memory.object)).lower()
+        return all(word in haystack for word in self.words)
