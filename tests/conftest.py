@@ -56,3 +56,19 @@ def embedder():
 
 def pytest_report_header(config):
     return f"engram tests, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A real tiny 4-bit qwen2 MLX model folder (local BPE tokenizer, random weights), built once per run."""
+    from models.testing import build_tiny_model
+    return build_tiny_model(tmp_path_factory.mktemp("tiny-model") / "tiny-4bit")
+
+
+@pytest.fixture(scope="session")
+def tiny_engine(tiny_model_dir):
+    """A loaded chat engine (models.chat.ChatEngine) on the tiny model, shared by the whole run."""
+    from models.chat import ChatEngine
+    engine = ChatEngine.load(tiny_model_dir, context_tokens=2048)
+    yield engine
+    engine.unload()

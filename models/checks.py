@@ -1,0 +1,95 @@
+"""Cheap checks that a folder holds a model Engram can run, before any weights are read into memory.
+
+Each failure is a ModelError that says what is wrong in words a person can act on.
+"""
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+from core.errors import ModelError
+from models.registry import GB, WONT_FIT, fit, folder_weights_bytes, ram_estimate
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model")
+
+
+def read_config(folder: Path) -> dict:
+    path = folder / "config.json"
+    if not folder.is_dir():
+        raise ModelError(f"{folder} is not a folder.")
+    if not path.is_file():
+        raise ModelError(f"{folder} is not a model folder: it has no config.json.")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ModelError(f"The model's config.json in {folder} cannot be read: {exc}") from exc
+    if not isinstance(config, dict) or "model_type" not in config:
+        raise ModelError(f"{folder} is not a model folder: config.json names no model_type.")
+    return config
+
+
+def check_architecture(config: dict) -> None:
+    from mlx_lm.utils import _get_classes  # the loader's own lookup, so the answer matches what load() does
+    try:
+        _get_classes(config)
+    except (ValueError, KeyError) as exc:
+        raise ModelError(f"This model's architecture ({config.get('model_type')!r}) is not supported by "
+                         f"the installed mlx-lm.") from exc
+
+
+def check_safetensors(path: Path) -> None:
+    """The header parses and the file is as long as the tensors it declares (catches truncation)."""
+    try:
+        with path.open("rb") as handle:
+            raw_length = handle.read(8)
+            if len(raw_length) < 8:
+                raise ValueError("file is shorter than a header")
+            (header_length,) = struct.unpack("<Q", raw_length)
+            if header_length > 100 * 1024 * 1024:
+                raise ValueError("header length is implausible")
+            header = json.loads(handle.read(header_length))
+        ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
+        expected = 8 + header_length + max(ends, default=0)
+        actual = path.stat().st_size
+        if actual < expected:
+            raise ValueError(f"it has {actual} bytes but its tensors need {expected}")
+    except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
+        raise ModelError(f"The weights file {path.name} is damaged or incomplete ({exc}). "
+                         f"Remove the model and download it again.") from exc
+
+
+def check_fits(folder: Path, total_ram: int) -> None:
+    need = ram_estimate(folder_weights_bytes(folder))
+    if fit(need, total_ram) == WONT_FIT:
+        raise ModelError(f"This model needs about {need / GB:.1f} GB of memory; this computer has "
+                         f"{total_ram / GB:.1f} GB. Choose a smaller model.")
+
+
+def check_model_folder(folder: Path | str, *, total_ram: int | None = None) -> dict:
+    """All checks that need no model load; returns the config. `total_ram=None` skips the memory check."""
+    folder = Path(folder)
+    config = read_config(folder)
+    check_architecture(config)
+    weights = sorted(folder.glob("model*.safetensors"))
+    if not weights:
+        raise ModelError(f"{folder} has no weights (model*.safetensors).")
+    for path in weights:
+        check_safetensors(path)
+    if not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelError(f"{folder} has no tokenizer files.")
+    if total_ram is not None:
+        check_fits(folder, total_ram)
+    return config
+
+
+def verify_loads(folder: Path | str) -> None:
+    """Build the model and bind every weight lazily: shapes and names must match, no memory is filled."""
+    from mlx_lm.utils import load_model, load_tokenizer
+    folder = Path(folder)
+    try:
+        model, config = load_model(folder, lazy=True)
+        load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"))
+    except Exception as exc:  # mlx-lm raises ValueError, KeyError, RuntimeError... for a bad folder
+        raise ModelError(f"The model in {folder} does not load: {exc}") from exc
+    del model

@@ -1,0 +1,261 @@
+"""Installed models under <data_dir>/models, and downloads from Hugging Face into it.
+
+A download goes to a staging folder, is checked (config, architecture, intact weights, fits in memory, builds
+with every weight bound), and only then is moved into place with one rename and a marker file: a partial or
+broken download is never offered as installed. Nothing touches the network unless `download` is called.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from core.errors import InvalidInput, ModelError
+from models.checks import check_model_folder, verify_loads
+from models.registry import GB, find_model
+
+MARKER = "engram-model.json"
+STAGING = ".staging"
+ALLOW_PATTERNS = ["*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model",
+                  "*.txt", "*.jsonl", "*.jinja"]
+DISK_MARGIN = 1.1  # keep 10% spare beyond the download itself
+
+
+@dataclass(frozen=True)
+class DownloadPlan:
+    repo_id: str
+    files: tuple[str, ...]
+    total_bytes: int
+    bytes_to_download: int
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    done_bytes: int
+    total_bytes: int
+    bytes_per_second: float
+    eta_seconds: float | None
+
+
+@dataclass(frozen=True)
+class InstalledModel:
+    name: str
+    repo_id: str
+    path: Path
+    size_bytes: int
+
+
+class DownloadCancelled(ModelError):
+    """The user stopped the download; nothing was installed."""
+
+
+def folder_name(repo_id: str) -> str:
+    return repo_id.replace("/", "--")
+
+
+class ModelStore:
+    """The models folder. `snapshot` and `disk_usage` are injectable so tests never touch the network."""
+
+    def __init__(self, root: Path | str, *, total_ram: int | None = None,
+                 snapshot: Callable[..., Any] | None = None,
+                 disk_usage: Callable[[Path], Any] = shutil.disk_usage) -> None:
+        self.root = Path(root)
+        self.total_ram = total_ram
+        self._snapshot = snapshot
+        self._disk_usage = disk_usage
+
+    # -- installed models ----------------------------------------------------------------------------
+
+    def installed(self) -> list[InstalledModel]:
+        if not self.root.is_dir():
+            return []
+        found = []
+        for folder in sorted(self.root.iterdir()):
+            marker = folder / MARKER
+            if folder.name.startswith(".") or not marker.is_file():
+                continue
+            try:
+                info = json.loads(marker.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            found.append(InstalledModel(folder.name, str(info.get("repo_id", folder.name)), folder,
+                                        int(info.get("size_bytes", 0))))
+        return found
+
+    def find_installed(self, ref: str) -> InstalledModel | None:
+        wanted = ref.lower()
+        for model in self.installed():
+            names = (model.name.lower(), model.repo_id.lower(), model.repo_id.rsplit("/", 1)[-1].lower())
+            if wanted in names:
+                return model
+        return None
+
+    def resolve(self, ref: str) -> Path:
+        """A model folder for `ref`: a local folder, an installed model, or a repo already in the HF cache."""
+        if not ref:
+            raise ModelError("No chat model is chosen; run `engram models use NAME`.")
+        local = Path(ref).expanduser()
+        if local.is_dir():
+            return local
+        installed = self.find_installed(ref)
+        if installed is not None:
+            return installed.path
+        cached = self._cached_snapshot(ref)
+        if cached is not None:
+            return cached
+        raise ModelError(f"The model {ref!r} is not installed; run `engram models download {ref}`.")
+
+    def remove(self, ref: str) -> InstalledModel:
+        model = self.find_installed(ref)
+        if model is None:
+            raise ModelError(f"No installed model is called {ref!r}.")
+        # Rename first: an interrupted delete then leaves no half model that looks installed.
+        trash = self.root / STAGING / f"removing-{uuid.uuid4().hex}"
+        trash.parent.mkdir(parents=True, exist_ok=True)
+        model.path.rename(trash)
+        shutil.rmtree(trash, ignore_errors=True)
+        return model
+
+    # -- download ------------------------------------------------------------------------------------
+
+    def plan(self, repo_id: str) -> DownloadPlan:
+        """What a download would fetch and its size, from the hub's file listing (network)."""
+        _check_repo_id(repo_id)
+        try:
+            entries = self._snapshot_fn()(repo_id, allow_patterns=ALLOW_PATTERNS, dry_run=True)
+        except Exception as exc:  # hub errors, no network, unknown repo
+            raise ModelError(f"Cannot reach {repo_id} on Hugging Face: {exc}") from exc
+        files = tuple(entry.filename for entry in entries)
+        total = sum(entry.file_size or 0 for entry in entries)
+        pending = sum(entry.file_size or 0 for entry in entries if entry.will_download)
+        if not any(name.endswith(".safetensors") for name in files):
+            raise ModelError(f"{repo_id} has no MLX weights (safetensors); it is not an MLX model.")
+        return DownloadPlan(repo_id, files, total, pending)
+
+    def download(self, repo_id: str, *, progress: Callable[[DownloadProgress], None] | None = None,
+                 cancel: threading.Event | None = None) -> InstalledModel:
+        plan = self.plan(repo_id)
+        final = self.root / folder_name(repo_id)
+        if (final / MARKER).is_file():
+            raise ModelError(f"{repo_id} is already installed.")
+        self._check_disk(plan)
+        self._check_memory(plan)
+        staging = self.root / STAGING / folder_name(repo_id)  # kept on failure: the next try resumes per file
+        staging.mkdir(parents=True, exist_ok=True)
+        meter = _ProgressMeter(plan.total_bytes, progress, cancel or threading.Event())
+        try:
+            self._snapshot_fn()(repo_id, allow_patterns=ALLOW_PATTERNS, local_dir=str(staging),
+                                tqdm_class=meter.tqdm_class())
+        except DownloadCancelled:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        except Exception as exc:
+            raise ModelError(f"The download of {repo_id} stopped before it finished ({exc}); nothing was "
+                             f"installed. Run the download again to resume.") from exc
+        return self.install(staging, repo_id=repo_id)
+
+    def install(self, folder: Path, *, repo_id: str) -> InstalledModel:
+        """Check a complete folder and move it into place with its marker; on failure nothing is installed."""
+        check_model_folder(folder, total_ram=self.total_ram)
+        verify_loads(folder)
+        shutil.rmtree(folder / ".cache", ignore_errors=True)  # huggingface_hub's resume metadata
+        size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+        marker = {"repo_id": repo_id, "installed_at": time.time(), "size_bytes": size}
+        (folder / MARKER).write_text(json.dumps(marker), encoding="utf-8")
+        final = self.root / folder_name(repo_id)
+        if final.exists():
+            (folder / MARKER).unlink()
+            raise ModelError(f"{final} already exists; remove it first.")
+        folder.rename(final)
+        return InstalledModel(final.name, repo_id, final, size)
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _snapshot_fn(self) -> Callable[..., Any]:
+        if self._snapshot is None:
+            from huggingface_hub import snapshot_download  # deferred: only a user's download needs it
+            return snapshot_download
+        return self._snapshot
+
+    def _cached_snapshot(self, repo_id: str) -> Path | None:
+        if "/" not in repo_id:
+            return None
+        try:
+            path = Path(self._snapshot_fn()(repo_id, allow_patterns=ALLOW_PATTERNS, local_files_only=True))
+        except Exception:  # not in the cache: huggingface_hub raises LocalEntryNotFoundError and friends
+            return None
+        return path if (path / "config.json").is_file() else None
+
+    def _check_disk(self, plan: DownloadPlan) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        free = self._disk_usage(self.root).free
+        if plan.bytes_to_download * DISK_MARGIN > free:
+            raise ModelError(f"{plan.repo_id} needs {plan.bytes_to_download / GB:.1f} GB of disk space; only "
+                             f"{free / GB:.1f} GB is free.")
+
+    def _check_memory(self, plan: DownloadPlan) -> None:
+        from models.registry import WONT_FIT, fit, ram_estimate
+        if self.total_ram is None:
+            return
+        weights = plan.total_bytes
+        curated = find_model(plan.repo_id)
+        need = curated.ram_bytes if curated else ram_estimate(weights)
+        if fit(need, self.total_ram) == WONT_FIT:
+            raise ModelError(f"{plan.repo_id} needs about {need / GB:.1f} GB of memory; this computer has "
+                             f"{self.total_ram / GB:.1f} GB. Choose a smaller model.")
+
+
+def _check_repo_id(repo_id: str) -> None:
+    parts = repo_id.split("/")
+    if len(parts) != 2 or not all(parts) or any(part in (".", "..") for part in parts):
+        raise InvalidInput(f"{repo_id!r} is not a Hugging Face repo id (expected owner/name).")
+
+
+class _ProgressMeter:
+    """Sums byte progress from huggingface_hub's bars into one callback; raising from update() cancels."""
+
+    def __init__(self, total: int, callback: Callable[[DownloadProgress], None] | None,
+                 cancel: threading.Event) -> None:
+        self.total = total
+        self.done = 0
+        self.started = time.monotonic()
+        self.callback = callback
+        self.cancel = cancel
+        self.lock = threading.Lock()
+
+    def add(self, count: float) -> None:
+        if self.cancel.is_set():
+            raise DownloadCancelled("The download was cancelled; nothing was installed.")
+        with self.lock:
+            self.done += int(count)
+            elapsed = max(time.monotonic() - self.started, 1e-6)
+            rate = self.done / elapsed
+            eta = (self.total - self.done) / rate if rate > 0 else None
+            report = DownloadProgress(self.done, self.total, rate, eta)
+        if self.callback is not None:
+            self.callback(report)
+
+    def tqdm_class(self) -> type:
+        from tqdm.auto import tqdm
+        meter = self
+
+        class ForwardingTqdm(tqdm):  # silent: progress goes to the callback, not the terminal
+            def __init__(self, *args: Any, **kwargs: Any) -> None:
+                self._counts_bytes = kwargs.get("unit") == "B" and kwargs.get("desc") != "Downloading bytes"
+                kwargs.pop("name", None)
+                kwargs["disable"] = True
+                super().__init__(*args, **kwargs)
+
+            def update(self, n: float | None = 1) -> bool | None:
+                if self._counts_bytes and n:
+                    meter.add(n)
+                elif meter.cancel.is_set():
+                    raise DownloadCancelled("The download was cancelled; nothing was installed.")
+                return super().update(n)
+
+        return ForwardingTqdm

@@ -1,0 +1,156 @@
+"""JSON-Schema-constrained generation: llguidance masks the logits token by token through mlx-lm's
+`logits_processors` hook, so every object handed on parses and matches the schema. Implements
+core.protocols.StructuredModel.
+
+Every string without a bound gets one (a small model otherwise rambles until the token limit), output is
+compact JSON, and running out of tokens raises StructuredOutputError instead of passing on a fragment.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from core.errors import StructuredOutputError
+from core.protocols import ChatMessage
+from models.chat import ChatEngine
+
+DEFAULT_MAX_STRING = 256
+_BOUNDED_STRING_KEYS = ("maxLength", "enum", "const", "pattern", "format")
+
+
+def bound_strings(schema: Mapping[str, Any], max_length: int = DEFAULT_MAX_STRING) -> dict[str, Any]:
+    """A copy of `schema` in which every unbounded string has maxLength."""
+    bounded = copy.deepcopy(dict(schema))
+    _bound_in_place(bounded, max_length)
+    return bounded
+
+
+def _bound_in_place(node: Any, max_length: int) -> None:
+    if isinstance(node, list):
+        for item in node:
+            _bound_in_place(item, max_length)
+        return
+    if not isinstance(node, dict):
+        return
+    types = node.get("type")
+    is_string = types == "string" or (isinstance(types, list) and "string" in types)
+    if is_string and not any(key in node for key in _BOUNDED_STRING_KEYS):
+        node["maxLength"] = max_length
+    for value in node.values():
+        _bound_in_place(value, max_length)
+
+
+class GrammarProcessor:
+    """An mlx-lm logits processor: consumes the last sampled token, then masks what the grammar forbids."""
+
+    def __init__(self, matcher: Any, vocab_size: int) -> None:
+        from llguidance.numpy import allocate_token_bitmask
+        self.matcher = matcher
+        self.vocab_size = vocab_size
+        self.bitmask = allocate_token_bitmask(1, vocab_size)
+        self._started = False
+
+    def __call__(self, tokens: Any, logits: Any) -> Any:
+        import mlx.core as mx
+        from llguidance.numpy import fill_next_token_bitmask
+        if self._started:
+            self.matcher.consume_token(int(tokens[-1].item()))
+        self._started = True
+        fill_next_token_bitmask(self.matcher, self.bitmask)
+        allowed = np.unpackbits(self.bitmask.view(np.uint8), bitorder="little")[: logits.shape[-1]]
+        return mx.where(mx.array(allowed.astype(np.bool_)), logits, -mx.inf)
+
+
+class StructuredGenerator:
+    """generate_json over a loaded ChatEngine, sharing its MLX thread (not its chat prompt cache)."""
+
+    def __init__(self, engine: ChatEngine, *, temperature: float = 0.0, seed: int | None = None,
+                 max_string_length: int = DEFAULT_MAX_STRING) -> None:
+        self.engine = engine
+        self.temperature = temperature
+        self.seed = seed
+        self.max_string_length = max_string_length
+        self._lltokenizer: Any = None
+
+    def generate_json(self, messages: Sequence[ChatMessage], schema: Mapping[str, Any], *,
+                      max_tokens: int = 512) -> dict[str, Any]:
+        grammar = self.compile(schema)
+        prompt = self.engine.prompt_tokens(messages, reserve=max_tokens)
+        tokens = self.engine.run(lambda model, tokenizer: self._generate(model, tokenizer, grammar, prompt,
+                                                                          max_tokens))
+        return self._finish(grammar, tokens, max_tokens)
+
+    def compile(self, schema: Mapping[str, Any]) -> str:
+        """The llguidance grammar for `schema` (strings bounded, compact separators)."""
+        from llguidance import LLMatcher
+        if not isinstance(schema, Mapping):
+            raise StructuredOutputError("The output schema must be a JSON Schema object.")
+        try:
+            grammar = LLMatcher.grammar_from_json_schema(
+                bound_strings(schema, self.max_string_length), overrides={"whitespace_flexible": False})
+        except ValueError as exc:
+            raise StructuredOutputError(f"The output schema is not valid JSON Schema: {exc}") from exc
+        error = LLMatcher.validate_grammar(grammar, self._tokenizer())
+        if error and not error.startswith("WARNING"):
+            raise StructuredOutputError(f"The output schema cannot be enforced: {error}")
+        return grammar
+
+    def _tokenizer(self) -> Any:
+        # Building the llguidance tokenizer takes up to a second for a large vocabulary: do it once.
+        if self._lltokenizer is None:
+            self._lltokenizer = self.engine.run(lambda model, tokenizer: llguidance_tokenizer(model, tokenizer))
+        return self._lltokenizer
+
+    def _generate(self, model: Any, tokenizer: Any, grammar: str, prompt: list[int], max_tokens: int) -> list[int]:
+        import mlx.core as mx
+        from llguidance import LLMatcher
+        from mlx_lm import stream_generate
+        from mlx_lm.sample_utils import make_sampler
+
+        if self.seed is not None:
+            mx.random.seed(self.seed)
+        matcher = LLMatcher(self._tokenizer(), grammar, log_level=0)
+        processor = GrammarProcessor(matcher, self._tokenizer().vocab_size)
+        tokens: list[int] = []
+        for response in stream_generate(model, tokenizer, mx.array(prompt), max_tokens=max_tokens,
+                                        sampler=make_sampler(temp=self.temperature),
+                                        logits_processors=[processor]):
+            tokens.append(response.token)
+        return [t for t in tokens if t not in tokenizer.eos_token_ids]
+
+    def _finish(self, grammar: str, tokens: list[int], max_tokens: int) -> dict[str, Any]:
+        """Re-check the tokens against a fresh matcher, then parse: nothing incomplete is ever returned."""
+        from llguidance import LLMatcher
+        matcher = LLMatcher(self._tokenizer(), grammar, log_level=0)
+        if not matcher.consume_tokens(tokens) or not matcher.is_accepting():
+            if len(tokens) >= max_tokens - 1:
+                raise StructuredOutputError(f"The model ran out of tokens ({max_tokens}) before it finished the "
+                                            f"JSON object; raise max_tokens or tighten the schema.")
+            raise StructuredOutputError(f"The model's output does not match the schema: {matcher.get_error()}")
+        text = self.engine.tokenizer.decode(tokens)
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            raise StructuredOutputError(f"The model's output is not valid JSON: {exc}") from exc
+        if not isinstance(value, dict):
+            raise StructuredOutputError("The schema must describe a JSON object.")
+        return value
+
+
+def llguidance_tokenizer(model: Any, tokenizer: Any) -> Any:
+    """An llguidance tokenizer over the model's Hugging Face tokenizer, sized to the model's logits."""
+    from llguidance import LLTokenizer
+    backend = copy.copy(tokenizer._tokenizer.backend_tokenizer)
+    backend.no_padding()
+    backend.no_truncation()
+    vocab_size = _logits_width(model, tokenizer)
+    return LLTokenizer(backend.to_str(), n_vocab=vocab_size, eos_token=sorted(tokenizer.eos_token_ids))
+
+
+def _logits_width(model: Any, tokenizer: Any) -> int:
+    args = getattr(model, "args", None)
+    size = getattr(args, "vocab_size", None)
+    return int(size) if size else len(tokenizer.vocab)

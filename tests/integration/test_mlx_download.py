@@ -1,0 +1,175 @@
+"""Model installs and downloads against a local fake hub folder (no network), and bad model folders."""
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from core.errors import InvalidInput, ModelError
+from models.chat import ChatEngine
+from models.checks import check_model_folder
+from models.download import STAGING, DownloadCancelled, ModelStore
+from models.registry import GB
+
+REPO = "tiny-org/tiny-4bit"
+
+
+@dataclass
+class FakeHub:
+    """Serves one repo from a local folder the way snapshot_download does; can fail after N files."""
+    source: Path
+    fail_after_files: int | None = None
+    calls: int = 0
+
+    def __call__(self, repo_id, *, allow_patterns=None, dry_run=False, local_dir=None, tqdm_class=None,
+                 local_files_only=False):
+        self.calls += 1
+        if repo_id != REPO:
+            raise FileNotFoundError(f"404 {repo_id}")
+        files = sorted(p for p in self.source.iterdir() if p.is_file())
+        if local_files_only:
+            raise FileNotFoundError("not in cache")
+        if dry_run:
+            return [SimpleNamespace(filename=p.name, file_size=p.stat().st_size, will_download=True) for p in files]
+        total = sum(p.stat().st_size for p in files)
+        bar = tqdm_class(total=total, initial=0, unit="B", unit_scale=True, desc="Reconstructing")
+        for index, path in enumerate(files):
+            if self.fail_after_files is not None and index >= self.fail_after_files:
+                # half a file, then the connection drops
+                data = path.read_bytes()
+                (Path(local_dir) / path.name).write_bytes(data[: len(data) // 2])
+                raise ConnectionError("connection reset by peer")
+            shutil.copy(path, Path(local_dir) / path.name)
+            bar.update(path.stat().st_size)
+        bar.close()
+        return str(local_dir)
+
+
+def installed_names(store):
+    return [m.name for m in store.installed()]
+
+
+@pytest.fixture
+def store(tmp_path):
+    return ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=lambda *a, **k: None)
+
+
+def test_download_reports_progress_and_installs(tmp_path, tiny_model_dir, tiny_engine):
+    hub = FakeHub(tiny_model_dir)
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=hub)
+    plan = store.plan(REPO)
+    assert plan.total_bytes == sum(p.stat().st_size for p in tiny_model_dir.iterdir() if p.is_file())
+    seen = []
+    installed = store.download(REPO, progress=seen.append)
+    assert seen[-1].done_bytes == seen[-1].total_bytes == plan.total_bytes
+    assert all(p.bytes_per_second > 0 for p in seen)
+    assert installed_names(store) == ["tiny-org--tiny-4bit"]
+    assert store.resolve("tiny-4bit") == installed.path
+    assert not (store.root / STAGING / "tiny-org--tiny-4bit").exists()
+    engine = ChatEngine.load(installed.path, worker=tiny_engine.worker)  # it really loads
+    engine.unload()
+    with pytest.raises(ModelError, match="already installed"):
+        store.download(REPO)
+    store.remove("tiny-org/tiny-4bit")
+    assert installed_names(store) == []
+
+
+def test_interrupted_download_installs_nothing(tmp_path, tiny_model_dir):
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=FakeHub(tiny_model_dir, fail_after_files=2))
+    with pytest.raises(ModelError, match="stopped before it finished"):
+        store.download(REPO)
+    assert installed_names(store) == []
+    with pytest.raises(ModelError, match="not installed"):
+        store.resolve(REPO)
+
+
+def test_cancelled_download_installs_nothing_and_cleans_up(tmp_path, tiny_model_dir):
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=FakeHub(tiny_model_dir))
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(DownloadCancelled):
+        store.download(REPO, cancel=cancel)
+    assert installed_names(store) == []
+    assert not (store.root / STAGING / "tiny-org--tiny-4bit").exists()
+
+
+def test_download_refused_without_disk_space(tmp_path, tiny_model_dir):
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=FakeHub(tiny_model_dir),
+                       disk_usage=lambda path: SimpleNamespace(free=10))
+    with pytest.raises(ModelError, match="disk space"):
+        store.download(REPO)
+    assert installed_names(store) == []
+
+
+def test_unknown_repo_and_bad_repo_id(tmp_path, tiny_model_dir):
+    store = ModelStore(tmp_path / "models", snapshot=FakeHub(tiny_model_dir))
+    with pytest.raises(ModelError, match="Cannot reach"):
+        store.plan("tiny-org/missing")
+    with pytest.raises(InvalidInput):
+        store.plan("../etc")
+
+
+def install_copy(store, source, repo_id="local/good"):
+    staging = store.root / STAGING / "copy"
+    shutil.copytree(source, staging)
+    return store.install(staging, repo_id=repo_id)
+
+
+def test_bad_folders_give_clear_errors_and_change_nothing(tmp_path, tiny_model_dir, store):
+    install_copy(store, tiny_model_dir)
+    before = installed_names(store)
+
+    not_a_model = tmp_path / "photos"
+    not_a_model.mkdir()
+    (not_a_model / "cat.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(ModelError, match="not a model folder"):
+        store.install(not_a_model, repo_id="x/photos")
+
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(tiny_model_dir, corrupt)
+    weights = corrupt / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    with pytest.raises(ModelError, match="damaged or incomplete"):
+        store.install(corrupt, repo_id="x/corrupt")
+
+    garbage = tmp_path / "garbage"
+    shutil.copytree(tiny_model_dir, garbage)
+    (garbage / "model.safetensors").write_bytes(b"not safetensors at all")
+    with pytest.raises(ModelError, match="damaged or incomplete"):
+        store.install(garbage, repo_id="x/garbage")
+
+    alien = tmp_path / "alien"
+    shutil.copytree(tiny_model_dir, alien)
+    config = json.loads((alien / "config.json").read_text())
+    config["model_type"] = "quantum_brain"
+    (alien / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ModelError, match="not supported"):
+        store.install(alien, repo_id="x/alien")
+
+    too_big = ModelStore(store.root, total_ram=64 * 1024)  # a 64 kB machine: the tiny model cannot fit
+    big = tmp_path / "big"
+    shutil.copytree(tiny_model_dir, big)
+    with pytest.raises(ModelError, match="needs about"):
+        too_big.install(big, repo_id="x/big")
+
+    assert installed_names(store) == before
+    for folder in (corrupt, alien, big):
+        assert not (folder / "engram-model.json").exists()
+
+
+def test_engine_load_refuses_bad_folders(tmp_path, tiny_model_dir):
+    with pytest.raises(ModelError, match="not a folder"):
+        ChatEngine.load(tmp_path / "missing")
+    with pytest.raises(ModelError, match="needs about"):
+        ChatEngine.load(tiny_model_dir, total_ram=64 * 1024)
+    assert check_model_folder(tiny_model_dir)["model_type"] == "qwen2"
+
+
+def test_remove_unknown_model(store):
+    with pytest.raises(ModelError, match="No installed model"):
+        store.remove("nothing")

@@ -1,0 +1,73 @@
+"""LoRA adapters on the loaded tiny 4-bit base: load, switch, remove (exact restore), fuse."""
+from __future__ import annotations
+
+import pytest
+
+from core.errors import ModelError
+from core.protocols import ChatMessage, SamplingParams
+from models.chat import ChatEngine
+from models.lora import fuse_adapter
+from models.testing import write_random_adapter
+
+MESSAGES = [ChatMessage("user", "what do I like to drink?")]
+
+
+@pytest.fixture(scope="module")
+def adapters(tiny_model_dir, tmp_path_factory):
+    root = tmp_path_factory.mktemp("adapters")
+    return (write_random_adapter(tiny_model_dir, root / "a", seed=1),
+            write_random_adapter(tiny_model_dir, root / "b", seed=2))
+
+
+@pytest.fixture
+def engine(tiny_model_dir, tiny_engine):
+    engine = ChatEngine.load(tiny_model_dir, worker=tiny_engine.worker)
+    yield engine
+    engine.unload()
+
+
+def reply(engine):
+    list(engine.stream(MESSAGES, SamplingParams.greedy(16)))
+    return list(engine.last_reply_tokens)
+
+
+def logits(engine):
+    import mlx.core as mx
+    prompt = engine.render(MESSAGES)
+    return engine.run(lambda model, tokenizer: mx.array(model(mx.array(prompt)[None])[0, -1]).tolist())
+
+
+def test_adapter_round_trip_restores_base_exactly(engine, adapters):
+    base_reply, base_logits = reply(engine), logits(engine)
+    engine.load_adapter(adapters[0])
+    assert engine.adapter == adapters[0]
+    with_a = reply(engine)
+    assert logits(engine) != base_logits
+    engine.load_adapter(adapters[1])  # switch
+    with_b = reply(engine)
+    assert with_a != base_reply or with_b != base_reply
+    engine.remove_adapter()
+    assert engine.adapter is None
+    assert reply(engine) == base_reply
+    assert logits(engine) == base_logits  # bit-exact
+    engine.load_adapter(adapters[0])
+    assert reply(engine) == with_a  # switching back gives the same adapter output
+
+
+def test_bad_adapter_leaves_base_untouched(engine, tmp_path):
+    base = reply(engine)
+    with pytest.raises(ModelError, match="not an adapter folder"):
+        engine.load_adapter(tmp_path)
+    assert engine.adapter is None and reply(engine) == base
+
+
+def test_fuse_writes_a_standalone_model(tiny_model_dir, adapters, tmp_path, tiny_engine):
+    fused_dir = fuse_adapter(tiny_model_dir, adapters[0], tmp_path / "fused")
+    fused = ChatEngine.load(fused_dir, worker=tiny_engine.worker)
+    try:
+        chunks = list(fused.stream(MESSAGES, SamplingParams.greedy(4)))
+        assert chunks[-1].generation_tokens == 4
+    finally:
+        fused.unload()
+    with pytest.raises(ModelError, match="already exists"):
+        fuse_adapter(tiny_model_dir, adapters[0], fused_dir)
