@@ -1,0 +1,217 @@
+"""Overnight fine-tuning as a scheduler job: build the training set, train a LoRA adapter in a separate
+process, score it against the active one, and activate it only if the gate says it is better.
+
+The job's checkpoint holds the run folder and phase, and the worker keeps its own checkpoint (weights,
+optimizer state, step), so a fine-tune that yields to the user or dies with the app resumes where it was.
+A run that fails (diverged loss, killed worker) changes nothing in the store: an adapter row is written
+only once a trained adapter has been scored.
+"""
+from __future__ import annotations
+
+import json
+import math
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from core.errors import ModelError
+from core.finetune import adapters as versions
+from core.finetune.dataset import TrainingSet, build_training_set
+from core.finetune.gate import GENERAL_TEXT, GateSettings, Scores, decide
+from core.scheduler import YIELDED, JobContext
+from core.store.db import Database
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+EXIT_CANCELLED = 3
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    epochs: int = 8  # passes over the (small) training set
+    max_iters: int = 1000
+    batch_size: int = 4
+    learning_rate: float = 1e-4
+    rank: int = 8
+    scale: float = 20.0
+    num_layers: int = 16
+    max_seq_length: int = 1024
+    steps_per_report: int = 10
+    save_every: int = 20
+    seed: int = 0
+    min_examples: int = 3
+
+    def iters_for(self, examples: int) -> int:
+        per_epoch = max(1, math.ceil(examples / max(1, min(self.batch_size, examples))))
+        return max(1, min(self.max_iters, self.epochs * per_epoch))
+
+
+@dataclass
+class WorkerResult:
+    exit_code: int
+    events: list[dict] = field(default_factory=list)
+    stopped: bool = False
+
+    def last(self, event: str) -> Optional[dict]:
+        return next((e for e in reversed(self.events) if e.get("event") == event), None)
+
+    def error(self) -> str:
+        err = self.last("error")
+        if err:
+            return err["message"]
+        if self.exit_code < 0:
+            return f"the training process was killed by signal {-self.exit_code}"
+        return f"the training process exited with code {self.exit_code}"
+
+
+def run_worker(mode: str, config: dict, folder: Path, *, on_event: Callable[[dict], None] = lambda e: None,
+               should_stop: Callable[[], bool] = lambda: False, poll_seconds: float = 0.2,
+               python: str = sys.executable) -> WorkerResult:
+    """Run models.train_worker in its own process, forwarding its JSON events; SIGTERM it when asked to stop."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config_path = folder / f"{mode}.json"
+    config_path.write_text(json.dumps(config), encoding="utf-8")
+    log = (folder / f"{mode}.log").open("ab")
+    proc = subprocess.Popen([python, "-m", "models.train_worker", mode, str(config_path)], cwd=REPO_ROOT,
+                            stdout=subprocess.PIPE, stderr=log, text=True)
+    lines: "queue.Queue[Optional[str]]" = queue.Queue()
+    reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
+    reader.start()
+    result = WorkerResult(exit_code=0)
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=poll_seconds)
+            except queue.Empty:
+                line = ""
+            if line is None:
+                break
+            if line:
+                event = json.loads(line)
+                result.events.append(event)
+                on_event(event)
+            if not result.stopped and should_stop():
+                result.stopped = True
+                proc.send_signal(signal.SIGTERM)  # the worker checkpoints before its next step and exits
+        result.exit_code = proc.wait()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        log.close()
+    return result
+
+
+def _pump(stream: Any, lines: "queue.Queue[Optional[str]]") -> None:
+    for line in stream:
+        if line.strip():
+            lines.put(line)
+    lines.put(None)
+
+
+@dataclass
+class FineTuner:
+    """The fine-tune job handler, bound to one store, one base model and a folder for adapters."""
+
+    db: Database
+    model_path: str
+    adapters_root: Path
+    config: TrainConfig = TrainConfig()
+    gate: GateSettings = GateSettings()
+    on_activated: Callable[[Optional[versions.Adapter]], None] = lambda adapter: None
+    python: str = sys.executable
+
+    def __call__(self, ctx: JobContext) -> Optional[str]:
+        state = dict(ctx.resume or {})
+        if "run_dir" not in state:
+            state = self._prepare(ctx)
+            if state is None:
+                return None
+        run_dir = Path(state["run_dir"])
+        if state["phase"] == "train":
+            outcome = self._train(ctx, run_dir, resume=state.get("started", False), iters=state["iters"])
+            if outcome == YIELDED:
+                ctx.checkpoint({**state, "started": True})
+                return YIELDED
+            state = {**state, "phase": "evaluate"}
+            ctx.checkpoint(state)
+        self._evaluate_and_record(ctx, run_dir, state)
+        return None
+
+    def _prepare(self, ctx: JobContext) -> Optional[dict]:
+        training = build_training_set(self.db, seed=self.config.seed)
+        if len(training.examples) < self.config.min_examples:
+            ctx.progress(1.0, f"nothing to learn yet ({len(training.examples)} examples)")
+            return None
+        run_dir = self.adapters_root / f"run-{int(self.db.now())}-{ctx.job.id}"
+        _write_run(run_dir, training)
+        state = {"run_dir": str(run_dir), "phase": "train", "iters": self.config.iters_for(len(training.examples))}
+        ctx.checkpoint(state)
+        return state
+
+    def _train(self, ctx: JobContext, run_dir: Path, *, resume: bool, iters: int) -> Optional[str]:
+        cfg = asdict(self.config)
+        worker_config = {**{k: cfg[k] for k in ("batch_size", "learning_rate", "rank", "scale", "num_layers",
+                                                 "max_seq_length", "steps_per_report", "save_every", "seed")},
+                         "model": self.model_path, "data_dir": str(run_dir / "data"),
+                         "adapter_dir": str(run_dir / "adapter"), "iters": iters, "resume": resume}
+
+        def on_event(event: dict) -> None:
+            if event["event"] == "step":
+                loss = event.get("loss")
+                tps = event.get("tokens_per_second")
+                ctx.progress(0.9 * event["step"] / event["iters"],
+                             f"step {event['step']}/{event['iters']}"
+                             + (f", loss {loss:.3f}" if loss is not None else "")
+                             + (f", {tps:.0f} tok/s" if tps else "") + f", ETA {event['eta_seconds']:.0f}s")
+        result = run_worker("train", worker_config, run_dir, on_event=on_event, should_stop=ctx.should_yield,
+                            python=self.python)
+        if result.exit_code == EXIT_CANCELLED:
+            return YIELDED
+        if result.exit_code != 0:
+            ctx.checkpoint({})  # the next attempt starts a fresh run; nothing of this one is kept
+            shutil.rmtree(run_dir, ignore_errors=True)
+            raise ModelError(f"fine-tuning failed: {result.error()}; the active adapter is unchanged")
+        return None
+
+    def _evaluate_and_record(self, ctx: JobContext, run_dir: Path, state: dict) -> None:
+        ctx.progress(0.92, "scoring the new adapter against the active one")
+        active = versions.active_adapter(self.db)
+        probes = json.loads((run_dir / "probes.json").read_text(encoding="utf-8"))
+        candidate_path = str(run_dir / "adapter")
+        result = run_worker("evaluate", {"model": self.model_path, "probes": probes, "general": list(GENERAL_TEXT),
+                                         "adapters": [active.path if active else None, candidate_path]},
+                            run_dir, python=self.python)
+        scores = result.last("scores")
+        if result.exit_code != 0 or scores is None:
+            raise ModelError(f"evaluating the new adapter failed: {result.error()}")
+        baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"]) for r in scores["results"])
+        decision = decide(baseline, candidate, self.gate)
+        sources = json.loads((run_dir / "sources.json").read_text(encoding="utf-8"))
+        adapter = versions.record_adapter(
+            self.db, name=f"adapter {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.db.now()))}",
+            base_model=self.model_path, path=candidate_path, status="accepted" if decision.accept else "rejected",
+            metrics={"baseline": asdict(baseline), "candidate": asdict(candidate), "gate": decision.as_dict(),
+                     "baseline_adapter": active.id if active else None, "iters": state["iters"]},
+            config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
+        if decision.accept:
+            self.on_activated(versions.activate(self.db, adapter.id))
+        ctx.progress(1.0, ("activated: " if decision.accept else "kept the active one: ") + "; ".join(decision.reasons))
+
+
+def _write_run(run_dir: Path, training: TrainingSet) -> None:
+    data = run_dir / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    with (data / "train.jsonl").open("w", encoding="utf-8") as fh:
+        for example in training.examples:
+            fh.write(json.dumps(example) + "\n")
+    (run_dir / "probes.json").write_text(json.dumps([{"question": p.question, "answer": p.answer}
+                                                     for p in training.probes]), encoding="utf-8")
+    (run_dir / "sources.json").write_text(json.dumps({"memory": training.memory_ids, "episode": training.episode_ids,
+                                                      "hypothesis": training.hypothesis_ids}), encoding="utf-8")

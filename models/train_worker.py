@@ -1,0 +1,239 @@
+"""The fine-tuning process: `python -m models.train_worker train|evaluate CONFIG.json`.
+
+It runs apart from the app (a crash here cannot take the app down) and speaks JSON lines on its original
+stdout; the tuner's own console output goes to /dev/null. SIGTERM means "stop": the worker saves a
+checkpoint (adapter weights, optimizer state, step) before the next step and exits with CANCELLED, and a
+later run with "resume": true continues from it. A loss that stops being a number ends the run (DIVERGED)
+without saving it.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_DIVERGED = 0, 1, 3, 4
+CHECKPOINT = "checkpoint"
+
+
+class Cancelled(Exception):
+    pass
+
+
+class Diverged(Exception):
+    pass
+
+
+class Reporter:
+    """JSON lines on a private copy of the original stdout, so nothing the tuner prints can corrupt them."""
+
+    def __init__(self) -> None:
+        self._out = os.fdopen(os.dup(1), "w", buffering=1)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 1)
+        os.close(devnull)
+        sys.stdout = open(os.devnull, "w")
+
+    def emit(self, event: str, **data: Any) -> None:
+        self._out.write(json.dumps({"event": event, **data}) + "\n")
+
+
+def _load(config: dict):
+    from mlx_lm import load
+    return load(config["model"])
+
+
+def _chat_dataset(rows: list[dict], tokenizer: Any, mask_prompt: bool):
+    from mlx_lm.tuner.datasets import CacheDataset, ChatDataset
+    return CacheDataset(ChatDataset(rows, tokenizer, mask_prompt=mask_prompt))
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with path.open(encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _save_checkpoint(folder: Path, model: Any, optimizer: Any, step: int) -> None:
+    """Adapter weights, optimizer state and step, written to a staging folder then renamed into place."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+    staging = folder.with_name(folder.name + ".partial")
+    staging.mkdir(parents=True, exist_ok=True)
+    mx.save_safetensors(str(staging / "adapters.safetensors"), dict(tree_flatten(model.trainable_parameters())))
+    mx.save_safetensors(str(staging / "optimizer.safetensors"), dict(tree_flatten(optimizer.state)))
+    (staging / "state.json").write_text(json.dumps({"step": step}))
+    if folder.exists():
+        for old in folder.iterdir():
+            old.unlink()
+        folder.rmdir()
+    staging.rename(folder)
+
+
+def _restore_checkpoint(folder: Path, model: Any, optimizer: Any) -> int:
+    import mlx.core as mx
+    from mlx.utils import tree_unflatten
+    model.load_weights(str(folder / "adapters.safetensors"), strict=False)
+    optimizer.init(model.trainable_parameters())
+    optimizer.state = tree_unflatten(list(mx.load(str(folder / "optimizer.safetensors")).items()))
+    return int(json.loads((folder / "state.json").read_text())["step"])
+
+
+def _progress_batches(batches: Iterator, *, start: int, total: int, stop: Callable[[], bool],
+                      on_stop: Callable[[int], None], report: Reporter, last: dict) -> Iterator:
+    """Wraps the tuner's batch iterator: a batch is requested only after the previous step finished, so
+    this is where per-step progress is reported and where a stop request is honoured."""
+    t0 = time.perf_counter()
+    step = start
+    for batch in batches:
+        if step > start:
+            elapsed = time.perf_counter() - t0
+            done = step - start
+            report.emit("step", step=step, iters=total, loss=last.get("loss"),
+                        tokens_per_second=last.get("tokens_per_second"),
+                        eta_seconds=elapsed / done * (total - step))
+        if stop():
+            on_stop(step)
+            raise Cancelled(step)
+        step += 1
+        yield batch
+
+
+def train(config: dict, report: Reporter) -> int:
+    import mlx.core as mx
+    import mlx.optimizers as optim
+    import numpy as np
+    from mlx_lm.tuner.callbacks import TrainingCallback
+    from mlx_lm.tuner.trainer import TrainingArgs, iterate_batches
+    from mlx_lm.tuner.trainer import train as tuner_train
+    from mlx_lm.tuner.utils import linear_to_lora_layers
+
+    stop_requested = {"flag": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop_requested.update(flag=True))
+    parent = os.getppid()  # if the app dies, stop at the next step rather than train on as an orphan
+    adapter_dir = Path(config["adapter_dir"])
+    adapter_dir.mkdir(parents=True, exist_ok=True)
+    checkpoint = adapter_dir / CHECKPOINT
+    mx.random.seed(config.get("seed", 0))
+    np.random.seed(config.get("seed", 0))
+    model, tokenizer = _load(config)
+    model.freeze()
+    lora = {"rank": config.get("rank", 8), "scale": config.get("scale", 20.0), "dropout": config.get("dropout", 0.0)}
+    linear_to_lora_layers(model, config.get("num_layers", 16), lora)
+    optimizer = optim.Adam(learning_rate=config.get("learning_rate", 1e-4))
+    start = 0
+    if config.get("resume") and (checkpoint / "state.json").exists():
+        start = _restore_checkpoint(checkpoint, model, optimizer)
+        report.emit("resumed", step=start)
+    iters = int(config["iters"])
+    mask_prompt = bool(config.get("mask_prompt", True))
+    train_set = _chat_dataset(_read_jsonl(Path(config["data_dir"]) / "train.jsonl"), tokenizer, mask_prompt)
+    valid_path = Path(config["data_dir"]) / "valid.jsonl"
+    valid_set = _chat_dataset(_read_jsonl(valid_path), tokenizer, mask_prompt) if valid_path.exists() else None
+    last: dict = {}
+    save_every = int(config.get("save_every", 25))
+
+    class Progress(TrainingCallback):
+        def on_train_loss_report(self, info: dict) -> None:
+            if not math.isfinite(info["train_loss"]):
+                raise Diverged(f"loss became {info['train_loss']} at step {start + info['iteration']}")
+            last.update(loss=info["train_loss"], tokens_per_second=info["tokens_per_second"])
+            report.emit("report", step=start + info["iteration"], loss=info["train_loss"],
+                        tokens_per_second=info["tokens_per_second"], trained_tokens=info["trained_tokens"])
+            if (start + info["iteration"]) % save_every == 0:
+                _save_checkpoint(checkpoint, model, optimizer, start + info["iteration"])
+                report.emit("checkpoint", step=start + info["iteration"])
+
+    def batches(**kwargs: Any) -> Iterator:
+        return _progress_batches(iterate_batches(**kwargs), start=start, total=iters,
+                                 stop=lambda: stop_requested["flag"] or os.getppid() != parent,
+                                 on_stop=lambda step: _save_checkpoint(checkpoint, model, optimizer, step),
+                                 report=report, last=last)
+
+    args = TrainingArgs(batch_size=min(int(config.get("batch_size", 4)), len(train_set)), iters=iters - start,
+                        steps_per_report=int(config.get("steps_per_report", 10)),
+                        steps_per_eval=int(config.get("steps_per_eval", 10 ** 9)),
+                        val_batches=int(config.get("val_batches", 25)), steps_per_save=10 ** 9,
+                        max_seq_length=int(config.get("max_seq_length", 2048)),
+                        adapter_file=str(adapter_dir / "adapters.safetensors"))
+    if iters - start > 0:
+        tuner_train(model=model, optimizer=optimizer, train_dataset=train_set, val_dataset=valid_set, args=args,
+                    iterate_batches=batches, training_callback=Progress())
+    (adapter_dir / "adapter_config.json").write_text(json.dumps(
+        {"fine_tune_type": "lora", "num_layers": config.get("num_layers", 16), "lora_parameters": lora}))
+    report.emit("done", step=iters, loss=last.get("loss"))
+    return EXIT_OK
+
+
+def evaluate(config: dict, report: Reporter) -> int:
+    """Score each adapter (null = the base model) on the fact probes and the general-text set."""
+    from mlx_lm.tuner.utils import load_adapters, remove_lora_layers
+    model, tokenizer = _load(config)
+    results = []
+    for adapter in config["adapters"]:
+        if adapter:
+            load_adapters(model, adapter)
+        model.eval()
+        results.append({"adapter": adapter, "probe_loss": _probe_loss(model, tokenizer, config["probes"]),
+                        "general_ppl": _general_ppl(model, tokenizer, config["general"])})
+        if adapter:
+            remove_lora_layers(model)
+    report.emit("scores", results=results)
+    return EXIT_OK
+
+
+def _token_nll(model: Any, tokens: list[int], first_target: int) -> tuple[float, int]:
+    """Summed negative log-likelihood of tokens[first_target:] given what precedes each."""
+    import mlx.core as mx
+    import mlx.nn as nn
+    inputs = mx.array(tokens[:-1])[None]
+    targets = mx.array(tokens[1:])[None]
+    losses = nn.losses.cross_entropy(model(inputs).astype(mx.float32), targets)[0, first_target - 1:]
+    return float(losses.sum().item()), int(losses.shape[0])
+
+
+def _probe_loss(model: Any, tokenizer: Any, probes: list[dict]) -> float:
+    total, count = 0.0, 0
+    for probe in probes:
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": probe["question"]}],
+                                               add_generation_prompt=True)
+        full = tokenizer.apply_chat_template([{"role": "user", "content": probe["question"]},
+                                              {"role": "assistant", "content": probe["answer"]}])
+        nll, n = _token_nll(model, list(full), len(prompt))
+        total, count = total + nll, count + n
+    return total / max(count, 1)
+
+
+def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
+    total, count = 0.0, 0
+    for text in texts:
+        nll, n = _token_nll(model, list(tokenizer.encode(text)), 1)
+        total, count = total + nll, count + n
+    return math.exp(total / max(count, 1))
+
+
+def main(argv: list[str]) -> int:
+    report = Reporter()
+    if len(argv) != 2 or argv[0] not in ("train", "evaluate"):
+        report.emit("error", message="usage: python -m models.train_worker train|evaluate CONFIG.json")
+        return EXIT_FAILED
+    try:
+        config = json.loads(Path(argv[1]).read_text(encoding="utf-8"))
+        return (train if argv[0] == "train" else evaluate)(config, report)
+    except Cancelled as exc:
+        report.emit("cancelled", step=exc.args[0])
+        return EXIT_CANCELLED
+    except Diverged as exc:
+        report.emit("error", message=str(exc), diverged=True)
+        return EXIT_DIVERGED
+    except Exception as exc:  # reported to the parent, which keeps the previous adapter
+        report.emit("error", message=f"{type(exc).__name__}: {exc}")
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
