@@ -1,0 +1,140 @@
+"""Memory graph: node size = importance, edge width = Hebbian weight, colour = kind; laid out off the GUI thread."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+
+from core.memory.graph_view import GraphView, layout, load_graph
+
+KIND_COLOURS = {"semantic": (66, 133, 244), "episodic": (52, 168, 83), "summary": (251, 188, 5),
+                "entity": (154, 160, 166)}
+REFRESH_MS = 5000  # live view: re-read the graph this often while the panel is visible
+
+
+def node_sizes(view: GraphView) -> np.ndarray:
+    """Pixel sizes from importance (memories) or number of links (entities)."""
+    degree = np.zeros(len(view.nodes))
+    for edge in view.edges:
+        degree[edge.a] += 1
+        degree[edge.b] += 1
+    importance = np.array([n.importance if n.kind != "entity" else min(degree[i] / 10.0, 1.0)
+                           for i, n in enumerate(view.nodes)])
+    return 8.0 + 22.0 * np.clip(importance, 0.0, 1.0)
+
+
+def edge_pens(view: GraphView) -> np.ndarray:
+    pens = np.empty(len(view.edges), dtype=[("red", np.ubyte), ("green", np.ubyte), ("blue", np.ubyte),
+                                            ("alpha", np.ubyte), ("width", float)])
+    for i, edge in enumerate(view.edges):
+        pens[i] = (120, 120, 120, 160, 0.5 + 4.0 * min(max(edge.weight, 0.0), 1.0))
+    return pens
+
+
+class GraphPanel(QWidget):
+    drawn = Signal(int)  # number of nodes drawn, after each refresh
+    node_clicked = Signal(object)  # the GraphNode
+
+    def __init__(self, context: Any) -> None:
+        super().__init__()
+        self.context = context
+        self.services = context.services
+        self.runner = context.runner
+        self.view = GraphView()
+        self.positions: dict[str, tuple[float, float]] = {}
+        self.center: int | None = None
+        self.selected = None  # the GraphNode last clicked
+        self._busy = False
+        self._build()
+        self.timer = QTimer(self)
+        self.timer.setInterval(REFRESH_MS)
+        self.timer.timeout.connect(self.refresh)
+        self.timer.start()
+        self.refresh()
+
+    def _build(self) -> None:
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Show memories matching…")
+        self.search.returnPressed.connect(self.refresh)
+        self.hops = QSpinBox()
+        self.hops.setRange(1, 4)
+        self.hops.setPrefix("hops ")
+        self.around_button = QPushButton("Neighbourhood")
+        self.around_button.setEnabled(False)
+        self.around_button.clicked.connect(lambda: self.selected and self.focus_on(self.selected.memory_id))
+        self.clear_button = QPushButton("Whole graph")
+        self.clear_button.clicked.connect(self.show_all)
+        top = QHBoxLayout()
+        for widget in (self.search, self.hops, self.around_button, self.clear_button):
+            top.addWidget(widget)
+        self.plot = pg.PlotWidget()
+        self.plot.hideAxis("left")
+        self.plot.hideAxis("bottom")
+        self.plot.setAspectLocked(True)
+        self.graph = pg.GraphItem()
+        self.plot.addItem(self.graph)
+        self.graph.scatter.sigClicked.connect(self._on_click)
+        self.info = QLabel("Click a node to inspect it, then show its neighbourhood.")
+        self.info.setWordWrap(True)
+        layout_ = QVBoxLayout(self)
+        layout_.addLayout(top)
+        layout_.addWidget(self.plot, 1)
+        layout_.addWidget(self.info)
+
+    def refresh(self) -> None:
+        if self._busy or not self.isVisible() and self.view.nodes:
+            return  # one layout at a time; a hidden panel is not redrawn once it has a picture
+        self._busy = True
+        search, center, hops, previous = self.search.text(), self.center, self.hops.value(), dict(self.positions)
+
+        def work() -> GraphView:
+            return layout(load_graph(self.services.db, search=search, around=center, hops=hops), previous)
+        self.runner.submit("db", work, on_done=self._draw, on_error=self._failed)
+
+    def focus_on(self, memory_id: int) -> None:
+        self.center = memory_id
+        self.refresh()
+
+    def show_all(self) -> None:
+        self.center = None
+        self.search.clear()
+        self.refresh()
+
+    def focus_search(self) -> None:
+        self.search.setFocus()
+
+    def _draw(self, view: GraphView) -> None:
+        self._busy = False
+        self.view = view
+        self.positions = {n.key: (float(x), float(y)) for n, (x, y) in zip(view.nodes, view.positions)}
+        if not view.nodes:
+            self.graph.setData(pos=np.zeros((0, 2)), adj=np.zeros((0, 2), dtype=int))
+            self.info.setText("No memories yet: the graph grows as you chat.")
+        else:
+            adj = np.array([(e.a, e.b) for e in view.edges], dtype=int).reshape(-1, 2)
+            brushes = [pg.mkBrush(*KIND_COLOURS.get(n.kind, (200, 200, 200))) for n in view.nodes]
+            self.graph.setData(pos=view.positions, adj=adj, size=node_sizes(view), symbolBrush=brushes,
+                               pen=edge_pens(view) if len(adj) else None, pxMode=True,
+                               data=np.arange(len(view.nodes)))
+        self.drawn.emit(len(view.nodes))
+
+    def _failed(self, exc: BaseException) -> None:
+        self._busy = False
+        self.info.setText(f"Could not draw the graph: {exc}")
+
+    def _on_click(self, _scatter: Any, points: Any, *_: Any) -> None:
+        if not len(points):
+            return
+        self.select_node(self.view.nodes[int(points[0].data())])
+
+    def select_node(self, node: Any) -> None:
+        self.selected = node
+        self.around_button.setEnabled(node.memory_id is not None)
+        self.info.setText(f"{node.kind} · importance {node.importance:.2f} · {node.label}")
+        self.node_clicked.emit(node)
+
+    def shutdown(self) -> None:
+        self.timer.stop()

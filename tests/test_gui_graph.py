@@ -1,0 +1,82 @@
+"""The live memory graph: built off the GUI thread from the real store, growing as memories arrive."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.services import Services  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.memory.graph_view import layout, load_graph  # noqa: E402
+from core.store.entities import link, upsert_entity  # noqa: E402
+from core.store.memories import add_memory  # noqa: E402
+
+
+def _edge(db, a, b, weight, kind="hebbian"):
+    a, b = sorted((a, b))
+    db.execute("INSERT INTO edges(a_id, b_id, kind, weight, created_at) VALUES (?, ?, ?, ?, 0)", (a, b, kind, weight))
+
+
+def test_graph_view_has_memories_entities_and_weighted_edges(db):
+    a = add_memory(db, "User lives in Denver", subject="user", relation="lives_in", object="Denver")
+    b = add_memory(db, "User works at a bakery")
+    c = add_memory(db, "User likes hiking")
+    _edge(db, a, b, 0.8)
+    link(db, b, upsert_entity(db, "Bakery"), "mention")
+    view = layout(load_graph(db))
+    labels = sorted(n.label for n in view.nodes if n.kind == "entity")
+    assert labels == ["Bakery", "Denver", "user"]  # the triple's subject and object, and the mention
+    assert sum(n.kind == "semantic" for n in view.nodes) == 3
+    assert ("hebbian", 0.8) in {(e.kind, round(e.weight, 2)) for e in view.edges}
+    assert sum(e.kind == "entity" for e in view.edges) == 3
+    assert view.positions.shape == (6, 2) and np.all(np.isfinite(view.positions))
+    around = load_graph(db, around=c, hops=1)
+    assert [n.memory_id for n in around.nodes] == [c]
+
+
+def test_layout_keeps_earlier_positions_stable(db):
+    ids = [add_memory(db, f"fact number {i}") for i in range(20)]
+    for x, y in zip(ids, ids[1:]):
+        _edge(db, x, y, 0.5)
+    first = layout(load_graph(db))
+    add_memory(db, "a new fact")
+    second = layout(load_graph(db), {n.key: tuple(p) for n, p in zip(first.nodes, first.positions)})
+    before = {n.key: p for n, p in zip(first.nodes, first.positions)}
+    moved = [np.linalg.norm(p - before[n.key]) for n, p in zip(second.nodes, second.positions) if n.key in before]
+    assert np.median(moved) < 0.5
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    services = Services.from_data_dir(tmp_path / "home")
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.runner.shutdown(wait=True)
+
+
+def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window):
+    db = window.services.db
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: not panel._busy, timeout=10000)
+    assert len(panel.view.nodes) == 0
+    add_memory(db, "User is learning the cello")
+    add_memory(db, "User's teacher is called Ana")
+    with qtbot.waitSignal(panel.drawn, timeout=10000) as blocker:
+        panel.refresh()
+    assert blocker.args == [2]
+    panel.select_node(panel.view.nodes[0])
+    assert panel.around_button.isEnabled()
+
+
+def test_graph_panel_draws_two_thousand_nodes(qtbot, window):
+    db = window.services.db
+    with db.transaction():
+        ids = [add_memory(db, f"memory {i}", importance=(i % 10) / 10) for i in range(2000)]
+        for x, y in zip(ids[::2], ids[1::2]):
+            _edge(db, x, y, 0.6)
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 2000, timeout=60000)
+    assert panel.graph.scatter.data.shape[0] == 2000
