@@ -52,6 +52,14 @@ class Services:
             self._embedder = load_embedder(self.settings.embedder)
         return self._embedder
 
+    @property
+    def models_dir(self) -> Path:
+        return self.data_dir / "models"
+
+    def model_store(self) -> Any:
+        from models.download import ModelStore  # deferred: huggingface_hub is slow to import
+        return ModelStore(self.models_dir)
+
     def manager(self, *, with_embedder: bool = False) -> "MemoryManager":
         """The hand-edit facade; the embedder (slow to load) only when vectors must be written."""
         from core.memory.manage import MemoryManager

@@ -12,7 +12,7 @@ from typing import Any, Callable, Iterable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
-LANES = ("db", "model")
+LANES = ("db", "model", "io")  # io: downloads, which must never hold up the store or the model
 
 
 @dataclass
@@ -58,6 +58,10 @@ class TaskRunner(QObject):
                 return
             self._deliver.emit(_Delivery(on_done, ()))
         return self._lanes[lane].submit(work)
+
+    def post(self, callback: Callable[..., None], *args: Any) -> None:
+        """Call callback(*args) on the GUI thread; safe from any thread (progress callbacks use it)."""
+        self._deliver.emit(_Delivery(callback, args))
 
     def shutdown(self, wait: bool = True) -> None:
         for executor in self._lanes.values():

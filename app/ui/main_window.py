@@ -149,6 +149,9 @@ def launch(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(argv or sys.argv[:1])
     app.setApplicationName("Engram")
     app.setOrganizationName("Engram")
-    window = MainWindow(Services.from_data_dir())
+    services = Services.from_data_dir()
+    window = MainWindow(services)
+    if not services.settings.chat_model:
+        window.show_panel("models")  # first start: offer the model recommended for this Mac
     window.show()
     return app.exec()

@@ -1,0 +1,193 @@
+"""Models: the curated registry with fit labels, download with progress and cancel, installed models, the active one.
+
+On a first start with no model installed the panel offers the model recommended for this Mac.
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton,
+                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from core.config import save_settings
+
+GB = 1024 ** 3
+COLUMNS = ("Model", "Family", "Parameters", "Download", "Context", "Memory needed", "On this Mac", "Status")
+
+
+def human_bytes(count: float) -> str:
+    for unit, size in (("GB", GB), ("MB", 1024 ** 2), ("KB", 1024)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{int(count)} B"
+
+
+def progress_text(p: Any) -> str:
+    eta = "" if p.eta_seconds is None else f", about {int(p.eta_seconds // 60)} min {int(p.eta_seconds % 60)} s left"
+    return (f"{human_bytes(p.done_bytes)} of {human_bytes(p.total_bytes)} at "
+            f"{human_bytes(p.bytes_per_second)}/s{eta}")
+
+
+class ModelsPanel(QWidget):
+    refreshed = Signal()
+    download_finished = Signal(bool)  # True when installed
+
+    def __init__(self, context: Any) -> None:
+        super().__init__()
+        self.context = context
+        self.services = context.services
+        self.runner = context.runner
+        self.catalog: list[Any] = []
+        self.installed: dict[str, Any] = {}
+        self.recommended: Any = None
+        self.total_ram = 0
+        self.cancel_event: threading.Event | None = None
+        self._build()
+        self.refresh()
+
+    def _build(self) -> None:
+        self.banner = QLabel("")
+        self.banner.setWordWrap(True)
+        self.banner.setVisible(False)
+        self.table = QTableWidget(0, len(COLUMNS))
+        self.table.setHorizontalHeaderLabels(COLUMNS)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        self.table.verticalHeader().setVisible(False)
+        self.buttons = {}
+        row = QHBoxLayout()
+        for name, label in (("download", "Download"), ("cancel", "Cancel download"), ("use", "Use this model"),
+                            ("remove", "Remove")):
+            button = QPushButton(label)
+            button.clicked.connect(getattr(self, f"on_{name}"))
+            self.buttons[name] = button
+            row.addWidget(button)
+        row.addStretch(1)
+        self.buttons["cancel"].setEnabled(False)
+        self.progress = QProgressBar()
+        self.progress.setVisible(False)
+        self.message = QLabel("")
+        self.message.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.banner)
+        layout.addWidget(self.table, 1)
+        layout.addLayout(row)
+        layout.addWidget(self.progress)
+        layout.addWidget(self.message)
+
+    # --- data -------------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        def load() -> tuple:
+            from models.registry import CURATED, default_model, total_ram_bytes
+            ram = total_ram_bytes()
+            installed = {m.repo_id: m for m in self.services.model_store().installed()}
+            return list(CURATED), installed, default_model(ram), ram
+        self.runner.submit("io", load, on_done=self._on_loaded, on_error=self._on_error)
+
+    def _on_loaded(self, loaded: tuple) -> None:
+        from models.registry import fit
+        self.catalog, self.installed, self.recommended, self.total_ram = loaded
+        active = self.services.settings.chat_model
+        self.table.setRowCount(len(self.catalog))
+        for row, info in enumerate(self.catalog):
+            status = "active" if info.repo_id == active else "installed" if info.repo_id in self.installed else ""
+            values = (info.name, info.family, f"{info.params_b:g}B", human_bytes(info.size_bytes),
+                      f"{info.context_length:,}", human_bytes(info.ram_bytes), fit(info.ram_bytes, self.total_ram),
+                      status)
+            for column, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setData(Qt.UserRole, info.repo_id)
+                self.table.setItem(row, column, item)
+        self._update_banner()
+        self.refreshed.emit()
+
+    def _update_banner(self) -> None:
+        first_start = not self.installed and not self.services.settings.chat_model
+        if first_start and self.recommended is not None:
+            self.banner.setText(
+                f"Engram needs a language model to chat. Recommended for this Mac ({human_bytes(self.total_ram)} "
+                f"of memory): {self.recommended.name}, a {human_bytes(self.recommended.size_bytes)} download. "
+                "Select it and press Download; it stays on this Mac.")
+            self.select_repo(self.recommended.repo_id)
+        self.banner.setVisible(first_start)
+
+    def selected_repo(self) -> str | None:
+        items = self.table.selectedItems()
+        return items[0].data(Qt.UserRole) if items else None
+
+    def select_repo(self, repo_id: str) -> None:
+        for row in range(self.table.rowCount()):
+            if self.table.item(row, 0).data(Qt.UserRole) == repo_id:
+                self.table.selectRow(row)
+
+    # --- actions ----------------------------------------------------------------------------------------
+    def on_download(self) -> None:
+        repo_id = self.selected_repo()
+        if repo_id is None:
+            self.message.setText("Select a model to download.")
+            return
+        self.cancel_event = threading.Event()
+        self._downloading(True)
+        self.message.setText(f"Checking {repo_id}…")
+        cancel = self.cancel_event
+        self.runner.submit("io", lambda: self.services.model_store().download(
+            repo_id, progress=self._report_progress, cancel=cancel),
+            on_done=self._on_downloaded, on_error=self._on_download_error)
+
+    def _report_progress(self, p: Any) -> None:
+        # Called on the download thread: hand the numbers to the GUI thread, never touch widgets here.
+        self.runner.post(self._show_progress, p)
+
+    def on_cancel(self) -> None:
+        if self.cancel_event is not None:
+            self.cancel_event.set()
+            self.message.setText("Cancelling…")
+
+    def on_use(self) -> None:
+        repo_id = self.selected_repo()
+        if repo_id not in self.installed:
+            self.message.setText("Download the model before choosing it.")
+            return
+        settings = self.services.settings.replace(chat_model=repo_id)
+        save_settings(settings, self.services.data_dir)
+        self.services.settings = settings
+        self.message.setText(f"Engram will chat with {repo_id}.")
+        self.refresh()
+
+    def on_remove(self) -> None:
+        repo_id = self.selected_repo()
+        if repo_id not in self.installed:
+            return
+        self.runner.submit("io", lambda: self.services.model_store().remove(repo_id),
+                           on_done=lambda m: (self.message.setText(f"Removed {m.repo_id}."), self.refresh()),
+                           on_error=self._on_error)
+
+    def _downloading(self, active: bool) -> None:
+        self.buttons["download"].setEnabled(not active)
+        self.buttons["cancel"].setEnabled(active)
+        self.progress.setVisible(active)
+        self.progress.setValue(0)
+
+    def _show_progress(self, p: Any) -> None:
+        self.progress.setMaximum(1000)
+        self.progress.setValue(int(1000 * p.done_bytes / max(p.total_bytes, 1)))
+        self.message.setText(progress_text(p))
+
+    def _on_downloaded(self, model: Any) -> None:
+        self._downloading(False)
+        self.message.setText(f"Installed {model.repo_id} ({human_bytes(model.size_bytes)}).")
+        self.download_finished.emit(True)
+        self.refresh()
+
+    def _on_download_error(self, exc: BaseException) -> None:
+        self._downloading(False)
+        self.message.setText(str(exc))
+        self.download_finished.emit(False)
+        self.refresh()
+
+    def _on_error(self, exc: BaseException) -> None:
+        self.message.setText(f"Could not do that: {exc}")

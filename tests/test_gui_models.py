@@ -1,0 +1,95 @@
+"""The Models panel: registry with fit labels, first-start offer, download with progress and cancel, choose."""
+from __future__ import annotations
+
+import shutil
+import threading
+from types import SimpleNamespace
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.services import Services  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.config import load_settings  # noqa: E402
+from models.download import ModelStore  # noqa: E402
+from models.registry import CURATED, GB  # noqa: E402
+
+
+class LocalHub:
+    """Serves the tiny model folder as if it were a hub repo; can hold each file until released."""
+
+    def __init__(self, source, repo_id, gate: threading.Event | None = None):
+        self.source, self.repo_id, self.gate = source, repo_id, gate
+
+    def __call__(self, repo_id, *, allow_patterns=None, dry_run=False, local_dir=None, tqdm_class=None, **_):
+        files = sorted(p for p in self.source.iterdir() if p.is_file())
+        if dry_run:
+            return [SimpleNamespace(filename=p.name, file_size=p.stat().st_size, will_download=True) for p in files]
+        bar = tqdm_class(total=sum(p.stat().st_size for p in files), initial=0)
+        for path in files:
+            if self.gate is not None:
+                self.gate.wait(10)
+            shutil.copy(path, f"{local_dir}/{path.name}")
+            bar.update(path.stat().st_size)
+        bar.close()
+        return local_dir
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    services = Services.from_data_dir(tmp_path / "home")
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    yield win
+    win.runner.shutdown(wait=True)
+
+
+def _use_hub(window, hub):
+    window.services.model_store = lambda: ModelStore(window.services.models_dir, total_ram=16 * GB, snapshot=hub)
+
+
+def _panel(qtbot, window):
+    panel = window.show_panel("models")
+    qtbot.waitUntil(lambda: panel.table.rowCount() == len(CURATED), timeout=10000)
+    return panel
+
+
+def test_registry_rows_carry_fit_labels_and_a_first_start_offer(qtbot, window):
+    panel = _panel(qtbot, window)
+    fits = {panel.table.item(r, 6).text() for r in range(panel.table.rowCount())}
+    assert fits <= {"fits", "tight", "won't fit"} and fits
+    assert panel.banner.isVisible() or not panel.isVisible()
+    assert panel.recommended.name in panel.banner.text()
+    assert panel.selected_repo() == panel.recommended.repo_id
+
+
+def test_download_shows_progress_installs_and_can_be_chosen(qtbot, window, tiny_model_dir):
+    repo = CURATED[0].repo_id
+    _use_hub(window, LocalHub(tiny_model_dir, repo))
+    panel = _panel(qtbot, window)
+    panel.select_repo(repo)
+    with qtbot.waitSignal(panel.download_finished, timeout=60000) as done:
+        panel.on_download()
+    assert done.args == [True]
+    qtbot.waitUntil(lambda: repo in panel.installed, timeout=10000)
+    assert "Installed" in panel.message.text()
+    panel.select_repo(repo)
+    panel.on_use()
+    assert load_settings(window.services.data_dir).chat_model == repo
+    assert not panel.banner.isVisible()
+
+
+def test_cancel_stops_the_download_and_installs_nothing(qtbot, window, tiny_model_dir):
+    repo = CURATED[0].repo_id
+    gate = threading.Event()
+    _use_hub(window, LocalHub(tiny_model_dir, repo, gate))
+    panel = _panel(qtbot, window)
+    panel.select_repo(repo)
+    panel.on_download()
+    qtbot.waitUntil(lambda: panel.buttons["cancel"].isEnabled(), timeout=5000)
+    panel.on_cancel()
+    with qtbot.waitSignal(panel.download_finished, timeout=30000) as done:
+        gate.set()
+    assert done.args == [False]
+    assert window.services.model_store().installed() == []
