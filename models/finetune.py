@@ -100,6 +100,8 @@ def run_worker(mode: str, config: dict, folder: Path, *, on_event: Callable[[dic
                 result.stopped = True
                 proc.send_signal(signal.SIGTERM)  # the worker checkpoints before its next step and exits
         result.exit_code = proc.wait()
+        if result.stopped and result.exit_code == -signal.SIGTERM:
+            result.exit_code = EXIT_CANCELLED  # stopped before it could set up its handler: nothing to lose
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -156,6 +158,8 @@ class FineTuner:
         return state
 
     def _train(self, ctx: JobContext, run_dir: Path, *, resume: bool, iters: int) -> Optional[str]:
+        if ctx.should_yield():
+            return YIELDED
         cfg = asdict(self.config)
         worker_config = {**{k: cfg[k] for k in ("batch_size", "learning_rate", "rank", "scale", "num_layers",
                                                  "max_seq_length", "steps_per_report", "save_every", "seed")},

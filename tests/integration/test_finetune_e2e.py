@@ -1,0 +1,149 @@
+"""End to end on the real tiny MLX model: five facts -> LoRA fine-tune in a separate process -> evaluation
+gate -> activation; and broken runs (NaN loss, killed worker) that leave everything as it was."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from core.config import SchedulerSettings
+from core.finetune import adapters as versions
+from core.jobs import standard_specs
+from core.scheduler import Environment, Scheduler
+from core.store import jobs as store
+from core.store.memories import add_memory
+from models.finetune import FineTuner, TrainConfig
+
+pytestmark = pytest.mark.slow
+
+FACTS = (
+    ("user", "dog", "The user's dog is named Rex."),
+    ("user", "city", "The user lives in Berlin."),
+    ("user", "drink", "The user drinks green tea every morning."),
+    ("user", "sport", "The user swims on Tuesdays."),
+    ("user", "job", "The user works as a music teacher."),
+)
+TINY = dict(num_layers=2, rank=8, learning_rate=1e-4, epochs=8, save_every=4, steps_per_report=2)
+
+
+def add_facts(db, facts=FACTS):
+    return [add_memory(db, statement, subject=s, relation=r, confidence=0.9) for s, r, statement in facts]
+
+
+def snapshot(db):
+    """Every row of every table but the job queue: what 'the store is unchanged' means."""
+    tables = [r["name"] for r in db.query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name != 'jobs' "
+                                          "AND sql NOT LIKE 'CREATE VIRTUAL%' ORDER BY name")]
+    return {t: db.query(f"SELECT * FROM \"{t}\"") for t in tables}
+
+
+def scheduler(db, tuner, idle=lambda: 1e9):
+    return Scheduler(db, standard_specs(finetune=tuner), settings=SchedulerSettings(),
+                     env=Environment(clock=db.clock, idle_seconds=idle, on_ac_power=lambda: None,
+                                     localtime=lambda t: time.struct_time((2026, 1, 1, 2, 0, 0, 3, 1, 0))))
+
+
+def test_five_facts_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path):
+    add_facts(db)
+    activated = []
+    tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**TINY),
+                      on_activated=activated.append)
+    sched = scheduler(db, tuner)
+    job = sched.enqueue("finetune", run_now=True)
+    final = sched.run_job(job.id)
+    assert final.state == "done", final.last_error
+    [adapter] = versions.list_adapters(db)
+    metrics = adapter.metrics
+    base, new = metrics["baseline"], metrics["candidate"]
+    # The tiny model measurably learned the facts: held-out probe loss on the answers dropped a lot.
+    assert new["probe_loss"] < 0.8 * base["probe_loss"]
+    assert new["general_ppl"] <= base["general_ppl"] * 1.10
+    assert metrics["gate"]["accept"] and adapter.status == "accepted" and adapter.active
+    assert activated and activated[0].id == adapter.id and "activated" in final.message
+    assert sorted(versions.sources(db, adapter.id)["memory"]) == sorted(
+        r["id"] for r in db.query("SELECT id FROM memories"))
+    folder = Path(adapter.path)
+    assert (folder / "adapters.safetensors").is_file() and json.loads(
+        (folder / "adapter_config.json").read_text())["fine_tune_type"] == "lora"
+
+    # A broken run (the loss becomes NaN) keeps the previous adapter active and the store unchanged.
+    before = snapshot(db)
+    broken = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**{**TINY, "learning_rate": float("nan")}))
+    sched = scheduler(db, broken)
+    job = sched.enqueue("finetune", run_now=True)
+    after = sched.run_job(job.id)
+    assert after.state in ("queued", "failed") and "loss became nan" in after.last_error
+    assert "active adapter is unchanged" in after.last_error
+    assert versions.active_adapter(db).id == adapter.id
+    assert snapshot(db) == before
+    assert after.checkpoint == {}  # the next attempt starts afresh
+    assert not list((tmp_path / "adapters").glob(f"run-*-{job.id}"))
+
+
+def _kill_worker_once_training(db, job_id, killed):
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not killed:
+        job = store.get_job(db, job_id)
+        if job.progress > 0:
+            pids = subprocess.run(["pgrep", "-P", str(os.getpid()), "-f", "models.train_worker"],
+                                  capture_output=True, text=True).stdout.split()
+            for pid in pids:
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(int(pid))
+        time.sleep(0.05)
+
+
+def test_a_killed_training_process_leaves_the_previous_adapter_and_store(tmp_path, tiny_model_dir):
+    from core.store.db import open_db
+    db = open_db(tmp_path / "e.db")
+    add_facts(db)
+    previous = versions.record_adapter(db, name="before", base_model=str(tiny_model_dir), path="/nowhere",
+                                       status="accepted", metrics={}, config={}, sources={})
+    versions.activate(db, previous.id)
+    before = snapshot(db)
+    tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**{**TINY, "epochs": 200}))
+    sched = scheduler(db, tuner)
+    job = sched.enqueue("finetune", run_now=True)
+    watcher_db = open_db(tmp_path / "e.db")
+    killed: list[int] = []
+    watcher = threading.Thread(target=_kill_worker_once_training, args=(watcher_db, job.id, killed))
+    watcher.start()
+    after = sched.run_job(job.id)
+    watcher.join()
+    assert killed, "the training process was never seen"
+    assert after.state == "queued" and "killed by signal 9" in after.last_error
+    assert versions.active_adapter(db).id == previous.id
+    assert snapshot(db) == before
+    watcher_db.close()
+    db.close()
+
+
+def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny_model_dir, tmp_path):
+    add_facts(db)
+    tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**{**TINY, "epochs": 12}))
+    state = {"user_back": True}
+
+    def idle():
+        # The user comes back as soon as training has made progress.
+        return 0.0 if state["user_back"] and store.get_job(db, job.id).progress > 0 else 1e9
+    sched = scheduler(db, tuner, idle=idle)
+    job = sched.enqueue("finetune")
+    yielded = sched.run_job(job.id)
+    assert yielded.state == "queued" and yielded.checkpoint["started"] is True
+    assert yielded.message == "stopped: user is active"
+    saved = json.loads((Path(yielded.checkpoint["run_dir"]) / "adapter" / "checkpoint" / "state.json").read_text())
+    assert 0 < saved["step"] < yielded.checkpoint["iters"]
+    assert versions.list_adapters(db) == []
+    state["user_back"] = False
+    done = sched.run_next()
+    assert done.state == "done", done.last_error
+    log = (Path(yielded.checkpoint["run_dir"]) / "train.json").read_text()
+    assert json.loads(log)["resume"] is True
+    assert versions.list_adapters(db)[0].metrics["candidate"]["probe_loss"] < \
+        versions.list_adapters(db)[0].metrics["baseline"]["probe_loss"]
