@@ -1,0 +1,120 @@
+"""The hand-edit facade over the real store and the real MiniLM: rows and vectors move together."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.errors import InvalidInput, NotFound
+from core.memory.manage import MemoryManager
+from core.store import vectors
+
+
+@pytest.fixture
+def manager(db, embedder):
+    return MemoryManager(db, embedder)
+
+
+def _nearest(manager, text):
+    return vectors.knn(manager.db, "memory", manager.embedder.embed([text])[0], 1)[0][0]
+
+
+def test_add_writes_the_row_and_its_vector_together(manager):
+    memory = manager.add("I am allergic to peanuts", subject="I", relation="allergic to", object="peanuts",
+                         critical=True, pinned=True)
+    manager.add("The car needs new tyres")
+    assert memory.pinned and memory.critical
+    assert set(vectors.get_vectors(manager.db, "memory", [memory.id])) == {memory.id}
+    assert _nearest(manager, "food allergy") == memory.id
+
+
+def test_a_failed_add_leaves_neither_row_nor_vector(manager):
+    with pytest.raises(InvalidInput):
+        manager.add("fine text", kind="dream")
+    with pytest.raises(InvalidInput):
+        manager.add("\x00")
+    assert manager.db.scalar("SELECT count(*) FROM memories") == 0
+    assert vectors.get_vectors(manager.db, "memory", [1]) == {}
+
+
+def test_every_hand_edit_leaves_its_history_row(manager):
+    other = manager.add("Ana lives in Porto")
+    memory = manager.add("Ana lives in Lisbon", subject="Ana", object="Lisbon")
+    manager.edit(memory.id, statement="Ana lives in Coimbra", object="Coimbra", reason="typo")
+    manager.pin(memory.id)
+    manager.unpin(memory.id)
+    manager.protect(memory.id)
+    manager.unprotect(memory.id)
+    manager.delete(memory.id, reason="not true")
+    manager.restore(memory.id)
+    manager.invalidate(memory.id, superseded_by=other.id, reason="she moved to Porto")
+    manager.delete(memory.id)
+    details = manager.show(memory.id)
+    assert [h.action for h in details.history] == [
+        "create", "update", "pin", "unpin", "protect", "unprotect", "delete", "restore", "invalidate", "delete"]
+    update = details.history[1]
+    assert update.old_value["statement"] == "Ana lives in Lisbon" and update.reason == "typo"
+    assert details.history[6].reason == "not true"
+    manager.purge([memory.id], reason="asked to erase")
+    purge_rows = manager.db.query("SELECT * FROM memory_history WHERE memory_id = ?", (memory.id,))
+    assert [(r["action"], r["old_value"], r["new_value"], r["reason"]) for r in purge_rows] == [
+        ("purge", None, None, "asked to erase")]
+    with pytest.raises(NotFound):
+        manager.get(memory.id)
+
+
+def test_edit_remakes_the_vector(manager):
+    memory = manager.add("I play the cello on Sundays")
+    manager.add("The boiler was serviced in March")
+    before = vectors.get_vectors(manager.db, "memory", [memory.id])[memory.id].copy()
+    manager.edit(memory.id, statement="I go hiking in the mountains on Sundays")
+    after = vectors.get_vectors(manager.db, "memory", [memory.id])[memory.id]
+    assert not np.allclose(before, after)
+    assert np.allclose(after, manager.embedder.embed(["I go hiking in the mountains on Sundays"])[0], atol=1e-5)
+    assert _nearest(manager, "walking trails and peaks") == memory.id
+
+
+def test_list_and_show(manager):
+    pinned = manager.add("I am vegetarian", pinned=True)
+    manager.add("The meeting moved to Thursday", kind="episodic")
+    trashed = manager.add("Old fact")
+    manager.delete(trashed.id)
+    assert [m.id for m in manager.list(pinned=True)] == [pinned.id]
+    assert [m.id for m in manager.list(status="trashed")] == [trashed.id]
+    assert len(manager.list(status=None)) == 3
+    assert manager.list(kind="episodic")[0].statement == "The meeting moved to Thursday"
+
+
+def test_episode_protect_delete_restore(manager, db):
+    from core.store.episodes import add_episode, get_episode
+    episode = add_episode(db, "We got married in June")
+    assert manager.protect_episode(episode).protected
+    with pytest.raises(InvalidInput):
+        manager.delete_episode(episode)
+    manager.unprotect_episode(episode)
+    assert manager.delete_episode(episode).deleted_at is not None
+    assert manager.restore_episode(episode).deleted_at is None
+    manager.delete_episode(episode)
+    assert manager.purge().episodes == 1
+    with pytest.raises(NotFound):
+        get_episode(db, episode)
+
+
+def test_reembed_rebuilds_every_vector(manager, db):
+    from core.memory.index import index_episodes
+    from core.store.episodes import add_episode
+    first = manager.add("Ana lives in Lisbon")
+    manager.add("I drink tea, not coffee")
+    index_episodes(db, manager.embedder, [add_episode(db, "hello there")])
+    db.execute("DELETE FROM memory_vec WHERE id = ?", (first.id,))  # a hole the rebuild must fill
+    assert manager.reembed() == 3
+    assert first.id in vectors.get_vectors(db, "memory", [first.id])
+    assert _nearest(manager, "beverage preference") == first.id + 1
+
+
+def test_a_manager_without_an_embedder_still_edits_flags(db):
+    plain = MemoryManager(db)
+    from core.store.memories import add_memory
+    memory_id = add_memory(db, "row without a vector")
+    assert plain.pin(memory_id).pinned
+    with pytest.raises(ValueError, match="without an embedder"):
+        plain.add("needs a vector")
