@@ -95,3 +95,43 @@ def test_bad_input_is_a_clear_error_and_changes_nothing(tmp_path, capsys):
     assert "no job with id 99" in capsys.readouterr().err
     assert run_cli(["--data-dir", home, "jobs", "list", "--all"]) == 0
     assert "no jobs" in capsys.readouterr().out
+
+
+def test_finetune_status_adapters_activate_and_rollback(services, capsys):
+    from core.finetune import adapters as versions
+    from core.store.memories import add_memory, trash_memory
+    fact = add_memory(services.db, "The user's dog is Rex.", confidence=0.9)
+    metrics = {"baseline": {"probe_loss": 5.0, "general_ppl": 30.0},
+               "candidate": {"probe_loss": 2.0, "general_ppl": 31.0}}
+    one = versions.record_adapter(services.db, name="first", base_model="m", path="/a", status="accepted",
+                                  metrics=metrics, config={}, sources={"memory": [fact]})
+    two = versions.record_adapter(services.db, name="second", base_model="m", path="/b", status="rejected",
+                                  metrics=metrics, config={}, sources={})
+    assert run(services, "finetune", "status") == 0
+    assert "the base model" in capsys.readouterr().out
+    assert run(services, "finetune", "activate", str(one.id)) == 0
+    assert versions.active_adapter(services.db).id == one.id
+    trash_memory(services.db, fact)
+    capsys.readouterr()
+    assert run(services, "finetune", "status") == 0
+    out = capsys.readouterr().out
+    assert f"adapter {one.id}" in out and "stale: memory" in out and "5.000 -> 2.000" in out
+    assert run(services, "finetune", "adapters") == 0
+    out = capsys.readouterr().out
+    assert "ACTIVE stale" in out and "rejected" in out
+    assert run(services, "finetune", "rollback") == 0
+    assert "back to the base model" in capsys.readouterr().out and versions.active_adapter(services.db) is None
+    assert two.id != one.id
+
+
+def test_finetune_tonight_queues_for_the_quiet_hours_and_now_needs_a_model(services, capsys):
+    assert run(services, "finetune", "tonight") == 0
+    assert "between 01:00 and 06:00" in capsys.readouterr().out
+    [job] = store.list_jobs(services.db)
+    assert job.kind == "finetune" and not job.run_now
+    with pytest.raises(Exception, match="no chat model is chosen"):
+        run(services, "finetune", "now")
+    assert len(store.list_jobs(services.db)) == 1  # nothing queued by the refused command
+    assert run(services, "jobs", "list") == 0
+    out = capsys.readouterr().out
+    assert "finetune" in out and "waiting:" in out

@@ -1,0 +1,128 @@
+"""`engram finetune now|tonight|status|adapters|activate|rollback`: the overnight LoRA fine-tune from the terminal."""
+from __future__ import annotations
+
+import argparse
+import signal
+from pathlib import Path
+from typing import Any
+
+from core.errors import InvalidInput
+from core.finetune import adapters as versions
+from core.jobs import FINETUNE
+from core.store import jobs as store
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    finetune = subparsers.add_parser("finetune", help="personalise the model's weights from what you taught it")
+    commands = finetune.add_subparsers(dest="finetune_command", metavar="ACTION", required=True)
+    commands.add_parser("now", help="fine-tune now, in the foreground (Ctrl-C checkpoints and stops)"
+                        ).set_defaults(func=cmd_now)
+    commands.add_parser("tonight", help="queue a fine-tune for the quiet hours").set_defaults(func=cmd_tonight)
+    commands.add_parser("status", help="the active adapter and the fine-tune job").set_defaults(func=cmd_status)
+    commands.add_parser("adapters", help="every adapter version with its gate scores").set_defaults(func=cmd_adapters)
+    activate = commands.add_parser("activate", help="switch to a kept adapter version")
+    activate.add_argument("id", type=int)
+    activate.set_defaults(func=cmd_activate)
+    commands.add_parser("rollback", help="switch adapters off: back to the base model").set_defaults(func=cmd_rollback)
+
+
+def resolve_model_path(name: str) -> str:
+    """The chat model's local folder: a folder path, or a repo id already in the Hugging Face cache."""
+    if not name:
+        raise InvalidInput("no chat model is chosen yet; pick one in Settings or with `engram models`")
+    if Path(name).expanduser().is_dir():
+        return str(Path(name).expanduser())
+    from huggingface_hub import snapshot_download
+    try:
+        return snapshot_download(name, local_files_only=True)
+    except Exception:  # not in the cache: fine-tuning never downloads on its own
+        raise InvalidInput(f"the model {name!r} is not downloaded; download it first") from None
+
+
+def finetune_handler(services: Any):
+    """The fine-tune job handler for this data folder; the model is resolved only when the job runs."""
+    def handler(ctx):
+        from models.finetune import FineTuner
+        tuner = FineTuner(services.db, resolve_model_path(services.settings.chat_model),
+                          services.data_dir / "adapters")
+        return tuner(ctx)
+    return handler
+
+
+def cmd_now(args: argparse.Namespace, services: Any) -> int:
+    from app.cli_jobs import build_scheduler
+    resolve_model_path(services.settings.chat_model)  # fail before queueing anything
+    scheduler = build_scheduler(services)
+    scheduler.recover()
+    job = scheduler.enqueue(FINETUNE, run_now=True)
+    reason = scheduler.waiting_reason(job)
+    if reason:
+        print(f"fine-tune job {job.id} queued to run now; waiting: {reason}")
+        return 0
+    previous = signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
+    try:
+        final = scheduler.run_job(job.id)
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if final is None:
+        print(f"fine-tune job {job.id} could not start; it stays queued")
+        return 1
+    print(f"fine-tune job {final.id}: {final.state}. {final.message}")
+    if final.last_error and final.state != "done":
+        print(f"error: {final.last_error}")
+    return 0 if final.state == "done" or final.message.startswith("stopped:") else 1
+
+
+def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
+    job = store.enqueue(services.db, FINETUNE)
+    quiet = services.settings.scheduler
+    print(f"fine-tune job {job.id} queued: it runs between {quiet.quiet_hours_start} and {quiet.quiet_hours_end} "
+          "while you are away and the Mac is on power")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace, services: Any) -> int:
+    db = services.db
+    active = versions.active_adapter(db)
+    if active is None:
+        print("active: the base model (no adapter)")
+    else:
+        print(f"active: adapter {active.id} ({active.name}), {_scores(active)}")
+        if active.is_stale:
+            print(f"  stale: {active.stale_reason}; the next fine-tune leaves it out "
+                  "(`engram finetune rollback` switches to the base model now)")
+    for job in store.list_jobs(db, kind=FINETUNE, limit=3):
+        line = f"job {job.id}: {job.state} {job.progress * 100:.0f}%"
+        print(line + (f" - {job.message}" if job.message else "") + (f" (last error: {job.last_error})"
+                                                                      if job.last_error else ""))
+    return 0
+
+
+def cmd_adapters(args: argparse.Namespace, services: Any) -> int:
+    rows = versions.list_adapters(services.db)
+    if not rows:
+        print("no adapters yet")
+    for adapter in rows:
+        flags = " ".join(f for f, on in (("ACTIVE", adapter.active), ("stale", adapter.is_stale)) if on)
+        print(f"{adapter.id:>4}  {adapter.status:<9} {flags:<12} {adapter.name}  {_scores(adapter)}")
+    return 0
+
+
+def cmd_activate(args: argparse.Namespace, services: Any) -> int:
+    adapter = versions.activate(services.db, args.id)
+    print(f"adapter {adapter.id} is active; the app switches to it on its next turn")
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace, services: Any) -> int:
+    previous = versions.rollback_to_base(services.db)
+    print("back to the base model" + (f" (adapter {previous.id} switched off; it is kept)" if previous else ""))
+    return 0
+
+
+def _scores(adapter: versions.Adapter) -> str:
+    m = adapter.metrics
+    if "baseline" not in m:
+        return "no scores"
+    return (f"fact probes {m['baseline']['probe_loss']:.3f} -> {m['candidate']['probe_loss']:.3f}, "
+            f"general ppl {m['baseline']['general_ppl']:.1f} -> {m['candidate']['general_ppl']:.1f}")
