@@ -1,0 +1,104 @@
+"""Training speed: Engram's fine-tune worker against plain `mlx_lm lora`, same model, data and settings.
+
+    python bench/finetune.py [--model FOLDER] [--iters 60] [--repeats 2]
+
+Both run as separate processes on the same train/valid files with the same LoRA and tuner settings, and
+both report the tuner's own tokens/s over training steps only (validation and loading are excluded by
+the tuner). The first report of each run is dropped (graph compilation). Prints JSON; target ratio >= 0.95.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from core.finetune.dataset import build_training_set  # noqa: E402
+from core.store.db import open_memory_db  # noqa: E402
+from core.store.memories import add_memory  # noqa: E402
+from models.finetune import run_worker  # noqa: E402
+
+# One line of mlx-lm's training table: "  10    2.345 ▼    1,234    12.3k".
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_REPORT = re.compile(r"^\s*(\d+)\s+([\d.]+|nan)\s+\S\s+([\d,]+)\s+([\d.]+)k\s*$")
+SETTINGS = dict(batch_size=4, learning_rate=1e-4, rank=8, scale=20.0, dropout=0.0, num_layers=2,
+                max_seq_length=512, steps_per_report=10, seed=0, val_batches=1, steps_per_eval=100000)
+
+
+def write_data(folder: Path, facts: int) -> int:
+    db = open_memory_db()
+    for i in range(facts):
+        add_memory(db, f"The user's friend number {i} lives in city {i * 7 % 13} and likes tea.",
+                   subject=f"friend {i}", relation="home", confidence=0.9)
+    training = build_training_set(db)
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(e) for e in training.examples]
+    (folder / "train.jsonl").write_text("\n".join(lines) + "\n")
+    (folder / "valid.jsonl").write_text("\n".join(lines[:8]) + "\n")
+    return len(lines)
+
+
+def engram_rates(model: str, data: Path, out: Path, iters: int) -> list[float]:
+    config = {**SETTINGS, "model": model, "data_dir": str(data), "adapter_dir": str(out / "adapter"),
+              "iters": iters, "save_every": 10 ** 9, "mask_prompt": True}
+    result = run_worker("train", config, out)
+    if result.exit_code != 0:
+        raise SystemExit(f"engram worker failed: {result.error()}")
+    return [e["tokens_per_second"] for e in result.events if e["event"] == "report"]
+
+
+def mlx_lm_rates(model: str, data: Path, out: Path, iters: int) -> list[float]:
+    import yaml
+    config = {"model": model, "train": True, "data": str(data), "adapter_path": str(out / "adapter"),
+              "iters": iters, "batch_size": SETTINGS["batch_size"], "learning_rate": SETTINGS["learning_rate"],
+              "num_layers": SETTINGS["num_layers"], "max_seq_length": SETTINGS["max_seq_length"],
+              "steps_per_report": SETTINGS["steps_per_report"], "steps_per_eval": SETTINGS["steps_per_eval"],
+              "val_batches": SETTINGS["val_batches"], "save_every": 10 ** 9, "seed": SETTINGS["seed"],
+              "mask_prompt": True, "fine_tune_type": "lora", "optimizer": "adam",
+              "lora_parameters": {k: SETTINGS[k] for k in ("rank", "scale", "dropout")}}
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "lora.yaml").write_text(yaml.safe_dump(config))
+    done = subprocess.run([sys.executable, "-m", "mlx_lm", "lora", "-c", str(out / "lora.yaml")],
+                          capture_output=True, text=True, cwd=ROOT)
+    if done.returncode != 0:
+        raise SystemExit(f"mlx_lm lora failed:\n{done.stderr[-2000:]}")
+    rates = [float(m.group(3).replace(",", "")) for m in map(_REPORT.match, _ANSI.sub("", done.stdout).splitlines()) if m]
+    if not rates:
+        raise SystemExit(f"no training reports in mlx_lm output:\n{done.stdout[-2000:]}")
+    return rates
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", help="model folder (default: build the tiny test model)")
+    parser.add_argument("--iters", type=int, default=60)
+    parser.add_argument("--facts", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=2)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        model = args.model
+        if model is None:
+            from models.testing import build_tiny_model
+            model = str(build_tiny_model(tmp / "tiny"))
+        examples = write_data(tmp / "data", args.facts)
+        engram, plain = [], []
+        for r in range(args.repeats):  # alternate, so drift on a shared machine hits both alike
+            plain += mlx_lm_rates(model, tmp / "data", tmp / f"plain{r}", args.iters)[1:]
+            engram += engram_rates(model, tmp / "data", tmp / f"engram{r}", args.iters)[1:]
+    e, p = statistics.median(engram), statistics.median(plain)
+    print(json.dumps({"bench": "finetune", "model": args.model or "tiny-4bit", "examples": examples,
+                      "iters": args.iters, "repeats": args.repeats, "settings": SETTINGS,
+                      "engram_tokens_per_second": round(e, 1), "mlx_lm_tokens_per_second": round(p, 1),
+                      "ratio": round(e / p, 3), "target_ratio": 0.95, "meets_target": e / p >= 0.95}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
