@@ -147,3 +147,20 @@ def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny
     assert json.loads(log)["resume"] is True
     assert versions.list_adapters(db)[0].metrics["candidate"]["probe_loss"] < \
         versions.list_adapters(db)[0].metrics["baseline"]["probe_loss"]
+
+
+def test_engram_finetune_now_from_the_command_line(tmp_path, tiny_model_dir, capsys):
+    from app.cli import run_cli
+    from core.config import Settings, save_settings
+    from core.store.db import open_db
+    home = tmp_path / "home"
+    save_settings(Settings(chat_model=str(tiny_model_dir)), home)
+    db = open_db(home / "engram.db")
+    add_facts(db)
+    db.close()
+    # The default TrainConfig targets real models (16 layers); the tiny one has 2, which LoRA handles.
+    assert run_cli(["--data-dir", str(home), "finetune", "now"]) == 0
+    out = capsys.readouterr().out
+    assert "fine-tune job 1: done" in out and "fact probes" in out
+    assert run_cli(["--data-dir", str(home), "finetune", "adapters"]) == 0
+    assert "fact probes" in capsys.readouterr().out
