@@ -112,11 +112,11 @@ def cmd_add(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_search(args: argparse.Namespace, services: Any) -> int:
-    from core.memory.recall import recall
     if not args.query.strip():
         raise InvalidInput("the search query is empty")
     if args.k < 1:
         raise InvalidInput("-k must be at least 1")
+    from core.memory.recall import recall
     result = recall(services.db, services.embedder, args.query, k=args.k)
     if args.json:
         print(json.dumps([{"kind": h.kind, "id": int(h.id), "score": float(h.score), "text": h.text,
