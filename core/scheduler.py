@@ -235,6 +235,7 @@ class Scheduler:
             if tick is not None:
                 tick()
             if self.run_next() is None:
+                self.recover()  # another process (a CLI run) may have died holding a job
                 self._stop.wait(poll_seconds)
 
     def stop(self) -> None:

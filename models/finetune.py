@@ -187,6 +187,8 @@ class FineTuner:
     def _evaluate_and_record(self, ctx: JobContext, run_dir: Path, state: dict) -> None:
         ctx.progress(0.92, "scoring the new adapter against the active one")
         active = versions.active_adapter(self.db)
+        if active is not None and active.base_model != self.model_path:
+            active = None  # an adapter of another base model cannot be the baseline: compare with the base
         probes = json.loads((run_dir / "probes.json").read_text(encoding="utf-8"))
         candidate_path = str(run_dir / "adapter")
         result = run_worker("evaluate", {"model": self.model_path, "probes": probes, "general": list(GENERAL_TEXT),
@@ -204,6 +206,7 @@ class FineTuner:
             metrics={"baseline": asdict(baseline), "candidate": asdict(candidate), "gate": decision.as_dict(),
                      "baseline_adapter": active.id if active else None, "iters": state["iters"]},
             config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
+        _drop_training_text(run_dir)
         if decision.accept:
             self.on_activated(versions.activate(self.db, adapter.id))
         ctx.progress(1.0, ("activated: " if decision.accept else "kept the active one: ") + "; ".join(decision.reasons))
@@ -219,3 +222,11 @@ def _write_run(run_dir: Path, training: TrainingSet) -> None:
                                                      for p in training.probes]), encoding="utf-8")
     (run_dir / "sources.json").write_text(json.dumps({"memory": training.memory_ids, "episode": training.episode_ids,
                                                       "hypothesis": training.hypothesis_ids}), encoding="utf-8")
+
+
+def _drop_training_text(run_dir: Path) -> None:
+    """Once scored, the run's copies of the user's words go: lineage keeps ids, the store keeps the text,
+    and a memory purged later must not survive in a stray training file."""
+    shutil.rmtree(run_dir / "data", ignore_errors=True)
+    for name in ("probes.json", "sources.json", "evaluate.json"):
+        (run_dir / name).unlink(missing_ok=True)

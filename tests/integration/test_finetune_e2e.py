@@ -68,6 +68,9 @@ def test_five_facts_are_learned_and_the_adapter_is_activated_because_it_improved
     assert activated and activated[0].id == adapter.id and "activated" in final.message
     assert sorted(versions.sources(db, adapter.id)["memory"]) == sorted(
         r["id"] for r in db.query("SELECT id FROM memories"))
+    run_dir = Path(adapter.path).parent
+    assert not (run_dir / "data").exists() and not (run_dir / "probes.json").exists()
+    assert "Rex" not in " ".join(p.read_text(errors="ignore") for p in run_dir.rglob("*.json"))
     folder = Path(adapter.path)
     assert (folder / "adapters.safetensors").is_file() and json.loads(
         (folder / "adapter_config.json").read_text())["fine_tune_type"] == "lora"
