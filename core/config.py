@@ -36,6 +36,9 @@ class HebbianSettings:
     importance_decay_per_day: float = 0.01
     permanence_threshold: float = 0.9  # MAGS: importance at which a memory becomes permanent
     pagerank_weight: float = 0.3  # 001: PageRank's share of importance
+    min_edge_weight: float = 0.01  # MAGS: a Hebbian edge that fades below this is dropped
+    similarity_edge_threshold: float = 0.8  # 001: cosine at which consolidation links two memories
+    similarity_neighbours: int = 5  # 001: similarity edges kept per memory
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,8 @@ class ForgettingSettings:
     threshold: float = 0.2
     strength: str = "normal"  # gentle / normal / strong, shown in Settings
     min_age_days: float = 7.0  # nothing younger is ever forgotten
+    recency_half_life_days: float = 30.0  # 001: recency = 2^(−days since last use / half-life)
+    context_episodes: int = 50  # 001: "recent context" = the centroid of the newest episodes
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,14 @@ class ReflectionSettings:
     evidence_step: float = 0.15  # rise per new episode of evidence
     max_confidence: float = 0.95
     confirm_threshold: float = 0.7  # shown to the user as "ready to confirm"
+    max_tool_calls: int = 3  # KenLM: bounded search-past-episodes loop during reflection
+    search_results: int = 5  # episodes returned by one search call
+    reopen_new_evidence: int = 2  # a rejected hypothesis reopens only with this many NEW episodes
+    max_instructions_chars: int = 600  # KenLM: the behavioural meta-prompt stays short
+    consolidation_window_days: float = 30.0  # 001: episodes this recent are clustered
+    cluster_similarity: float = 0.6  # 001: cosine to a cluster's centroid to join it
+    min_cluster_size: int = 2
+    batch_size: int = 200  # consolidation stops between batches when asked
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,11 @@ class GenerationSettings:
     top_p: float = 0.9
     max_tokens: int = 1024
     context_tokens: int = 8192  # never more than the model's own window
+    engram_max_facts: int = 6  # MAGS: facts extracted from one exchange
+    reconcile_candidates: int = 5  # MAGS: similar facts the model compares a new fact with
+    duplicate_confidence_step: float = 0.1  # MAGS: a repeated fact grows more certain
+    critical_first: int = 12  # R-Memory: critical facts always put first in the context
+    history_turns: int = 6  # this session's latest turns kept in the context
 
 
 @dataclass(frozen=True)
