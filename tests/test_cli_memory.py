@@ -74,7 +74,7 @@ def test_export_then_import_into_another_folder(cli, tmp_path):
     _ok(cli("memory", "add", "Ana lives in Lisbon", "--protect"))
     _ok(cli("memory", "edit", "1", "--confidence", "0.5"))
     path = tmp_path / "out.json"
-    assert "1 memories, 2 history" in _ok(cli("memory", "export", str(path)))
+    assert "1 memories, 3 history" in _ok(cli("memory", "export", str(path)))
     other = tmp_path / "other"
     code = run_cli(["--data-dir", str(other), "memory", "import", str(path)])
     assert code == 0
