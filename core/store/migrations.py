@@ -341,9 +341,30 @@ def _v2_job_queue(conn: apsw.Connection) -> None:
     conn.execute(_V2_JOBS)
 
 
+_V3_REPLY_MEMORIES = """
+-- Which memories each reply put in its context (the chips under a reply), rated useful or vetoed by the user.
+CREATE TABLE reply_memories(
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    memory_id INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    rank INTEGER NOT NULL,                    -- position in the context, 0 first
+    score REAL NOT NULL DEFAULT 0,            -- recall score (critical facts put first have their own)
+    critical INTEGER NOT NULL DEFAULT 0,      -- put first because the request's intent needs it
+    useful INTEGER,                           -- usefulness rating: 1 used, 0 not, NULL not rated
+    vetoed_at REAL,                           -- the user removed it from this answer
+    PRIMARY KEY (episode_id, memory_id)
+) WITHOUT ROWID;
+CREATE INDEX reply_memories_memory ON reply_memories(memory_id);
+"""
+
+
+def _v3_reply_memories(conn: apsw.Connection) -> None:
+    conn.execute(_V3_REPLY_MEMORIES)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial_schema),
     Migration(2, "job queue, adapters and lineage", _v2_job_queue),
+    Migration(3, "reply memories: per-reply attribution", _v3_reply_memories),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
