@@ -75,7 +75,9 @@ class SentenceEmbedder:
 def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None) -> SentenceEmbedder:
     """Load a sentence-transformers model offline; a clear ModelError if it is not on this machine."""
     from sentence_transformers import SentenceTransformer  # deferred: pulls in torch
+    from transformers.utils import logging as transformers_logging
 
+    transformers_logging.disable_progress_bar()  # a local load is instant; its bar would litter the CLI's output
     target = resolve_model_path(name_or_path)
     local = Path(target).expanduser()
     try:
