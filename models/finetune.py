@@ -138,6 +138,10 @@ class FineTuner:
         run_dir = Path(state["run_dir"])
         if state["phase"] == "train":
             outcome = self._train(ctx, run_dir, resume=state.get("started", False), iters=state["iters"])
+            if outcome == YIELDED and ctx.yield_reason == "cancel":
+                ctx.checkpoint({})  # cancelled for good: nothing of the run is kept
+                shutil.rmtree(run_dir, ignore_errors=True)
+                return YIELDED
             if outcome == YIELDED:
                 ctx.checkpoint({**state, "started": True})
                 return YIELDED

@@ -167,3 +167,19 @@ def test_engram_finetune_now_from_the_command_line(tmp_path, tiny_model_dir, cap
     assert "fine-tune job 1: done" in out and "fact probes" in out
     assert run_cli(["--data-dir", str(home), "finetune", "adapters"]) == 0
     assert "fact probes" in capsys.readouterr().out
+
+
+def test_cancelling_a_running_fine_tune_removes_its_run(db, tiny_model_dir, tmp_path):
+    add_facts(db)
+    tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**{**TINY, "epochs": 200}))
+
+    def idle():
+        job_row = store.get_job(db, job.id)
+        if job_row.progress > 0 and job_row.requested is None and job_row.state == "running":
+            store.request(db, job.id, "cancel")  # the user presses Cancel in the Jobs panel
+        return 1e9
+    sched = scheduler(db, tuner, idle=idle)
+    job = sched.enqueue("finetune")  # an idle-time run: its conditions (and so idle()) are polled while it trains
+    final = sched.run_job(job.id)
+    assert final.state == "cancelled" and final.checkpoint == {}
+    assert not list((tmp_path / "adapters").glob("run-*")) and versions.list_adapters(db) == []
