@@ -22,6 +22,10 @@ class Services:
     data_dir: Path
     _db: Database | None = field(default=None, repr=False)
     _embedder: Any = field(default=None, repr=False)
+    chat: Any = field(default=None, repr=False)  # a loaded ChatModel handed in (tests, CLI); else loaded on demand
+    _loaded_chat: Any = field(default=None, repr=False)  # the engine this object loaded, with its model ref
+    _loaded_ref: str = field(default="", repr=False)
+    _learning_db: Database | None = field(default=None, repr=False)
 
     @classmethod
     def from_data_dir(cls, data_dir: Path | str | None = None, env: Mapping[str, str] | None = None) -> "Services":
@@ -60,12 +64,60 @@ class Services:
         from models.download import ModelStore  # deferred: huggingface_hub is slow to import
         return ModelStore(self.models_dir)
 
+    def chat_engine(self) -> Any:
+        """The active chat model: the one handed in, else settings.chat_model loaded on first use.
+
+        Loading takes seconds: call it from the model lane. Choosing another model in Settings reloads it.
+        """
+        if self.chat is not None:
+            return self.chat
+        ref = self.settings.chat_model
+        if self._loaded_chat is None or self._loaded_ref != ref:
+            from models.chat import ChatEngine  # deferred: MLX is slow to import
+            folder = self.model_store().resolve(ref)  # ModelError with what to do when nothing is installed
+            self._unload_chat()
+            self._loaded_chat = ChatEngine.load(folder, context_tokens=self.settings.generation.context_tokens)
+            self._loaded_ref = ref
+        return self._loaded_chat
+
+    def structured_model(self) -> Any:
+        """JSON-Schema-constrained generation over the chat engine (shares its MLX thread); None without one."""
+        engine = self.chat_engine()
+        if not hasattr(engine, "run"):
+            return None  # a scripted or remote chat model has no tokenizer to constrain
+        from models.structured import StructuredGenerator
+        return StructuredGenerator(engine)
+
+    @property
+    def learning_db(self) -> Database:
+        """A second connection for store work on the model lane (learning after a turn): SQLite wants one
+        connection per thread, and WAL lets it write while the db lane reads."""
+        if self._learning_db is None:
+            _ = self.db  # the main connection first: it creates the folder and applies migrations
+            self._learning_db = open_db(self.db_path)
+        return self._learning_db
+
+    def assistant(self, *, db: Database | None = None, structured: Any = None) -> Any:
+        """The turn pipeline over `db` (default: the main connection), the embedder and the chat model."""
+        from core.assistant import Assistant
+        return Assistant(db or self.db, self.embedder, self.chat_engine(), structured, self.settings,
+                         (db or self.db).clock)
+
     def manager(self, *, with_embedder: bool = False) -> "MemoryManager":
         """The hand-edit facade; the embedder (slow to load) only when vectors must be written."""
         from core.memory.manage import MemoryManager
         return MemoryManager(self.db, self.embedder if with_embedder else None)
 
+    def _unload_chat(self) -> None:
+        if self._loaded_chat is not None:
+            self._loaded_chat.unload()
+            self._loaded_chat, self._loaded_ref = None, ""
+
     def close(self) -> None:
+        self._unload_chat()
+        if self._learning_db is not None:
+            self._learning_db.close()
+        self._learning_db = None
         if self._db is not None:
             self._db.close()
             self._db = None

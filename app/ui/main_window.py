@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QWidget)
@@ -49,6 +49,8 @@ def available_panels() -> list[PanelSpec]:
 
 
 class MainWindow(QMainWindow):
+    memories_changed = Signal()  # a turn or an edit changed the store: panels that show memories redraw
+
     def __init__(self, services: Any, runner: TaskRunner | None = None) -> None:
         super().__init__()
         self.services = services
@@ -60,6 +62,7 @@ class MainWindow(QMainWindow):
         self.resize(1180, 760)
         self._build()
         self._add_shortcuts()
+        self.memories_changed.connect(self._refresh_memory_views)
         if self.specs:
             self.show_panel(self.specs[0].key)
 
@@ -116,6 +119,12 @@ class MainWindow(QMainWindow):
         if self.sidebar.currentRow() != row:
             self.sidebar.setCurrentRow(row)
         return panel
+
+    def _refresh_memory_views(self) -> None:
+        for key, method in (("graph", "refresh"), ("memories", "reload")):
+            panel = self.panels.get(key)
+            if panel is not None and hasattr(panel, method):
+                getattr(panel, method)()
 
     def new_chat(self) -> None:
         panel = self.show_panel("chat")

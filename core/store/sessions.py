@@ -34,6 +34,24 @@ def list_sessions(db: Database, *, include_deleted: bool = False, limit: int = 1
     return [row_to_session(r) for r in rows]
 
 
+def search_sessions(db: Database, text: str, *, limit: int = 100) -> list[Session]:
+    """Conversations whose title or any turn contains `text` (case-insensitive), newest first."""
+    text = clean_text(text, "search", allow_empty=True, max_chars=MAX_TITLE_CHARS).strip()
+    if not text:
+        return list_sessions(db, limit=limit)
+    pattern = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+    rows = db.query("SELECT * FROM sessions s WHERE s.deleted_at IS NULL AND (s.title LIKE :p ESCAPE '\\' "
+                    "OR EXISTS (SELECT 1 FROM episodes e WHERE e.session_id = s.id AND e.deleted_at IS NULL "
+                    "AND (e.user_text LIKE :p ESCAPE '\\' OR e.assistant_text LIKE :p ESCAPE '\\'))) "
+                    "ORDER BY s.updated_at DESC, s.id DESC LIMIT :n", {"p": pattern, "n": int(limit)})
+    return [row_to_session(r) for r in rows]
+
+
+def trash_session(db: Database, session_id: int) -> Session:
+    """Hide a conversation from the list; its turns, and what was learned from them, stay in the store."""
+    return _update(db, session_id, deleted_at=db.now())
+
+
 def rename_session(db: Database, session_id: int, title: str) -> Session:
     title = clean_text(title, "title", allow_empty=True, max_chars=MAX_TITLE_CHARS)
     return _update(db, session_id, title=title)

@@ -1,0 +1,175 @@
+"""The conversation list: search, new, rename (in place) and delete; all store work on the db lane."""
+from __future__ import annotations
+
+import time
+from typing import Any, Sequence
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
+                               QPushButton, QVBoxLayout, QWidget)
+
+from core.store import sessions as store
+
+UNTITLED = "New conversation"
+SEARCH_DELAY_MS = 250
+TITLE_CHARS = 60
+
+
+def title_from(text: str) -> str:
+    """A first title for a conversation: the start of its first message."""
+    words = " ".join(text.split())
+    return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def when_label(timestamp: float) -> str:
+    same_day = time.localtime(timestamp)[:3] == time.localtime()[:3]
+    return time.strftime("%H:%M" if same_day else "%d %b", time.localtime(timestamp))
+
+
+class SessionList(QWidget):
+    chosen = Signal(object)  # the session id, or None when no conversation is selected
+    new_requested = Signal()
+    loaded = Signal()  # after each reload, for tests
+
+    def __init__(self, services: Any, runner: Any) -> None:
+        super().__init__()
+        self.services = services
+        self.runner = runner
+        self.sessions: list[Any] = []
+        self._selected: int | None = None
+        self._filling = False
+        self._build()
+
+    def _build(self) -> None:
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search conversations")
+        self.search.setClearButtonEnabled(True)
+        self._search_timer = QTimer(self)
+        self._search_timer.setSingleShot(True)
+        self._search_timer.setInterval(SEARCH_DELAY_MS)
+        self._search_timer.timeout.connect(self.reload)
+        self.search.textChanged.connect(lambda _text: self._search_timer.start())
+        self.list = QListWidget()
+        self.list.setObjectName("conversations")
+        self.list.currentItemChanged.connect(self._on_current)
+        self.list.itemChanged.connect(self._on_edited)
+        self.empty = QLabel("No conversations yet.\nPress ⌘N or type below to start one.")
+        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setWordWrap(True)
+        self.new_button = QPushButton("New")
+        self.new_button.setToolTip("New conversation (⌘N)")
+        self.new_button.clicked.connect(self.new_requested)
+        self.rename_button = QPushButton("Rename")
+        self.rename_button.clicked.connect(self.edit_current)
+        self.delete_button = QPushButton("Delete")
+        self.delete_button.clicked.connect(self.on_delete)
+        buttons = QHBoxLayout()
+        for button in (self.new_button, self.rename_button, self.delete_button):
+            buttons.addWidget(button)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.search)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.empty, 1)
+        layout.addLayout(buttons)
+        self._update_buttons()
+
+    # -- loading -------------------------------------------------------------------------------------
+
+    def reload(self, select: int | None = None) -> None:
+        text = self.search.text()
+        wanted = self._selected if select is None else select
+
+        def load() -> list:
+            return store.search_sessions(self.services.db, text)
+        self.runner.submit("db", load, on_done=lambda rows: self._fill(rows, wanted), on_error=self._on_error)
+
+    def _fill(self, sessions: Sequence[Any], wanted: int | None) -> None:
+        self._filling = True
+        self.sessions = list(sessions)
+        self.list.clear()
+        for session in self.sessions:
+            item = QListWidgetItem(session.title or UNTITLED)
+            item.setData(Qt.UserRole, int(session.id))
+            item.setToolTip(f"{session.title or UNTITLED}\nlast message {when_label(session.updated_at)}")
+            item.setFlags(item.flags() | Qt.ItemIsEditable)
+            self.list.addItem(item)
+            if session.id == wanted:
+                self.list.setCurrentItem(item)
+        self._filling = False
+        searching = bool(self.search.text().strip())
+        self.empty.setText("No conversation matches." if searching else
+                           "No conversations yet.\nPress ⌘N or type below to start one.")
+        self.empty.setVisible(not self.sessions)
+        self.list.setVisible(bool(self.sessions))
+        self._update_buttons()
+        self.loaded.emit()
+
+    # -- selection -----------------------------------------------------------------------------------
+
+    @property
+    def current_id(self) -> int | None:
+        return self._selected
+
+    def select(self, session_id: int | None) -> None:
+        """Mark a conversation as current without announcing it (the panel already shows it)."""
+        self._selected = session_id
+        self._filling = True
+        self.list.setCurrentRow(-1)
+        for row in range(self.list.count()):
+            if self.list.item(row).data(Qt.UserRole) == session_id:
+                self.list.setCurrentRow(row)
+        self._filling = False
+        self._update_buttons()
+
+    def _on_current(self, item: QListWidgetItem | None, _previous: Any = None) -> None:
+        if self._filling:
+            return
+        self._selected = None if item is None else int(item.data(Qt.UserRole))
+        self._update_buttons()
+        self.chosen.emit(self._selected)
+
+    def _update_buttons(self) -> None:
+        for button in (self.rename_button, self.delete_button):
+            button.setEnabled(self._selected is not None)
+
+    # -- rename and delete ---------------------------------------------------------------------------
+
+    def edit_current(self) -> None:
+        item = self.list.currentItem()
+        if item is not None:
+            self.list.editItem(item)
+
+    def _on_edited(self, item: QListWidgetItem) -> None:
+        if not self._filling:
+            self.rename(int(item.data(Qt.UserRole)), item.text())
+
+    def rename(self, session_id: int, title: str) -> None:
+        self.runner.submit("db", lambda: store.rename_session(self.services.db, session_id, title.strip()),
+                           on_done=lambda _s: self.reload(), on_error=self._on_error)
+
+    def on_delete(self) -> None:
+        if self._selected is None:
+            return
+        answer = QMessageBox.question(self, "Delete conversation",
+                                      "Remove this conversation from the list? What Engram learned from it "
+                                      "stays in Memories, where you can edit or forget it.")
+        if answer == QMessageBox.Yes:
+            self.delete(self._selected)
+
+    def delete(self, session_id: int) -> None:
+        def done(_session: Any) -> None:
+            if self._selected == session_id:
+                self._selected = None
+                self.chosen.emit(None)
+            self.reload()
+        self.runner.submit("db", lambda: store.trash_session(self.services.db, session_id), on_done=done,
+                           on_error=self._on_error)
+
+    def focus_search(self) -> None:
+        self.search.setFocus()
+        self.search.selectAll()
+
+    def _on_error(self, exc: BaseException) -> None:
+        self.empty.setText(f"Could not load conversations: {exc}")
+        self.empty.setVisible(True)

@@ -1,0 +1,169 @@
+"""One chat turn spread over the lanes: load the model and stream on the model lane, prepare and finish on the db lane,
+then learn on the model lane after the reply is shown. Qt signals carry each step's result to the panel.
+
+Learning writes to the store from the model lane, so it uses its own connection (Services.learning_db): SQLite
+wants one connection per thread, and WAL lets it write while the db lane reads.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Iterator
+
+from PySide6.QtCore import QObject, Signal
+
+from core.errors import ModelError
+from core.protocols import GenerationChunk
+
+
+@dataclass(frozen=True)
+class TurnRequest:
+    session_id: int | None
+    text: str
+    incognito: bool = False
+    dial: str = "normal"
+    exclude: tuple[int, ...] = ()
+
+
+@dataclass
+class _Turn:
+    request: TurnRequest
+    cancel: threading.Event = field(default_factory=threading.Event)
+    prepared: Any = None
+    reply: str = ""
+    finish_reason: str | None = None
+
+
+class TurnController(QObject):
+    prepared = Signal(object)  # the PreparedTurn: its `used` memories become chips
+    chunk = Signal(str)
+    finished = Signal(object, str)  # the TurnRecord (episode id, used ids) and the finish reason
+    learned = Signal(object)  # the LearnReport, after the store changed
+    failed = Signal(str, bool)  # message, and whether it is because no chat model is available
+    idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
+
+    def __init__(self, services: Any, runner: Any, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.runner = runner
+        self._turn: _Turn | None = None
+        self._assistants: dict[str, tuple[Any, Any]] = {}  # lane -> (chat engine it was built for, assistant)
+
+    @property
+    def busy(self) -> bool:
+        return self._turn is not None
+
+    def start(self, request: TurnRequest) -> None:
+        if self._turn is not None:
+            raise RuntimeError("a turn is already running")
+        turn = self._turn = _Turn(request)
+        self.runner.submit("model", self.services.chat_engine, on_done=lambda _engine: self._prepare(turn),
+                           on_error=lambda exc: self._fail(turn, exc))
+
+    def stop(self) -> None:
+        """Stop the streaming reply; what was said so far is kept and stored."""
+        if self._turn is not None:
+            self._turn.cancel.set()
+
+    # -- steps ---------------------------------------------------------------------------------------
+
+    def _prepare(self, turn: _Turn) -> None:
+        if turn.cancel.is_set():
+            self._end(turn)
+            return
+        r = turn.request
+
+        def work() -> Any:
+            return self._assistant("db").prepare(r.session_id, r.text, incognito=r.incognito, dial=r.dial,
+                                                 exclude=r.exclude)
+        self.runner.submit("db", work, on_done=lambda p: self._stream(turn, p), on_error=lambda e: self._fail(turn, e))
+
+    def _stream(self, turn: _Turn, prepared: Any) -> None:
+        turn.prepared = prepared
+        self.prepared.emit(prepared)
+        assistant = self._assistant_now("db")
+
+        def produce() -> Iterator[Any]:
+            steps = assistant.stream(prepared)
+            try:
+                for chunk in steps:
+                    yield chunk
+                    if turn.cancel.is_set() and chunk.finish_reason is None:
+                        yield GenerationChunk("", finish_reason="cancelled")
+                        return
+            finally:
+                steps.close()  # leaving early stops generation on the MLX thread
+        self.runner.stream("model", produce, on_item=lambda c: self._on_chunk(turn, c),
+                           on_done=lambda: self._finish(turn), on_error=lambda e: self._fail(turn, e))
+
+    def _on_chunk(self, turn: _Turn, chunk: Any) -> None:
+        if chunk.text:
+            turn.reply += chunk.text
+            self.chunk.emit(chunk.text)
+        if chunk.finish_reason:
+            turn.finish_reason = chunk.finish_reason
+
+    def _finish(self, turn: _Turn) -> None:
+        reason = turn.finish_reason or ("cancelled" if turn.cancel.is_set() else "stop")
+
+        def work() -> Any:
+            return self._assistant("db").finish(turn.prepared, turn.reply, reason)
+
+        def done(record: Any) -> None:
+            self.finished.emit(record, reason)
+            self._end(turn)
+            if not turn.request.incognito:
+                self._learn(record)
+        self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
+
+    def _learn(self, record: Any) -> None:
+        def work() -> Any:
+            return self._assistant("model").learn(record)
+        self.runner.submit("model", work, on_done=self.learned.emit,
+                           on_error=lambda exc: self.failed.emit(f"Learning from this turn failed: {exc}", False))
+
+    # -- veto and thumbs -----------------------------------------------------------------------------
+
+    def veto(self, episode_id: int | None, memory_id: int, *, on_done: Callable[[Any], None]) -> None:
+        """Lower a memory's weight for a stored reply (incognito replies only exclude it)."""
+        if episode_id is None:
+            on_done(None)
+            return
+        self.runner.submit("db", lambda: self._assistant("db").veto(episode_id, memory_id), on_done=on_done,
+                           on_error=lambda exc: self.failed.emit(f"Could not veto that memory: {exc}", False))
+
+    def rate(self, episode_id: int, rating: int | None, *, on_done: Callable[[Any], None] | None = None) -> None:
+        self.runner.submit("db", lambda: self._assistant("db").rate(episode_id, rating), on_done=on_done,
+                           on_error=lambda exc: self.failed.emit(f"Could not save the rating: {exc}", False))
+
+    def retry_without(self, request: TurnRequest, memory_id: int) -> TurnRequest:
+        return replace(request, exclude=tuple(sorted({*request.exclude, int(memory_id)})))
+
+    # -- plumbing ------------------------------------------------------------------------------------
+
+    def _assistant(self, lane: str) -> Any:
+        """The assistant used on `lane`, built there on first use (and again after the model changed)."""
+        engine = self.services.chat_engine()
+        built = self._assistants.get(lane)
+        if built is None or built[0] is not engine:
+            if lane == "model":
+                assistant = self.services.assistant(db=self.services.learning_db,
+                                                    structured=self.services.structured_model())
+            else:
+                assistant = self.services.assistant()
+            built = self._assistants[lane] = (engine, assistant)
+        return built[1]
+
+    def _assistant_now(self, lane: str) -> Any:
+        return self._assistants[lane][1]
+
+    def _fail(self, turn: _Turn, exc: BaseException) -> None:
+        no_model = isinstance(exc, ModelError) and turn.prepared is None
+        self.failed.emit(str(exc) or type(exc).__name__, no_model)
+        self._end(turn)
+
+    def _end(self, turn: _Turn) -> None:
+        if self._turn is turn:
+            self._turn = None
+            self.idle.emit()
+

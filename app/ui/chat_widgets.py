@@ -1,0 +1,257 @@
+"""The chat panel's pieces: the composer, a reply with its memory chips and thumbs, and a wrapping chip row."""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QKeyEvent, QPalette, QTextOption
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
+                               QTextBrowser, QToolButton, QVBoxLayout, QWidget)
+
+RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
+CHIP_CHARS = 42
+
+
+class Composer(QPlainTextEdit):
+    """Return sends, Shift+Return starts a new line."""
+    submitted = Signal(str)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setPlaceholderText("Message Engram…  (Return sends, Shift+Return for a new line)")
+        self.setTabChangesFocus(True)
+        self.setFixedHeight(84)
+
+    def keyPressEvent(self, event: QKeyEvent) -> None:
+        sends = event.key() in (Qt.Key_Return, Qt.Key_Enter) and not event.modifiers() & Qt.ShiftModifier
+        if not sends:
+            super().keyPressEvent(event)
+            return
+        text = self.toPlainText().strip()
+        if text:
+            self.submitted.emit(text)
+
+
+class FlowLayout(QLayout):
+    """Lays its items left to right and wraps them onto new lines (Qt's flow-layout example, trimmed)."""
+
+    def __init__(self, parent: QWidget | None = None, spacing: int = 6) -> None:
+        super().__init__(parent)
+        self._items: list[QLayoutItem] = []
+        self._spacing = spacing
+        self.setContentsMargins(0, 0, 0, 0)
+
+    def addItem(self, item: QLayoutItem) -> None:
+        self._items.append(item)
+
+    def count(self) -> int:
+        return len(self._items)
+
+    def itemAt(self, index: int) -> QLayoutItem | None:
+        return self._items[index] if 0 <= index < len(self._items) else None
+
+    def takeAt(self, index: int) -> QLayoutItem | None:
+        return self._items.pop(index) if 0 <= index < len(self._items) else None
+
+    def expandingDirections(self) -> Qt.Orientations:
+        return Qt.Orientations(0)
+
+    def hasHeightForWidth(self) -> bool:
+        return True
+
+    def heightForWidth(self, width: int) -> int:
+        return self._arrange(QRect(0, 0, width, 0), move=False)
+
+    def setGeometry(self, rect: QRect) -> None:
+        super().setGeometry(rect)
+        self._arrange(rect, move=True)
+
+    def sizeHint(self) -> QSize:
+        return self.minimumSize()
+
+    def minimumSize(self) -> QSize:
+        size = QSize()
+        for item in self._items:
+            size = size.expandedTo(item.minimumSize())
+        return size
+
+    def _arrange(self, rect: QRect, *, move: bool) -> int:
+        x, y, line_height = rect.x(), rect.y(), 0
+        for item in self._items:
+            hint = item.sizeHint()
+            if x + hint.width() > rect.right() and line_height > 0:
+                x, y, line_height = rect.x(), y + line_height + self._spacing, 0
+            if move:
+                item.setGeometry(QRect(QPoint(x, y), hint))
+            x += hint.width() + self._spacing
+            line_height = max(line_height, hint.height())
+        return y + line_height - rect.y()
+
+
+def chip_label(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= CHIP_CHARS else text[: CHIP_CHARS - 1] + "…"
+
+
+class MemoryChip(QFrame):
+    """One memory a reply used: click the text to open it, ✕ to veto it for this answer."""
+    opened = Signal(int)
+    vetoed = Signal(int)
+
+    def __init__(self, memory_id: int, text: str, why: str = "") -> None:
+        super().__init__()
+        self.memory_id = memory_id
+        self.setObjectName("memoryChip")
+        self.setFrameShape(QFrame.StyledPanel)
+        self.open_button = QToolButton()
+        self.open_button.setText(chip_label(text))
+        self.open_button.setAutoRaise(True)
+        self.open_button.setToolTip(text + (f"\n\nWhy: {why}" if why else ""))
+        self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))
+        self.veto_button = QToolButton()
+        self.veto_button.setText("✕")
+        self.veto_button.setAutoRaise(True)
+        self.veto_button.setToolTip("Don't use this memory: answer again without it and lower its weight")
+        self.veto_button.clicked.connect(lambda: self.vetoed.emit(self.memory_id))
+        row = QHBoxLayout(self)
+        row.setContentsMargins(4, 0, 0, 0)
+        row.setSpacing(0)
+        row.addWidget(self.open_button)
+        row.addWidget(self.veto_button)
+
+
+class MarkdownView(QTextBrowser):
+    """A read-only Markdown view as tall as its text, so replies stack in a scroll area."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.setOpenExternalLinks(True)
+        self.setFrameShape(QFrame.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
+        self.setWordWrapMode(QTextOption.WrapAtWordBoundaryOrAnywhere)
+        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.document().documentLayout().documentSizeChanged.connect(self._fit)
+        self.viewport().setAutoFillBackground(False)
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self._fit()
+
+    def _fit(self, *_: Any) -> None:
+        self.document().setTextWidth(self.viewport().width())
+        height = int(self.document().size().height()) + 6
+        if height != self.height():
+            self.setFixedHeight(height)
+
+
+class MessageWidget(QFrame):
+    """One message. A reply also shows the memories it used, thumbs, and a status line."""
+    memory_opened = Signal(int)
+    memory_vetoed = Signal(int)
+    rated = Signal(object)  # +1, -1 or None
+
+    def __init__(self, role: str, text: str = "") -> None:
+        super().__init__()
+        self.role = role
+        self.text = text
+        self.episode_id: int | None = None
+        self.used: list[Any] = []
+        self.request: Any = None  # the TurnRequest a reply answers (veto re-answers it)
+        self.setObjectName("userMessage" if role == "user" else "assistantMessage")
+        self.setFrameShape(QFrame.StyledPanel if role == "user" else QFrame.NoFrame)
+        if role == "user":
+            self.setBackgroundRole(QPalette.AlternateBase)
+            self.setAutoFillBackground(True)
+        self.who = QLabel("You" if role == "user" else "Engram")
+        self.who.setStyleSheet("font-weight: 600;")
+        self.body = MarkdownView()
+        self._render_timer = QTimer(self)
+        self._render_timer.setSingleShot(True)
+        self._render_timer.setInterval(RENDER_MS)
+        self._render_timer.timeout.connect(self.render)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(10, 6, 10, 6)
+        layout.addWidget(self.who)
+        layout.addWidget(self.body)
+        if role == "assistant":
+            self._add_reply_extras(layout)
+        self.render()
+
+    def _add_reply_extras(self, layout: QVBoxLayout) -> None:
+        self.chips_box = QWidget()
+        self.chips = FlowLayout(self.chips_box)
+        self.thumb_up, self.thumb_down = QToolButton(), QToolButton()
+        for button, text, tip, value in ((self.thumb_up, "▲ Good", "Thumbs up: a good answer", 1),
+                                         (self.thumb_down, "▼ Poor", "Thumbs down: a poor answer", -1)):
+            button.setText(text)
+            button.setToolTip(tip)
+            button.setCheckable(True)
+            button.setAutoRaise(True)
+            button.setEnabled(False)
+            button.clicked.connect(lambda checked, v=value: self._on_thumb(v, checked))
+        self.status = QLabel("")
+        self.status.setForegroundRole(QPalette.PlaceholderText)
+        footer = QHBoxLayout()
+        footer.addWidget(self.thumb_up)
+        footer.addWidget(self.thumb_down)
+        footer.addWidget(self.status, 1)
+        layout.addWidget(self.chips_box)
+        layout.addLayout(footer)
+        self.chips_box.setVisible(False)
+
+    # -- text ----------------------------------------------------------------------------------------
+
+    def append(self, text: str) -> None:
+        self.text += text
+        if not self._render_timer.isActive():
+            self._render_timer.start()
+
+    def set_text(self, text: str) -> None:
+        self.text = text
+        self.render()
+
+    def render(self) -> None:
+        self._render_timer.stop()
+        if self.role == "user":
+            self.body.setPlainText(self.text)
+        else:
+            self.body.setMarkdown(self.text or "…")
+
+    # -- reply extras --------------------------------------------------------------------------------
+
+    def set_used(self, used: Sequence[Any]) -> None:
+        """Chips for the memories in this reply's context (objects with id, text and why)."""
+        while self.chips.count():
+            item = self.chips.takeAt(0)
+            if item.widget() is not None:
+                item.widget().deleteLater()
+        self.used = list(used)
+        for memory in self.used:
+            chip = MemoryChip(int(memory.id), str(memory.text), str(getattr(memory, "why", "") or ""))
+            chip.opened.connect(self.memory_opened)
+            chip.vetoed.connect(self.memory_vetoed)
+            self.chips.addWidget(chip)
+        self.chips_box.setVisible(bool(self.used))
+
+    def chip_widgets(self) -> list[MemoryChip]:
+        return [self.chips.itemAt(i).widget() for i in range(self.chips.count())]
+
+    def set_episode(self, episode_id: int | None, rating: int | None = None) -> None:
+        """Thumbs work once the turn is stored (never in incognito, where nothing is)."""
+        self.episode_id = episode_id
+        for button in (self.thumb_up, self.thumb_down):
+            button.setEnabled(episode_id is not None)
+        self.show_rating(rating)
+
+    def show_rating(self, rating: int | None) -> None:
+        self.thumb_up.setChecked(rating == 1)
+        self.thumb_down.setChecked(rating == -1)
+
+    def set_status(self, text: str) -> None:
+        self.status.setText(text)
+
+    def _on_thumb(self, value: int, checked: bool) -> None:
+        rating = value if checked else None
+        self.show_rating(rating)
+        self.rated.emit(rating)
