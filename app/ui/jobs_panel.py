@@ -1,0 +1,336 @@
+"""Jobs and fine-tune: the scheduler's conditions, the queue with progress and ETA, the live loss curve of a
+fine-tune, and the adapter versions with their gate scores (activate, roll back).
+
+The panel polls the store on the database lane while it is visible; jobs the user starts run on JobHost's
+own thread. Pause and cancel are requests in the store, honoured by the job at its next checkpoint.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
+                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+
+from app.ui.jobs_state import JobHost, JobRow, JobsSnapshot, LossHistory, default_scheduler, read_jobs
+from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, accent, duration, empty_state, themed_plot, when
+from core.finetune import adapters as versions
+from core.jobs import FINETUNE
+from core.store import jobs as store
+
+POLL_MS = 1000
+POLL_RUNNING_MS = 300  # faster while a job runs, so progress and the loss curve move smoothly
+JOB_COLUMNS = ("Job", "State", "Progress", "ETA", "Status", "Started")
+ADAPTER_COLUMNS = ("Version", "Status", "Fact probes (loss)", "General text (perplexity)", "Created", "Notes")
+ID_ROLE = Qt.UserRole + 1
+
+
+def adapter_scores(adapter: versions.Adapter) -> tuple[str, str]:
+    m = adapter.metrics
+    if "baseline" not in m or "candidate" not in m:
+        return "—", "—"
+    return (f"{m['baseline']['probe_loss']:.3f} → {m['candidate']['probe_loss']:.3f}",
+            f"{m['baseline']['general_ppl']:.1f} → {m['candidate']['general_ppl']:.1f}")
+
+
+def job_status_text(row: JobRow) -> str:
+    job = row.job
+    parts = [job.message] if job.message else []
+    if row.waiting:
+        parts.append(f"waiting: {row.waiting}")
+    elif job.state == "queued":
+        parts.append("ready")
+    if job.requested:
+        parts.append(f"{job.requested} requested")
+    if job.last_error and job.state != "done":
+        parts.append(f"last error: {job.last_error}")
+    return " · ".join(parts)
+
+
+class JobsPanel(QWidget):
+    refreshed = Signal()  # after each poll, for tests
+    job_finished = Signal(object)  # the final Job row of a job started here
+
+    def __init__(self, context: Any, *, scheduler_factory: Callable[[Any], Any] = default_scheduler) -> None:
+        super().__init__()
+        self.context = context
+        self.services = context.services
+        self.runner = context.runner
+        self.scheduler_factory = scheduler_factory
+        self.host = JobHost(self.services, scheduler_factory)
+        self.snapshot: Optional[JobsSnapshot] = None
+        self.losses = LossHistory()
+        self._scheduler: Any = None
+        self._busy = False
+        self._build()
+        self.timer = QTimer(self)
+        self.timer.setInterval(POLL_MS)
+        self.timer.timeout.connect(self._tick)
+        self.timer.start()
+        self.refresh()
+
+    # --- layout -----------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        self.conditions = QLabel("Reading the scheduler…")
+        self.conditions.setWordWrap(True)
+        layout = QVBoxLayout(self)
+        layout.addWidget(self.conditions)
+        layout.addLayout(self._queue_actions())
+        split = QSplitter(Qt.Vertical)
+        split.addWidget(self._queue_box())
+        split.addWidget(self._training_box())
+        split.setSizes([300, 360])
+        layout.addWidget(split, 1)
+        self.message = QLabel("")
+        layout.addWidget(self.message)
+
+    def _queue_actions(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.kind = QComboBox()
+        self.run_kind_button = QPushButton("Run now")
+        self.run_kind_button.setToolTip("Start this job now, without waiting for you to be away")
+        self.tonight_button = QPushButton("Fine-tune tonight")
+        self.tonight_button.setToolTip("Queue a fine-tune for the quiet hours")
+        self.run_kind_button.clicked.connect(lambda: self.run_now(self.kind.currentText()))
+        self.tonight_button.clicked.connect(self.finetune_tonight)
+        for widget in (QLabel("Job"), self.kind, self.run_kind_button, self.tonight_button):
+            row.addWidget(widget)
+        row.addStretch(1)
+        return row
+
+    def _queue_box(self) -> QGroupBox:
+        box = QGroupBox("Queue")
+        self.jobs = self._table(JOB_COLUMNS)
+        self.jobs.setItemDelegateForColumn(2, FractionBarDelegate(self.jobs))
+        self.jobs.horizontalHeader().setSectionResizeMode(4, QHeaderView.Stretch)
+        self.jobs.itemSelectionChanged.connect(self._update_buttons)
+        self.jobs_empty = empty_state("No jobs yet. Reflection, consolidation and forgetting run while you are "
+                                      "away; a fine-tune runs in the quiet hours.")
+        self.start_button = QPushButton("Run now")
+        self.pause_button = QPushButton("Pause")
+        self.cancel_button = QPushButton("Cancel")
+        buttons = QHBoxLayout()
+        for button, handler in ((self.start_button, self.on_start), (self.pause_button, self.on_pause),
+                                (self.cancel_button, self.on_cancel)):
+            button.setEnabled(False)
+            button.clicked.connect(handler)
+            buttons.addWidget(button)
+        buttons.addStretch(1)
+        layout = QVBoxLayout(box)
+        layout.addWidget(self.jobs_empty)
+        layout.addWidget(self.jobs, 1)
+        layout.addLayout(buttons)
+        return box
+
+    def _training_box(self) -> QGroupBox:
+        box = QGroupBox("Fine-tune")
+        self.loss_plot = themed_plot()
+        self.loss_plot.setLabel("left", "training loss")
+        self.loss_plot.setLabel("bottom", "step")
+        self.loss_plot.setMinimumWidth(280)
+        self.loss_curve = self.loss_plot.plot([], [], pen={"color": accent(0), "width": 2}, symbol="o",
+                                              symbolSize=5, symbolBrush=accent(0))
+        self.loss_title = QLabel("No fine-tune has run while this window was open.")
+        self.adapters = self._table(ADAPTER_COLUMNS)
+        self.adapters.horizontalHeader().setSectionResizeMode(5, QHeaderView.Stretch)
+        self.adapters.itemSelectionChanged.connect(self._update_buttons)
+        self.activate_button = QPushButton("Activate")
+        self.rollback_button = QPushButton("Roll back to the base model")
+        self.activate_button.setEnabled(False)
+        self.activate_button.clicked.connect(self.on_activate)
+        self.rollback_button.clicked.connect(self.on_rollback)
+        self.active_label = QLabel("")
+        buttons = QHBoxLayout()
+        for widget in (self.activate_button, self.rollback_button):
+            buttons.addWidget(widget)
+        buttons.addWidget(self.active_label, 1)
+        left = QVBoxLayout()
+        left.addWidget(self.loss_title)
+        left.addWidget(self.loss_plot, 1)
+        right = QVBoxLayout()
+        right.addWidget(QLabel("Adapter versions"))
+        right.addWidget(self.adapters, 1)
+        right.addLayout(buttons)
+        layout = QHBoxLayout(box)
+        layout.addLayout(left, 2)
+        layout.addLayout(right, 3)
+        return box
+
+    def _table(self, columns: Sequence[str]) -> QTableWidget:
+        table = QTableWidget(0, len(columns))
+        table.setHorizontalHeaderLabels(columns)
+        table.setSelectionBehavior(QAbstractItemView.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        table.verticalHeader().setVisible(False)
+        table.setAlternatingRowColors(True)
+        return table
+
+    # --- reading ----------------------------------------------------------------------------------------
+    def _tick(self) -> None:
+        if self.isVisible():
+            self.refresh()
+
+    def refresh(self) -> None:
+        if self._busy:
+            return
+        self._busy = True
+        self.runner.submit("db", self._read, on_done=self._show, on_error=self._failed)
+
+    def _read(self) -> JobsSnapshot:
+        if self._scheduler is None:  # built on the lane: building it may probe the machine
+            self._scheduler = self.scheduler_factory(self.services)
+        return read_jobs(self._scheduler)
+
+    def _show(self, snapshot: JobsSnapshot) -> None:
+        self._busy = False
+        self.snapshot = snapshot
+        self.conditions.setText(snapshot.conditions.summary())
+        if [self.kind.itemText(i) for i in range(self.kind.count())] != snapshot.kinds:
+            self.kind.clear()
+            self.kind.addItems(snapshot.kinds)
+        self._fill_jobs(snapshot.jobs)
+        self._fill_adapters(snapshot.adapters)
+        self._draw_loss(snapshot.jobs)
+        self._update_buttons()
+        running = any(r.job.state == "running" for r in snapshot.jobs)
+        self.timer.setInterval(POLL_RUNNING_MS if running else POLL_MS)
+        self.refreshed.emit()
+
+    def _fill_jobs(self, rows: Sequence[JobRow]) -> None:
+        keep = self.selected_job_id()
+        self.jobs.setRowCount(len(rows))
+        for r, row in enumerate(rows):
+            job = row.job
+            values = (f"#{job.id} {job.kind}" + (" (run now)" if job.run_now else ""), job.state,
+                      f"{job.progress:.0%}", duration(row.eta_seconds), job_status_text(row), when(job.started_at))
+            for c, value in enumerate(values):
+                item = QTableWidgetItem(value)
+                item.setData(ID_ROLE, job.id)
+                item.setToolTip(values[4])
+                self.jobs.setItem(r, c, item)
+            self.jobs.item(r, 2).setData(BAR_ROLE, job.progress)
+            if job.id == keep:
+                self.jobs.selectRow(r)
+        self.jobs_empty.setVisible(not rows)
+        self.jobs.setVisible(bool(rows))
+
+    def _fill_adapters(self, adapters: Sequence[versions.Adapter]) -> None:
+        keep = self.selected_adapter_id()
+        self.adapters.setRowCount(len(adapters))
+        active = next((a for a in adapters if a.active), None)
+        for r, adapter in enumerate(adapters):
+            probes, general = adapter_scores(adapter)
+            notes = ", ".join(n for n, on in (("active", adapter.active),
+                                               (f"stale: {adapter.stale_reason}", adapter.is_stale)) if on)
+            for c, value in enumerate((adapter.name, adapter.status, probes, general, when(adapter.created_at),
+                                       notes)):
+                item = QTableWidgetItem(value)
+                item.setData(ID_ROLE, adapter.id)
+                if adapter.active:
+                    font = item.font()
+                    font.setBold(True)
+                    item.setFont(font)
+                self.adapters.setItem(r, c, item)
+            if adapter.id == keep:
+                self.adapters.selectRow(r)
+        self.active_label.setText(f"In use: {active.name}" if active else "In use: the base model")
+
+    def _draw_loss(self, rows: Sequence[JobRow]) -> None:
+        for row in rows:
+            self.losses.observe(row.job)
+        job_id = self.losses.latest_job()
+        if job_id is None:
+            return
+        steps, values = self.losses.curve(job_id)
+        self.loss_curve.setData(steps, values)
+        self.loss_title.setText(f"Fine-tune #{job_id}: loss {values[-1]:.3f} at step {steps[-1]}")
+
+    def selected_job_id(self) -> Optional[int]:
+        items = self.jobs.selectedItems()
+        return items[0].data(ID_ROLE) if items else None
+
+    def selected_adapter_id(self) -> Optional[int]:
+        items = self.adapters.selectedItems()
+        return items[0].data(ID_ROLE) if items else None
+
+    def _selected_job(self) -> Any:
+        job_id = self.selected_job_id()
+        rows = self.snapshot.jobs if self.snapshot else []
+        return next((r.job for r in rows if r.job.id == job_id), None)
+
+    def _update_buttons(self) -> None:
+        job = self._selected_job()
+        self.start_button.setEnabled(job is not None and job.state in ("queued", "paused"))
+        self.pause_button.setEnabled(job is not None and job.state in ("queued", "running"))
+        self.cancel_button.setEnabled(job is not None and job.is_open)
+        adapter_id = self.selected_adapter_id()
+        adapters = self.snapshot.adapters if self.snapshot else []
+        adapter = next((a for a in adapters if a.id == adapter_id), None)
+        self.activate_button.setEnabled(adapter is not None and not adapter.active
+                                        and adapter.status in ("accepted", "rejected", "candidate"))
+
+    # --- actions ----------------------------------------------------------------------------------------
+    def run_now(self, kind: str) -> None:
+        """Queue a job of this kind as run-now and start it on the jobs thread."""
+        if not kind:
+            return
+        db = self.services.db
+        self._write(lambda: store.enqueue(db, kind, run_now=True), f"{kind} started", then=self._start)
+
+    def finetune_tonight(self) -> None:
+        db, quiet = self.services.db, self.services.settings.scheduler
+        self._write(lambda: store.enqueue(db, FINETUNE),
+                    f"Fine-tune queued for {quiet.quiet_hours_start}–{quiet.quiet_hours_end}")
+
+    def on_start(self) -> None:
+        job = self._selected_job()
+        if job is not None:
+            db = self.services.db
+            self._write(lambda: store.request(db, job.id, "resume"), f"job #{job.id} started", then=self._start)
+
+    def on_pause(self) -> None:
+        self._request("pause")
+
+    def on_cancel(self) -> None:
+        self._request("cancel")
+
+    def _request(self, action: str) -> None:
+        job = self._selected_job()
+        if job is not None:
+            db = self.services.db
+            self._write(lambda: store.request(db, job.id, action), f"job #{job.id}: {action} asked")
+
+    def _start(self, job: Any) -> None:
+        self.host.run(job.id, on_finished=lambda final: self.runner.post(self._finished, final))
+
+    def _finished(self, final: Any) -> None:
+        self.message.setText(f"job #{final.id} {final.state}" if final else "the job could not start")
+        self.refresh()
+        self.job_finished.emit(final)
+
+    def on_activate(self) -> None:
+        adapter_id = self.selected_adapter_id()
+        if adapter_id is not None:
+            db = self.services.db
+            self._write(lambda: versions.activate(db, adapter_id), "adapter activated; chat uses it next turn")
+
+    def on_rollback(self) -> None:
+        db = self.services.db
+        self._write(lambda: versions.rollback_to_base(db), "back to the base model; every adapter is kept")
+
+    def _write(self, work: Callable[[], Any], done_text: str, then: Callable[[Any], None] | None = None) -> None:
+        def finished(result: Any) -> None:
+            self.message.setText(done_text)
+            if then is not None:
+                then(result)
+            self.refresh()  # the lane is serial: this read sees the write
+        self.runner.submit("db", work, on_done=finished, on_error=self._failed)
+
+    def _failed(self, exc: BaseException) -> None:
+        self._busy = False
+        self.message.setText(f"Could not do that: {exc}")
+
+    def shutdown(self) -> None:
+        self.timer.stop()
+        self.host.shutdown()

@@ -1,0 +1,93 @@
+"""Small widgets the hypotheses, forgetting and jobs panels share: a confidence bar, palette-aware plots."""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from PySide6.QtCore import QRect, Qt
+from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtWidgets import QApplication, QLabel, QStyledItemDelegate, QStyleOptionViewItem
+
+BAR_ROLE = Qt.UserRole + 10  # a float in [0, 1] drawn as a bar by FractionBarDelegate
+
+
+def when(timestamp: float | None) -> str:
+    if timestamp is None:
+        return "—"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
+
+
+def duration(seconds: float | None) -> str:
+    """'1 h 05 min', '3 min 20 s', '12 s' — for ETAs."""
+    if seconds is None or seconds < 0:
+        return ""
+    seconds = int(round(seconds))
+    if seconds >= 3600:
+        return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds} s"
+
+
+def palette() -> QPalette:
+    app = QApplication.instance()
+    return app.palette() if app is not None else QPalette()
+
+
+def is_dark() -> bool:
+    return palette().color(QPalette.Window).lightness() < 128
+
+
+class FractionBarDelegate(QStyledItemDelegate):
+    """Paints the BAR_ROLE value as a bar in the palette's highlight colour, with the text on top."""
+
+    def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Any) -> None:
+        value = index.data(BAR_ROLE)
+        if value is None:
+            super().paint(painter, option, index)
+            return
+        pal = option.palette
+        rect: QRect = option.rect.adjusted(3, 4, -3, -4)
+        painter.save()
+        painter.setRenderHint(QPainter.Antialiasing)
+        painter.setPen(Qt.NoPen)
+        track = QColor(pal.color(QPalette.Mid))
+        track.setAlpha(70)
+        painter.setBrush(track)
+        painter.drawRoundedRect(rect, 3, 3)
+        fill = QRect(rect)
+        fill.setWidth(int(rect.width() * max(0.0, min(1.0, float(value)))))
+        painter.setBrush(pal.color(QPalette.Highlight))
+        painter.drawRoundedRect(fill, 3, 3)
+        painter.setPen(pal.color(QPalette.Text))
+        painter.drawText(rect, Qt.AlignCenter, index.data(Qt.DisplayRole) or f"{float(value):.0%}")
+        painter.restore()
+
+
+def empty_state(text: str) -> QLabel:
+    """The centred grey hint a panel shows when it has nothing to show yet."""
+    label = QLabel(text)
+    label.setAlignment(Qt.AlignCenter)
+    label.setWordWrap(True)
+    label.setForegroundRole(QPalette.PlaceholderText)
+    return label
+
+
+def themed_plot(**kwargs: Any) -> Any:
+    """A pyqtgraph PlotWidget drawn in the window's palette, so it follows light and dark mode."""
+    import pyqtgraph as pg  # deferred: the window opens before pyqtgraph is imported
+    pal = palette()
+    plot = pg.PlotWidget(background=pal.color(QPalette.Base), **kwargs)
+    text = pal.color(QPalette.Text)
+    for axis in ("left", "bottom"):
+        plot.getAxis(axis).setPen(pg.mkPen(text))
+        plot.getAxis(axis).setTextPen(pg.mkPen(text))
+    plot.showGrid(x=True, y=True, alpha=0.15)
+    return plot
+
+
+def accent(index: int) -> QColor:
+    """A distinct curve colour that reads on both light and dark backgrounds."""
+    hues = (212, 140, 28, 340, 268, 180, 52, 0, 300, 100)
+    return QColor.fromHsl(hues[index % len(hues)], 170, 165 if is_dark() else 120)
+

@@ -1,0 +1,127 @@
+"""The Jobs panel against a real store: conditions, the queue, pause/cancel, adapters; and a real fine-tune on
+the tiny MLX model started from the panel, whose progress and loss curve the panel shows while it runs."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.services import Services  # noqa: E402
+from app.ui.jobs_state import eta, loss_point  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.finetune import adapters as versions  # noqa: E402
+from core.jobs import standard_specs  # noqa: E402
+from core.scheduler import Environment, Scheduler  # noqa: E402
+from core.store import jobs as store  # noqa: E402
+from core.store.jobs import Job  # noqa: E402
+from core.store.memories import add_memory  # noqa: E402
+
+FACTS = ("The user's dog is named Rex.", "The user lives in Berlin.", "The user drinks green tea every morning.",
+         "The user swims on Tuesdays.", "The user works as a music teacher.")
+TINY = dict(num_layers=2, rank=8, learning_rate=1e-4, epochs=8, save_every=4, steps_per_report=2)
+
+
+@pytest.fixture
+def window(qtbot, tmp_path):
+    services = Services.from_data_dir(tmp_path / "home")
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    for panel in win.panels.values():
+        getattr(panel, "shutdown", lambda: None)()
+    win.runner.shutdown(wait=True)
+    services.close()
+
+
+def _refreshed(qtbot, panel, action=None):
+    with qtbot.waitSignal(panel.refreshed, timeout=10000):
+        (action or panel.refresh)()
+
+
+def _metrics(before, after):
+    return {"baseline": {"probe_loss": before, "general_ppl": 20.0},
+            "candidate": {"probe_loss": after, "general_ppl": 20.5}, "gate": {"accept": after < before}}
+
+
+def test_progress_messages_give_eta_and_loss_points():
+    assert loss_point("step 12/40, loss 2.311, 850 tok/s, ETA 30s") == (12, 2.311)
+    assert loss_point("scoring the new adapter") is None
+    running = Job(id=1, kind="consolidation", state="running", progress=0.25, started_at=100.0)
+    assert eta(running, 140.0) == pytest.approx(120.0)
+    assert eta(Job(id=2, kind="finetune", state="running", message="step 1/9, loss 3.0, ETA 42s"), 0) == 42.0
+
+
+def test_queue_conditions_pause_cancel_and_tonight(qtbot, window):
+    db = window.services.db
+    panel = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
+    assert "background work starts after" in panel.conditions.text()
+    assert panel.jobs_empty.isVisible()
+    _refreshed(qtbot, panel, panel.finetune_tonight)
+    [row] = panel.snapshot.jobs
+    assert row.job.kind == "finetune" and row.job.state == "queued" and not row.job.run_now
+    assert "waiting:" in panel.jobs.item(0, 4).text()
+    panel.jobs.selectRow(0)
+    assert panel.pause_button.isEnabled() and panel.cancel_button.isEnabled()
+    _refreshed(qtbot, panel, panel.on_pause)
+    assert store.get_job(db, row.job.id).state == "paused"
+    panel.jobs.selectRow(0)
+    _refreshed(qtbot, panel, panel.on_cancel)
+    assert store.get_job(db, row.job.id).state == "cancelled"
+    assert panel.jobs.item(0, 1).text() == "cancelled"
+
+
+def test_adapters_activate_and_roll_back(qtbot, window):
+    db = window.services.db
+    older = versions.record_adapter(db, name="adapter one", base_model="m", path="/a", status="accepted",
+                                    metrics=_metrics(2.0, 1.5), config={}, sources={})
+    newer = versions.record_adapter(db, name="adapter two", base_model="m", path="/b", status="rejected",
+                                    metrics=_metrics(1.5, 1.6), config={}, sources={})
+    versions.activate(db, older.id)
+    panel = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
+    assert panel.adapters.rowCount() == 2
+    assert panel.adapters.item(1, 2).text() == "2.000 → 1.500"
+    assert panel.active_label.text() == "In use: adapter one"
+    panel.adapters.selectRow(0)  # newest first
+    assert panel.selected_adapter_id() == newer.id and panel.activate_button.isEnabled()
+    _refreshed(qtbot, panel, panel.on_activate)
+    assert versions.active_adapter(db).id == newer.id
+    _refreshed(qtbot, panel, panel.on_rollback)
+    assert versions.active_adapter(db) is None
+    assert panel.active_label.text() == "In use: the base model"
+
+
+@pytest.mark.slow
+def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, tiny_model_dir):
+    from models.finetune import FineTuner, TrainConfig
+    db = window.services.db
+    for statement in FACTS:
+        add_memory(db, statement, subject="user", relation="fact", confidence=0.9)
+
+    def tiny_scheduler(services):
+        tuner = FineTuner(services.db, str(tiny_model_dir), services.data_dir / "adapters", TrainConfig(**TINY))
+        return Scheduler(services.db, standard_specs(finetune=tuner), settings=services.settings.scheduler,
+                         env=Environment(clock=services.db.clock))
+    panel = window.show_panel("jobs")
+    panel.scheduler_factory = panel.host.scheduler_factory = tiny_scheduler
+    panel._scheduler = None
+    qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
+    seen = []
+
+    def record():
+        rows = [r for r in panel.snapshot.jobs if r.job.kind == "finetune"] if panel.snapshot else []
+        if rows and rows[0].job.state == "running" and 0 < rows[0].job.progress < 1:
+            seen.append(rows[0].job.progress)
+    panel.refreshed.connect(record)
+    with qtbot.waitSignal(panel.job_finished, timeout=240000) as finished:
+        panel.run_now("finetune")
+    final = finished.args[0]
+    assert final.state == "done", final.last_error
+    assert seen, "the panel never showed the running fine-tune part-way"
+    steps, losses = panel.losses.curve(final.id)
+    assert len(steps) >= 2 and steps == sorted(steps) and all(v > 0 for v in losses)
+    assert panel.loss_curve.getData()[0] is not None and len(panel.loss_curve.getData()[0]) == len(steps)
+    qtbot.waitUntil(lambda: panel.adapters.rowCount() == 1, timeout=10000)
+    assert versions.list_adapters(db)[0].metrics["candidate"]["probe_loss"] > 0
