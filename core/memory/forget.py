@@ -1,0 +1,394 @@
+"""Forgetting (seed 001, with KenLM's forgetting-as-summarisation): score, preview, forget, undo.
+
+Retention of an item (a memory or an episode) is a probability (`retention_probability`):
+
+    P = 1 / (1 + exp(−(α·recency + β·relevance + γ·importance + bias)))
+
+- recency = 2^(−days since last use / recency_half_life_days), last use = last access or creation;
+- relevance = cosine (clipped at 0) between the item's vector and the centroid of the newest
+  `context_episodes` episodes: what the user talks about lately;
+- importance = core.memory.importance: PageRank share + log(1 + access count) + evidence for a hypothesis
+  + protection + freshness (for a memory, the larger of its stored importance and today's base score).
+
+An item is forgotten when P < threshold (scaled by Settings.forgetting.strength). Never forgotten: pinned,
+protected, permanent or critical memories, protected episodes, anything younger than min_age_days, and a
+summary that holds forgotten episodes. The API (helper D2's timeline panel and the CLI build on it):
+
+- `score_store(db, settings)` → ScoreTable: every eligible item's recency, relevance, importance, retention.
+- `preview(db, settings)` → list[Scored]: what would go if a pass ran now, lowest retention first, each with
+  the score that caused it (`Scored.reason`).
+- `project(scored, settings, days)` / `forgetting_curves(db, settings, ...)`: retention over future days if
+  the item is not used again (recency keeps halving, importance fades at importance_decay_per_day), and the
+  day it would cross the threshold — the forgetting curves the timeline draws.
+- `forgetting_pass(db, settings, embedder=None)` → PassResult: below-threshold facts are archived
+  (forgotten_at set, a 'forget' history row); below-threshold episodes are compacted, grouped by session,
+  into one summary memory each (kind 'summary', linked to its episodes) that keeps the statements of the
+  facts drawn from them and a short excerpt of what the user said. Every forgetting writes a
+  forgetting_events row with its retention and reason.
+- `undo(db, event_id)`: restores the item (until it is purged); the undo counts as a use, so the next pass
+  does not take it straight back.
+- `list_events(db)`: the log, newest first.
+
+B1's bench/turn.py times `forgetting_pass` (and core.memory.consolidate.consolidation_pass) at 100k memories.
+"""
+from __future__ import annotations
+
+import time as _time
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from core.config import Settings
+from core.errors import InvalidInput, NotFound
+from core.memory import importance as imp
+from core.memory.index import index_memories
+from core.protocols import Embedder
+from core.store import edges, history, vectors
+from core.store.db import Database
+from core.store.memories import add_memory, get_memory, snapshot
+
+SECONDS_PER_DAY = 86400.0
+STRENGTH_SCALE = {"gentle": 0.5, "normal": 1.0, "strong": 1.5}  # multiplies the threshold
+VECTOR_CHUNK = 5000
+SUMMARY_MAX_CHARS = 4000
+EXCERPT_CHARS = 160
+
+
+@dataclass(frozen=True)
+class Scored:
+    """One item's retention and the three terms that made it."""
+
+    item_type: str  # memory / episode
+    item_id: int
+    recency: float
+    relevance: float
+    importance: float
+    retention: float
+    age_days: float  # days since last use
+
+    def reason(self, threshold: float) -> str:
+        return (f"retention {self.retention:.3f} below {threshold:.3f} (recency {self.recency:.2f}, "
+                f"relevance {self.relevance:.2f}, importance {self.importance:.2f})")
+
+
+@dataclass(frozen=True)
+class ScoreTable:
+    """Column arrays for all eligible items of one kind (fast at 100k rows)."""
+
+    item_type: str
+    ids: np.ndarray
+    age_days: np.ndarray
+    recency: np.ndarray
+    relevance: np.ndarray
+    importance: np.ndarray
+    retention: np.ndarray
+
+    def row(self, n: int) -> Scored:
+        return Scored(self.item_type, int(self.ids[n]), float(self.recency[n]), float(self.relevance[n]),
+                      float(self.importance[n]), float(self.retention[n]), float(self.age_days[n]))
+
+    def below(self, threshold: float) -> list[Scored]:
+        order = np.argsort(self.retention, kind="stable")
+        return [self.row(int(n)) for n in order if self.retention[n] < threshold]
+
+
+@dataclass(frozen=True)
+class ForgettingEvent:
+    id: int
+    item_type: str
+    item_id: int
+    action: str  # archive / compact
+    retention: float
+    reason: str
+    summary_id: int | None
+    at: float
+    restored_at: float | None
+
+
+@dataclass(frozen=True)
+class PassResult:
+    archived: tuple[int, ...]  # memory ids
+    compacted: tuple[int, ...]  # episode ids
+    summaries: tuple[int, ...]  # summary memories written by this pass
+    events: tuple[int, ...]
+    scored: int  # eligible items looked at
+    seconds: float
+
+
+# -- scores ------------------------------------------------------------------------------------------------
+def threshold(settings: Settings) -> float:
+    """The forgetting threshold τ, scaled by the user's strength dial."""
+    f = settings.forgetting
+    return min(0.99, f.threshold * STRENGTH_SCALE.get(f.strength, 1.0))
+
+
+def recency_score(days_since_use: np.ndarray | float, half_life_days: float) -> np.ndarray:
+    """001: 2^(−days / half-life): 1 just used, ½ after one half-life."""
+    return np.power(0.5, np.maximum(days_since_use, 0.0) / max(half_life_days, 1e-9))
+
+
+def retention_probability(recency: np.ndarray | float, relevance: np.ndarray | float,
+                          importance: np.ndarray | float, settings: Settings) -> np.ndarray:
+    """001: P = σ(α·recency + β·relevance + γ·importance + bias)."""
+    f = settings.forgetting
+    logit = f.alpha * np.asarray(recency) + f.beta * np.asarray(relevance) + f.gamma * np.asarray(importance)
+    return 1.0 / (1.0 + np.exp(-(logit + f.bias)))
+
+
+def context_centroid(db: Database, settings: Settings) -> np.ndarray | None:
+    """The 'recent context': the normalised mean vector of the newest episodes."""
+    ids = [r[0] for r in db.execute("SELECT id FROM episodes WHERE deleted_at IS NULL ORDER BY created_at DESC, "
+                                    "id DESC LIMIT ?", (int(settings.forgetting.context_episodes),))]
+    found = vectors.get_vectors(db, "episode", ids)
+    if not found:
+        return None
+    mean = np.mean(np.stack(list(found.values())), axis=0)
+    norm = float(np.linalg.norm(mean))
+    return mean / norm if norm > 0 else None
+
+
+def relevance_to(db: Database, table: str, ids: np.ndarray, centroid: np.ndarray | None) -> np.ndarray:
+    """Cosine (≥ 0) of each item's vector with the context centroid; 0 for an item without a vector."""
+    out = np.zeros(len(ids))
+    if centroid is None or len(ids) == 0:
+        return out
+    position = {int(i): n for n, i in enumerate(ids)}
+    for start in range(0, len(ids), VECTOR_CHUNK):
+        found = vectors.get_vectors(db, table, [int(i) for i in ids[start:start + VECTOR_CHUNK]])  # type: ignore
+        if not found:
+            continue
+        matrix = np.stack(list(found.values()))
+        cosine = matrix @ centroid / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
+        out[[position[i] for i in found]] = np.clip(cosine, 0.0, 1.0)
+    return out
+
+
+def _eligible_memories(db: Database, cutoff: float) -> np.ndarray:
+    rows = db.execute(
+        "SELECT id, coalesce(last_access, created_at), access_count, created_at, importance FROM active_memories "
+        "WHERE pinned = 0 AND protected = 0 AND permanent = 0 AND critical = 0 AND created_at <= ? "
+        "AND NOT (kind = 'summary' AND id IN (SELECT summary_id FROM episodes WHERE forgotten_at IS NOT NULL "
+        "AND summary_id IS NOT NULL)) ORDER BY id", (cutoff,)).fetchall()
+    return np.array(rows, dtype=np.float64).reshape(-1, 5)
+
+
+def _eligible_episodes(db: Database, cutoff: float) -> np.ndarray:
+    rows = db.execute(
+        "SELECT id, coalesce(last_access, created_at), access_count, created_at, 0.0 FROM episodes "
+        "WHERE deleted_at IS NULL AND forgotten_at IS NULL AND protected = 0 AND created_at <= ? ORDER BY id",
+        (cutoff,)).fetchall()
+    return np.array(rows, dtype=np.float64).reshape(-1, 5)
+
+
+def score_store(db: Database, settings: Settings, *, now: float | None = None) -> dict[str, ScoreTable]:
+    """Retention of every item that may be forgotten, as {'memory': table, 'episode': table}."""
+    now = db.now() if now is None else now
+    cutoff = now - settings.forgetting.min_age_days * SECONDS_PER_DAY
+    centroid = context_centroid(db, settings)
+    tables = {}
+    for kind, rows, evidence in (("memory", _eligible_memories(db, cutoff), imp.memory_evidence(db)),
+                                 ("episode", _eligible_episodes(db, cutoff), imp.episode_evidence(db))):
+        ids = rows[:, 0].astype(np.int64)
+        since_use = (now - rows[:, 1]) / SECONDS_PER_DAY
+        base = imp.base_importance(rows[:, 2], np.zeros(len(ids)), imp.lookup(evidence, ids),
+                                   (now - rows[:, 3]) / SECONDS_PER_DAY, settings)
+        importance = np.minimum(1.0, np.maximum(base, rows[:, 4]))
+        recency = recency_score(since_use, settings.forgetting.recency_half_life_days)
+        relevance = relevance_to(db, kind, ids, centroid)
+        tables[kind] = ScoreTable(kind, ids, since_use, recency, relevance, importance,
+                                  retention_probability(recency, relevance, importance, settings))
+    return tables
+
+
+def preview(db: Database, settings: Settings, *, now: float | None = None) -> list[Scored]:
+    """What a pass would forget if it ran now, lowest retention first."""
+    tables = score_store(db, settings, now=now)
+    limit = threshold(settings)
+    return sorted(tables["memory"].below(limit) + tables["episode"].below(limit), key=lambda s: s.retention)
+
+
+# -- projection --------------------------------------------------------------------------------------------
+def project(scored: Scored, settings: Settings, days: Sequence[float]) -> list[float]:
+    """Retention on each future day if the item is not used again (the forgetting curve)."""
+    ahead = np.asarray(days, dtype=np.float64)
+    recency = recency_score(scored.age_days + ahead, settings.forgetting.recency_half_life_days)
+    importance = scored.importance * (1.0 - settings.hebbian.importance_decay_per_day) ** np.maximum(ahead, 0)
+    return [float(p) for p in retention_probability(recency, scored.relevance, importance, settings)]
+
+
+def days_until_forgotten(scored: Scored, settings: Settings, horizon_days: int = 365) -> float | None:
+    """The first whole day from now on which retention falls below the threshold (None: not within horizon)."""
+    curve = project(scored, settings, range(horizon_days + 1))
+    limit = threshold(settings)
+    return next((float(d) for d, p in enumerate(curve) if p < limit), None)
+
+
+def forgetting_curves(db: Database, settings: Settings, *, days: Sequence[float] = tuple(range(0, 91, 3)),
+                      limit: int = 50, now: float | None = None) -> list[tuple[Scored, list[float]]]:
+    """The curves of the `limit` items closest to being forgotten (lowest retention now)."""
+    tables = score_store(db, settings, now=now)
+    items = sorted((t.row(n) for t in tables.values() for n in np.argsort(t.retention)[:limit]),
+                   key=lambda s: s.retention)[:limit]
+    return [(item, project(item, settings, days)) for item in items]
+
+
+# -- the pass ----------------------------------------------------------------------------------------------
+def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | None = None,
+                    now: float | None = None) -> PassResult:
+    """Forget everything below the threshold now: archive facts, compact episodes into summaries."""
+    started = _time.perf_counter()
+    now = db.now() if now is None else now
+    tables = score_store(db, settings, now=now)
+    limit = threshold(settings)
+    doomed_memories = tables["memory"].below(limit)
+    doomed_episodes = tables["episode"].below(limit)
+    with db.transaction():
+        events = [archive_memory(db, s, s.reason(limit), now) for s in doomed_memories]
+        summaries, compact_events = compact_episodes(db, doomed_episodes, limit, now)
+    if embedder is not None and summaries:
+        index_memories(db, embedder, summaries)
+    return PassResult(tuple(s.item_id for s in doomed_memories), tuple(s.item_id for s in doomed_episodes),
+                      tuple(summaries), tuple(events + compact_events),
+                      sum(len(t.ids) for t in tables.values()), _time.perf_counter() - started)
+
+
+def archive_memory(db: Database, scored: Scored, reason: str, now: float) -> int:
+    before = get_memory(db, scored.item_id)
+    db.execute("UPDATE memories SET forgotten_at = ? WHERE id = ?", (now, before.id))
+    history.record(db, before.id, "forget", snapshot(before), {**snapshot(before), "forgotten_at": now},
+                   reason, at=now)
+    return _log(db, "memory", before.id, "archive", scored.retention, reason, None, now)
+
+
+def compact_episodes(db: Database, doomed: Sequence[Scored], limit: float, now: float) -> tuple[list[int], list[int]]:
+    """Group forgettable episodes by session; each group shares one summary that keeps its facts."""
+    by_id = {s.item_id: s for s in doomed}
+    groups: dict[object, list[dict]] = {}
+    for row in _rows(db, "SELECT id, session_id, user_text, created_at, summary_id FROM episodes "
+                      "WHERE id IN ({ids})", list(by_id)):
+        day = f"day-{int(row['created_at'] // SECONDS_PER_DAY)}"
+        key = row["session_id"] if row["session_id"] is not None else day
+        groups.setdefault(key, []).append(row)
+    summaries, events = [], []
+    for rows in groups.values():
+        rows.sort(key=lambda r: (r["created_at"], r["id"]))
+        fresh = [r for r in rows if r["summary_id"] is None]
+        new_summary = write_summary(db, fresh, now) if fresh else None
+        if new_summary is not None:
+            summaries.append(new_summary)
+        for row in rows:
+            summary_id = row["summary_id"] if row["summary_id"] is not None else new_summary
+            db.execute("UPDATE episodes SET forgotten_at = ?, summary_id = ? WHERE id = ?",
+                       (now, summary_id, row["id"]))
+            scored = by_id[row["id"]]
+            events.append(_log(db, "episode", row["id"], "compact", scored.retention, scored.reason(limit),
+                               summary_id, now))
+    return summaries, events
+
+
+def write_summary(db: Database, episodes: Sequence[dict], now: float) -> int:
+    """A summary memory for these episodes: the facts drawn from them first, then what the user said."""
+    ids = [int(r["id"]) for r in episodes]
+    rows = _rows(db, "SELECT DISTINCT m.id, m.statement FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
+                     "WHERE m.deleted_at IS NULL AND m.invalidated_at IS NULL AND m.kind != 'summary' "
+                     "AND s.episode_id IN ({ids}) ORDER BY m.id", ids)
+    facts = list({int(r["id"]): r for r in rows}.values())
+    statement = summary_text(episodes, [f["statement"] for f in facts])
+    summary_id = add_memory(db, statement, kind="summary", source_episode_ids=ids, created_at=now,
+                            reason=f"forgetting compacted {len(ids)} conversation turn(s)")
+    for fact in facts:
+        if int(fact["id"]) != summary_id:
+            edges.set_edge(db, summary_id, int(fact["id"]), "summary", 0.5, at=now)
+    return summary_id
+
+
+def summary_text(episodes: Sequence[dict], facts: Sequence[str]) -> str:
+    """Deterministic compaction: every fact kept verbatim, then short excerpts, within SUMMARY_MAX_CHARS."""
+    day = _time.strftime("%Y-%m-%d", _time.gmtime(min(r["created_at"] for r in episodes)))
+    parts = [f"Summary of {len(episodes)} conversation turn(s) from {day}."]
+    if facts:
+        parts.append("Facts: " + " ".join(f.rstrip(".") + "." for f in facts))
+    excerpts = [_excerpt(r["user_text"]) for r in episodes]
+    text = " ".join(parts)
+    for excerpt in excerpts:
+        addition = f' The user said: "{excerpt}"'
+        if len(text) + len(addition) > SUMMARY_MAX_CHARS:
+            break
+        text += addition
+    return text
+
+
+def _excerpt(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS - 1].rstrip() + "…"
+
+
+# -- log and undo ------------------------------------------------------------------------------------------
+def _log(db: Database, item_type: str, item_id: int, action: str, retention: float, reason: str,
+         summary_id: int | None, now: float) -> int:
+    db.execute("INSERT INTO forgetting_events(item_type, item_id, action, retention, reason, summary_id, at) "
+               "VALUES (?, ?, ?, ?, ?, ?, ?)", (item_type, int(item_id), action, float(retention), reason,
+                                               summary_id, now))
+    return int(db.conn.last_insert_rowid())
+
+
+def list_events(db: Database, *, limit: int = 200, include_restored: bool = True) -> list[ForgettingEvent]:
+    where = "" if include_restored else "WHERE restored_at IS NULL"
+    return [_event(r) for r in db.query(f"SELECT * FROM forgetting_events {where} ORDER BY at DESC, id DESC LIMIT ?",
+                                        (int(limit),))]
+
+
+def get_event(db: Database, event_id: int) -> ForgettingEvent:
+    row = db.query_one("SELECT * FROM forgetting_events WHERE id = ?", (_int(event_id),))
+    if row is None:
+        raise NotFound(f"no forgetting event with id {event_id}")
+    return _event(row)
+
+
+def undo(db: Database, event_id: int) -> ForgettingEvent:
+    """Bring the item back (its summary stays); refused once the item was purged or already restored."""
+    event = get_event(db, event_id)
+    if event.restored_at is not None:
+        raise InvalidInput(f"forgetting event {event.id} was already undone")
+    table = "memories" if event.item_type == "memory" else "episodes"
+    row = db.query_one(f"SELECT forgotten_at, deleted_at FROM {table} WHERE id = ?", (event.item_id,))
+    if row is None:
+        raise NotFound(f"{event.item_type} {event.item_id} was purged; forgetting event {event.id} cannot be undone")
+    now = db.now()
+    with db.transaction():
+        if row["forgotten_at"] is not None:
+            before = get_memory(db, event.item_id) if event.item_type == "memory" else None
+            # the undo counts as a use, so the next pass does not forget it again straight away
+            db.execute(f"UPDATE {table} SET forgotten_at = NULL, last_access = ? WHERE id = ?", (now, event.item_id))
+            if before is not None:
+                history.record(db, before.id, "restore", snapshot(before), snapshot(get_memory(db, before.id)),
+                               f"undo of forgetting event {event.id}", at=now)
+        db.execute("UPDATE forgetting_events SET restored_at = ? WHERE id = ?", (now, event.id))
+    return get_event(db, event.id)
+
+
+def _event(row: dict) -> ForgettingEvent:
+    return ForgettingEvent(id=row["id"], item_type=row["item_type"], item_id=row["item_id"], action=row["action"],
+                           retention=row["retention"], reason=row["reason"], summary_id=row["summary_id"],
+                           at=row["at"], restored_at=row["restored_at"])
+
+
+def _rows(db: Database, sql: str, ids: Iterable[int]) -> list[dict]:
+    """Run `sql`, whose '{ids}' stands for a list of ids, in chunks (SQLite caps the parameters)."""
+    ids = [int(i) for i in ids]
+    out: list[dict] = []
+    for start in range(0, len(ids), 900):
+        chunk = ids[start:start + 900]
+        out.extend(db.query(sql.format(ids=",".join("?" * len(chunk))), chunk))
+    return out
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool):
+        raise InvalidInput(f"expected an id, not {value!r}")
+    try:
+        return int(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        raise InvalidInput(f"expected a numeric id, not {value!r}") from None
+
