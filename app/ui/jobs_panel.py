@@ -275,19 +275,17 @@ class JobsPanel(QWidget):
         """Queue a job of this kind as run-now and start it on the jobs thread."""
         if not kind:
             return
-        db = self.services.db
-        self._write(lambda: store.enqueue(db, kind, run_now=True), f"{kind} started", then=self._start)
+        self._write(lambda db: store.enqueue(db, kind, run_now=True), f"{kind} started", then=self._start)
 
     def finetune_tonight(self) -> None:
-        db, quiet = self.services.db, self.services.settings.scheduler
-        self._write(lambda: store.enqueue(db, FINETUNE),
+        quiet = self.services.settings.scheduler
+        self._write(lambda db: store.enqueue(db, FINETUNE),
                     f"Fine-tune queued for {quiet.quiet_hours_start}–{quiet.quiet_hours_end}")
 
     def on_start(self) -> None:
         job = self._selected_job()
         if job is not None:
-            db = self.services.db
-            self._write(lambda: store.request(db, job.id, "resume"), f"job #{job.id} started", then=self._start)
+            self._write(lambda db: store.request(db, job.id, "resume"), f"job #{job.id} started", then=self._start)
 
     def on_pause(self) -> None:
         self._request("pause")
@@ -298,8 +296,7 @@ class JobsPanel(QWidget):
     def _request(self, action: str) -> None:
         job = self._selected_job()
         if job is not None:
-            db = self.services.db
-            self._write(lambda: store.request(db, job.id, action), f"job #{job.id}: {action} asked")
+            self._write(lambda db: store.request(db, job.id, action), f"job #{job.id}: {action} asked")
 
     def _start(self, job: Any) -> None:
         self.host.run(job.id, on_finished=lambda final: self.runner.post(self._finished, final))
@@ -312,20 +309,19 @@ class JobsPanel(QWidget):
     def on_activate(self) -> None:
         adapter_id = self.selected_adapter_id()
         if adapter_id is not None:
-            db = self.services.db
-            self._write(lambda: versions.activate(db, adapter_id), "adapter activated; chat uses it next turn")
+            self._write(lambda db: versions.activate(db, adapter_id), "adapter activated; chat uses it next turn")
 
     def on_rollback(self) -> None:
-        db = self.services.db
-        self._write(lambda: versions.rollback_to_base(db), "back to the base model; every adapter is kept")
+        self._write(lambda db: versions.rollback_to_base(db), "back to the base model; every adapter is kept")
 
-    def _write(self, work: Callable[[], Any], done_text: str, then: Callable[[Any], None] | None = None) -> None:
+    def _write(self, work: Callable[[Any], Any], done_text: str, then: Callable[[Any], None] | None = None) -> None:
+        """work(db) on the database lane, then a message, `then(result)` and a fresh read."""
         def finished(result: Any) -> None:
             self.message.setText(done_text)
             if then is not None:
                 then(result)
             self.refresh()  # the lane is serial: this read sees the write
-        self.runner.submit("db", work, on_done=finished, on_error=self._failed)
+        self.runner.submit("db", lambda: work(self.services.db), on_done=finished, on_error=self._failed)
 
     def _failed(self, exc: BaseException) -> None:
         self._busy = False

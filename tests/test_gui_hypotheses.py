@@ -1,0 +1,95 @@
+"""The Hypotheses panel against a real store: confirm, reject and reword claims; evidence opens its episodes."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.services import Services  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.store import goals, hypotheses  # noqa: E402
+from core.store.episodes import add_episode  # noqa: E402
+
+
+@pytest.fixture
+def seeded(tmp_path):
+    services = Services.from_data_dir(tmp_path / "home")
+    db = services.db
+    talks = [add_episode(db, "Can you keep it short? I only have a minute."),
+             add_episode(db, "Just the answer please, no essay."),
+             add_episode(db, "I went climbing again this weekend.")]
+    brief = hypotheses.add_hypothesis(db, "style", "Prefers short, direct answers", 0.75, talks[:2])
+    climber = hypotheses.add_hypothesis(db, "interests", "Enjoys rock climbing", 0.45, talks[2:])
+    goals.open_goal(db, "Which climbing gym do you go to?", reason="mentioned climbing twice")
+    answered = goals.open_goal(db, "Do you prefer metric units?")
+    goals.close_goal(db, answered, "yes, metric")
+    yield services, brief, climber, talks
+    services.close()
+
+
+@pytest.fixture
+def panel(qtbot, seeded):
+    services = seeded[0]
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    panel = window.show_panel("hypotheses")
+    qtbot.waitUntil(lambda: len(panel.view.hypotheses) == 2, timeout=5000)
+    yield panel
+    window.runner.shutdown(wait=True)
+
+
+def _act(qtbot, panel, action):
+    with qtbot.waitSignal(panel.loaded, timeout=10000):
+        action()
+
+
+def test_claims_are_grouped_by_dimension_with_goals(panel):
+    groups = [panel.tree.topLevelItem(i).text(0) for i in range(panel.tree.topLevelItemCount())]
+    assert groups == ["Interests", "Style"]
+    assert panel.open_goals.topLevelItemCount() == 1
+    assert panel.closed_goals.topLevelItem(0).text(3) == "yes, metric"
+    assert not panel.empty.isVisible()
+
+
+def test_confirm_and_reject_from_the_panel(qtbot, panel, seeded):
+    services, brief, climber, _ = seeded
+    assert panel.select_hypothesis(brief)
+    assert panel.confirm_button.isEnabled()
+    _act(qtbot, panel, panel.on_confirm)
+    confirmed = hypotheses.get_hypothesis(services.db, brief)
+    assert confirmed.status == "confirmed" and confirmed.decided_at is not None
+    assert panel.select_hypothesis(climber)
+    _act(qtbot, panel, panel.on_reject)
+    assert hypotheses.get_hypothesis(services.db, climber).status == "rejected"
+    _act(qtbot, panel, lambda: panel.status.setCurrentText("rejected"))
+    assert [h.id for h in panel.view.hypotheses] == [climber]
+
+
+def test_evidence_link_opens_the_conversation(qtbot, panel, seeded):
+    _, brief, _, talks = seeded
+    assert panel.select_hypothesis(brief)
+    qtbot.waitUntil(lambda: "episode:" in panel.detail.toHtml(), timeout=5000)
+    with qtbot.waitSignal(panel.episode_shown, timeout=5000) as shown:
+        panel.open_episode(talks[1])
+    assert shown.args == [talks[1]]
+    assert "no essay" in panel.detail.toPlainText()
+
+
+def test_edit_rewords_the_claim(qtbot, panel, seeded):
+    services, brief, _, _ = seeded
+    assert panel.select_hypothesis(brief)
+    panel.ask_text = lambda title, current: "Prefers answers of one or two sentences"
+    _act(qtbot, panel, panel.on_edit)
+    assert hypotheses.get_hypothesis(services.db, brief).claim == "Prefers answers of one or two sentences"
+
+
+def test_empty_store_shows_the_hint(qtbot, tmp_path):
+    services = Services.from_data_dir(tmp_path / "empty")
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    panel = window.show_panel("hypotheses")
+    qtbot.waitSignal(panel.loaded, timeout=5000).wait()  # queued delivery: it cannot have fired yet
+    assert panel.empty.isVisible()
+    assert panel.tree.topLevelItemCount() == 0
+    window.runner.shutdown(wait=True)
