@@ -1,9 +1,7 @@
 """The Models panel: registry with fit labels, first-start offer, download with progress and cancel, choose."""
 from __future__ import annotations
 
-import shutil
 import threading
-from types import SimpleNamespace
 
 import pytest
 
@@ -14,26 +12,7 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from models.download import ModelStore  # noqa: E402
 from models.registry import CURATED, GB  # noqa: E402
-
-
-class LocalHub:
-    """Serves the tiny model folder as if it were a hub repo; can hold each file until released."""
-
-    def __init__(self, source, repo_id, gate: threading.Event | None = None):
-        self.source, self.repo_id, self.gate = source, repo_id, gate
-
-    def __call__(self, repo_id, *, allow_patterns=None, dry_run=False, local_dir=None, tqdm_class=None, **_):
-        files = sorted(p for p in self.source.iterdir() if p.is_file())
-        if dry_run:
-            return [SimpleNamespace(filename=p.name, file_size=p.stat().st_size, will_download=True) for p in files]
-        bar = tqdm_class(total=sum(p.stat().st_size for p in files), initial=0)
-        for path in files:
-            if self.gate is not None:
-                self.gate.wait(10)
-            shutil.copy(path, f"{local_dir}/{path.name}")
-            bar.update(path.stat().st_size)
-        bar.close()
-        return local_dir
+from hubfake import FakeHub  # noqa: E402
 
 
 @pytest.fixture
@@ -66,7 +45,7 @@ def test_registry_rows_carry_fit_labels_and_a_first_start_offer(qtbot, window):
 
 def test_download_shows_progress_installs_and_can_be_chosen(qtbot, window, tiny_model_dir):
     repo = CURATED[0].repo_id
-    _use_hub(window, LocalHub(tiny_model_dir, repo))
+    _use_hub(window, FakeHub(tiny_model_dir, repo))
     panel = _panel(qtbot, window)
     panel.select_repo(repo)
     with qtbot.waitSignal(panel.download_finished, timeout=60000) as done:
@@ -83,7 +62,7 @@ def test_download_shows_progress_installs_and_can_be_chosen(qtbot, window, tiny_
 def test_cancel_stops_the_download_and_installs_nothing(qtbot, window, tiny_model_dir):
     repo = CURATED[0].repo_id
     gate = threading.Event()
-    _use_hub(window, LocalHub(tiny_model_dir, repo, gate))
+    _use_hub(window, FakeHub(tiny_model_dir, repo, gate=gate))
     panel = _panel(qtbot, window)
     panel.select_repo(repo)
     panel.on_download()

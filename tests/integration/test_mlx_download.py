@@ -4,8 +4,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-from dataclasses import dataclass
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -15,39 +13,7 @@ from models.chat import ChatEngine
 from models.checks import check_model_folder
 from models.download import STAGING, DownloadCancelled, ModelStore
 from models.registry import GB
-
-REPO = "tiny-org/tiny-4bit"
-
-
-@dataclass
-class FakeHub:
-    """Serves one repo from a local folder the way snapshot_download does; can fail after N files."""
-    source: Path
-    fail_after_files: int | None = None
-    calls: int = 0
-
-    def __call__(self, repo_id, *, allow_patterns=None, dry_run=False, local_dir=None, tqdm_class=None,
-                 local_files_only=False):
-        self.calls += 1
-        if repo_id != REPO:
-            raise FileNotFoundError(f"404 {repo_id}")
-        files = sorted(p for p in self.source.iterdir() if p.is_file())
-        if local_files_only:
-            raise FileNotFoundError("not in cache")
-        if dry_run:
-            return [SimpleNamespace(filename=p.name, file_size=p.stat().st_size, will_download=True) for p in files]
-        total = sum(p.stat().st_size for p in files)
-        bar = tqdm_class(total=total, initial=0, unit="B", unit_scale=True, desc="Reconstructing")
-        for index, path in enumerate(files):
-            if self.fail_after_files is not None and index >= self.fail_after_files:
-                # half a file, then the connection drops
-                data = path.read_bytes()
-                (Path(local_dir) / path.name).write_bytes(data[: len(data) // 2])
-                raise ConnectionError("connection reset by peer")
-            shutil.copy(path, Path(local_dir) / path.name)
-            bar.update(path.stat().st_size)
-        bar.close()
-        return str(local_dir)
+from hubfake import REPO, FakeHub
 
 
 def installed_names(store):
