@@ -290,10 +290,7 @@ def compact_episodes(db: Database, doomed: Sequence[Scored], limit: float, now: 
 def write_summary(db: Database, episodes: Sequence[dict], now: float) -> int:
     """A summary memory for these episodes: the facts drawn from them first, then what the user said."""
     ids = [int(r["id"]) for r in episodes]
-    rows = _rows(db, "SELECT DISTINCT m.id, m.statement FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
-                     "WHERE m.deleted_at IS NULL AND m.invalidated_at IS NULL AND m.kind != 'summary' "
-                     "AND s.episode_id IN ({ids}) ORDER BY m.id", ids)
-    facts = list({int(r["id"]): r for r in rows}.values())
+    facts = facts_of(db, ids)
     statement = summary_text(episodes, [f["statement"] for f in facts])
     summary_id = add_memory(db, statement, kind="summary", source_episode_ids=ids, created_at=now,
                             reason=f"forgetting compacted {len(ids)} conversation turn(s)")
@@ -301,6 +298,14 @@ def write_summary(db: Database, episodes: Sequence[dict], now: float) -> int:
         if int(fact["id"]) != summary_id:
             edges.set_edge(db, summary_id, int(fact["id"]), "summary", 0.5, at=now)
     return summary_id
+
+
+def facts_of(db: Database, episode_ids: Sequence[int]) -> list[dict]:
+    """The live facts (id, statement) drawn from these episodes, oldest first."""
+    rows = _rows(db, "SELECT DISTINCT m.id, m.statement FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
+                     "WHERE m.deleted_at IS NULL AND m.invalidated_at IS NULL AND m.kind != 'summary' "
+                     "AND s.episode_id IN ({ids}) ORDER BY m.id", episode_ids)
+    return sorted({int(r["id"]): r for r in rows}.values(), key=lambda r: int(r["id"]))
 
 
 def summary_text(episodes: Sequence[dict], facts: Sequence[str]) -> str:
