@@ -1,0 +1,91 @@
+"""What the Forgetting timeline shows, read off the GUI thread: the forgetting curves of the items closest to
+being forgotten, what is coming up, and what was forgotten (with why and the score), all from core.memory.forget.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
+
+from core.config import Settings
+from core.memory import forget
+from core.store.episodes import get_episodes
+from core.store.memories import get_memories
+
+LABEL_CHARS = 90
+
+
+@dataclass(frozen=True)
+class Curve:
+    """One item's projected retention over the coming days."""
+    item_type: str  # memory / episode
+    item_id: int
+    label: str
+    retention: float  # now
+    values: list[float]  # on each day of TimelineView.days
+    days_left: Optional[float]  # until it falls below the threshold (None: not within the horizon)
+
+    @property
+    def key(self) -> str:
+        return f"{self.item_type}:{self.item_id}"
+
+
+@dataclass(frozen=True)
+class PastEvent:
+    event: forget.ForgettingEvent
+    label: str
+
+    @property
+    def restorable(self) -> bool:
+        return self.event.restored_at is None and self.label != PURGED
+
+
+@dataclass(frozen=True)
+class TimelineView:
+    days: list[float]
+    threshold: float
+    curves: list[Curve]
+    past: list[PastEvent]
+
+    @property
+    def upcoming(self) -> list[Curve]:
+        """Items that fall below the threshold within the horizon, soonest first."""
+        return sorted((c for c in self.curves if c.days_left is not None), key=lambda c: (c.days_left, c.retention))
+
+
+PURGED = "(purged)"
+
+
+def read_timeline(db: Any, settings: Settings, *, horizon_days: int = 90, limit: int = 40) -> TimelineView:
+    """Everything the timeline draws, in one read on the database lane."""
+    step = max(1, horizon_days // 45)
+    days = [float(d) for d in range(0, horizon_days + 1, step)]
+    curves = forget.forgetting_curves(db, settings, days=days, limit=limit)
+    events = forget.list_events(db, limit=200)
+    labels = item_labels(db, [(s.item_type, s.item_id) for s, _ in curves] +
+                         [(e.item_type, e.item_id) for e in events])
+    drawn = [Curve(s.item_type, s.item_id, labels.get((s.item_type, s.item_id), PURGED), s.retention, values,
+                   forget.days_until_forgotten(s, settings, horizon_days)) for s, values in curves]
+    past = [PastEvent(e, labels.get((e.item_type, e.item_id), PURGED)) for e in events]
+    return TimelineView(days, forget.threshold(settings), drawn, past)
+
+
+def item_labels(db: Any, items: Sequence[tuple[str, int]]) -> dict[tuple[str, int], str]:
+    """A short text per item: a memory's statement, or what the user said in an episode."""
+    memory_ids = sorted({i for t, i in items if t == "memory"})
+    episode_ids = sorted({i for t, i in items if t == "episode"})
+    labels = {("memory", i): _short(m.statement) for i, m in get_memories(db, memory_ids).items()}
+    labels.update({("episode", i): _short(e.user_text) for i, e in get_episodes(db, episode_ids).items()})
+    return labels
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= LABEL_CHARS else text[:LABEL_CHARS - 1] + "…"
+
+
+def days_text(days_left: Optional[float]) -> str:
+    if days_left is None:
+        return "not within the horizon"
+    if days_left <= 0:
+        return "at the next forgetting pass"
+    return f"in {int(days_left)} day{'s' if days_left != 1 else ''}"

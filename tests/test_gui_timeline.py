@@ -1,0 +1,116 @@
+"""The Forgetting timeline against a real store: curves and the threshold line from core.memory.forget, a past
+forgetting restored from the panel, and an item pinned from the plot."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.services import Services  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.memory import forget  # noqa: E402
+from core.store.db import open_db  # noqa: E402
+from core.store.memories import add_memory, get_memory  # noqa: E402
+
+DAY = 86400.0
+
+
+@pytest.fixture
+def seeded(tmp_path):
+    """Memories written 200, 25 and 12 days ago (through a clock set back), then one real forgetting pass."""
+    services = Services.from_data_dir(tmp_path / "home")
+    services.db  # create the store and its folder
+    ids = {}
+    for days_ago, statements in ((200, ["User once asked about a parking app", "User tried a sourdough recipe"]),
+                                 (25, ["User's phone is a Pixel 6"]),
+                                 (12, ["User is reading Middlemarch", "User likes hiking in the Alps"])):
+        back = open_db(services.db_path, clock=lambda d=days_ago: time.time() - d * DAY)
+        for statement in statements:
+            ids[statement] = add_memory(back, statement, importance=0.05)
+        back.close()
+    result = forget.forgetting_pass(services.db, services.settings)
+    yield services, ids, result
+    services.close()
+
+
+@pytest.fixture
+def panel(qtbot, seeded):
+    window = MainWindow(seeded[0])
+    qtbot.addWidget(window)
+    window.show()
+    panel = window.show_panel("timeline")
+    qtbot.waitUntil(lambda: bool(panel.view.days), timeout=10000)
+    yield panel
+    window.runner.shutdown(wait=True)
+
+
+def _act(qtbot, panel, action):
+    with qtbot.waitSignal(panel.loaded, timeout=10000):
+        action()
+
+
+def test_curves_threshold_and_past_events(panel, seeded):
+    services, ids, result = seeded
+    old = {ids["User once asked about a parking app"], ids["User tried a sourdough recipe"]}
+    assert old <= set(result.archived)  # the real pass forgot the 200-day-old facts
+    view = panel.view
+    assert view.threshold == pytest.approx(forget.threshold(services.settings))
+    assert len(view.curves) >= 2 and len(panel.curve_items) == len(view.curves)
+    for curve in view.curves:
+        assert len(curve.values) == len(view.days)
+        assert all(a >= b - 1e-9 for a, b in zip(curve.values, curve.values[1:]))  # fading without use
+    assert panel.plot.isVisible() and not panel.plot_empty.isVisible()
+    assert {p.event.item_id for p in view.past} == set(result.archived)
+    assert all("below" in p.event.reason for p in view.past)
+    assert panel.past.rowCount() == len(view.past)
+    upcoming = view.upcoming
+    assert upcoming and panel.upcoming.rowCount() == len(upcoming)
+
+
+def test_restore_a_past_forgetting(qtbot, panel, seeded):
+    services, ids, _ = seeded
+    sourdough = ids["User tried a sourdough recipe"]
+    assert get_memory(services.db, sourdough).status == "forgotten"
+    event = next(p.event for p in panel.view.past if p.event.item_id == sourdough)
+    assert panel.select_event(event.id) and panel.restore_button.isEnabled()
+    _act(qtbot, panel, panel.on_restore)
+    assert get_memory(services.db, sourdough).status == "active"
+    assert forget.get_event(services.db, event.id).restored_at is not None
+    assert panel.select_event(event.id) and not panel.restore_button.isEnabled()
+    assert panel.past.item(panel.past.currentRow(), 6).text() != ""
+
+
+def _click_curve(qtbot, panel, curve):
+    """A real mouse click on the plot, at a point on the curve."""
+    from PySide6.QtCore import QPointF, Qt
+    n = 1  # near today, where the curves of items of different ages are far apart
+    scene = panel.plot.getViewBox().mapViewToScene(QPointF(panel.view.days[n], curve.values[n]))
+    pixel = panel.plot.mapFromScene(scene)
+    qtbot.mouseClick(panel.plot.viewport(), Qt.LeftButton, pos=pixel)
+
+
+def test_pin_from_the_plot_takes_the_item_out_of_forgetting(qtbot, panel, seeded):
+    services, ids, _ = seeded
+    phone = ids["User's phone is a Pixel 6"]
+    curve = next(c for c in panel.view.curves if c.item_id == phone)
+    _click_curve(qtbot, panel, curve)
+    assert panel.selected is not None and panel.selected.key == curve.key and panel.pin_button.isEnabled()
+    _act(qtbot, panel, panel.on_pin)
+    assert get_memory(services.db, curve.item_id).pinned
+    assert curve.key not in {c.key for c in panel.view.curves}
+
+
+def test_empty_store_shows_the_hint(qtbot, tmp_path):
+    services = Services.from_data_dir(tmp_path / "empty")
+    services.db
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    panel = window.show_panel("timeline")
+    qtbot.waitSignal(panel.loaded, timeout=10000).wait()
+    assert panel.plot_empty.isVisible() and not panel.plot.isVisible()
+    assert panel.past.rowCount() == 0
+    window.runner.shutdown(wait=True)
+    services.close()
