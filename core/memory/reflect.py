@@ -1,0 +1,241 @@
+"""Reflection (KenLM): after a session ends, or on request, the model reviews it and learns about the user.
+
+`reflect_session(db, settings, model, session_id, embedder=None)`:
+
+1. The session's episodes, the open learning goals and the known hypotheses go to the model
+   (core.prompts.reflect, structured output). It may call a search tool — action "search" with a query —
+   up to max_tool_calls times; each call returns search_results past episodes (BM25 over the episodes'
+   full-text index, plus vector neighbours when an embedder is given), quoted as data.
+2. Its final answer upserts hypotheses. Evidence ids the model never saw are dropped, and a claim without
+   evidence is ignored. A claim that matches a known hypothesis (same dimension; same words, or cosine ≥
+   CLAIM_MATCH with an embedder) gains only the evidence episodes it did not have: confidence starts at
+   initial_confidence and rises by evidence_step per NEW episode, up to max_confidence. A rejected
+   hypothesis stays rejected unless at least reopen_new_evidence new episodes support it — never on the
+   same evidence.
+3. Learning goals are opened (an identical open question is reused) and closed when answered.
+4. The session is marked reflected, and the behavioural instructions are rewritten from the confirmed
+   profile (a short text, instructions_schema).
+
+B1's context assembly reads `session_instructions(db)`: the model's text when it was written from the
+current confirmed profile, else a plain list of the confirmed claims (so a confirmation or rejection made
+since is honoured at once), or "" with no confirmed hypotheses.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+import numpy as np
+
+from core.config import Settings
+from core.errors import EngramError, InvalidInput
+from core.prompts import reflect as prompt
+from core.protocols import Embedder, StructuredModel
+from core.store import goals, hypotheses, vectors
+from core.store.db import Database
+from core.store.sessions import get_session, mark_reflected
+from core.types import Hypothesis
+
+INSTRUCTIONS_KEY = "behaviour_instructions"
+CLAIM_MATCH = 0.85  # cosine at which two claims of one dimension are the same hypothesis
+MAX_SESSION_EPISODES = 40  # the newest turns of a long session are reviewed
+REPLY_TOKENS = 700
+
+
+@dataclass
+class ReflectionReport:
+    session_id: int | None
+    added: list[int] = field(default_factory=list)
+    strengthened: list[int] = field(default_factory=list)
+    reopened: list[int] = field(default_factory=list)
+    kept_rejected: list[int] = field(default_factory=list)
+    goals_opened: list[int] = field(default_factory=list)
+    goals_closed: list[int] = field(default_factory=list)
+    searches: list[str] = field(default_factory=list)
+    instructions: str = ""
+
+
+def pending_sessions(db: Database) -> list[int]:
+    """Ended sessions not reflected on since their last turn, oldest first."""
+    return [r[0] for r in db.execute(
+        "SELECT s.id FROM sessions s WHERE s.deleted_at IS NULL AND s.ended_at IS NOT NULL AND EXISTS "
+        "(SELECT 1 FROM episodes e WHERE e.session_id = s.id AND e.deleted_at IS NULL AND "
+        "(s.reflected_at IS NULL OR e.created_at > s.reflected_at)) ORDER BY s.ended_at, s.id")]
+
+
+def reflect_session(db: Database, settings: Settings, model: StructuredModel, session_id: int, *,
+                    embedder: Embedder | None = None) -> ReflectionReport:
+    get_session(db, session_id)  # NotFound for a bad id, before any model call
+    episodes = [(r["id"], r["user_text"], r["assistant_text"]) for r in db.query(
+        "SELECT id, user_text, assistant_text FROM (SELECT * FROM episodes WHERE session_id = ? AND "
+        "deleted_at IS NULL AND forgotten_at IS NULL ORDER BY created_at DESC, id DESC LIMIT ?) "
+        "ORDER BY created_at, id", (int(session_id), MAX_SESSION_EPISODES))]
+    report = ReflectionReport(session_id)
+    if episodes:
+        reply, seen = _converse(db, settings, model, episodes, embedder, report)
+        with db.transaction():
+            _apply_hypotheses(db, settings, reply.get("hypotheses", []), seen, embedder, report)
+            _apply_goals(db, reply, report)
+    mark_reflected(db, session_id)
+    report.instructions = write_instructions(db, settings, model)
+    return report
+
+
+def _converse(db: Database, settings: Settings, model: StructuredModel, episodes: list[tuple[int, str, str]],
+              embedder: Embedder | None, report: ReflectionReport) -> tuple[dict, set[int]]:
+    """The bounded tool loop: search until the model finishes or the calls run out."""
+    seen = {e[0] for e in episodes}
+    searches: list[tuple[str, str]] = []
+    open_goals = [(g.id, g.question) for g in goals.list_goals(db)]
+    known = [f"[{h.dimension}] {h.claim} ({h.status}, confidence {h.confidence:.2f})"
+             for h in hypotheses.list_hypotheses(db)[:20]]
+    schema = prompt.reflection_schema()
+    while True:
+        messages = prompt.reflection_messages(episodes, open_goals, known, searches)
+        reply = model.generate_json(messages, schema, max_tokens=REPLY_TOKENS)
+        query = str(reply.get("query", "")).strip()
+        if reply.get("action") != "search" or not query or len(searches) >= settings.reflection.max_tool_calls:
+            return reply, seen
+        found = search_episodes(db, query, settings.reflection.search_results, exclude=seen, embedder=embedder)
+        seen.update(i for i, _, _ in found)
+        searches.append((query, prompt.episode_lines(found)))
+        report.searches.append(query)
+
+
+def search_episodes(db: Database, query: str, k: int, *, exclude: Sequence[int] | set[int] = (),
+                    embedder: Embedder | None = None) -> list[tuple[int, str, str]]:
+    """The reflection tool: past episodes matching `query` by words (BM25) and, with an embedder, meaning."""
+    words = re.findall(r"\w+", query.lower())[:12]
+    ids: list[int] = []
+    if words:
+        match = " OR ".join(f'"{w}"' for w in words)
+        ids += [r[0] for r in db.execute("SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? "
+                                         "ORDER BY rank LIMIT ?", (match, 4 * k))]
+    if embedder is not None:
+        ids += [i for i, _ in vectors.knn(db, "episode", embedder.embed([query])[0], 4 * k)]
+    skip = {int(i) for i in exclude}
+    ordered = list(dict.fromkeys(i for i in ids if i not in skip))
+    if not ordered:
+        return []
+    marks = ",".join("?" * len(ordered))
+    rows = {r["id"]: r for r in db.query(f"SELECT id, user_text, assistant_text FROM episodes WHERE id IN ({marks}) "
+                                         "AND deleted_at IS NULL AND forgotten_at IS NULL", ordered)}
+    return [(i, rows[i]["user_text"], rows[i]["assistant_text"]) for i in ordered if i in rows][:k]
+
+
+# -- hypotheses ---------------------------------------------------------------------------------------------
+def _apply_hypotheses(db: Database, settings: Settings, proposed: list[dict], seen: set[int],
+                      embedder: Embedder | None, report: ReflectionReport) -> None:
+    for item in proposed:
+        evidence = sorted({int(e) for e in item.get("evidence", []) if int(e) in seen})
+        dimension, claim = str(item.get("dimension", "")).strip(), str(item.get("claim", "")).strip()
+        if not evidence or not dimension or not claim:
+            continue  # conservative: no claim without evidence the model actually read
+        try:
+            upsert_hypothesis(db, settings, dimension, claim, evidence, embedder=embedder, report=report)
+        except InvalidInput:
+            continue  # e.g. a claim made only of control characters: skip it, keep the others
+
+
+def upsert_hypothesis(db: Database, settings: Settings, dimension: str, claim: str, evidence: Sequence[int], *,
+                      embedder: Embedder | None = None, report: ReflectionReport | None = None) -> int | None:
+    """Add a hypothesis or grow a known one with NEW evidence; returns its id (None: kept rejected)."""
+    report = report if report is not None else ReflectionReport(None)
+    r = settings.reflection
+    known = matching_hypothesis(db, dimension, claim, embedder)
+    if known is None:
+        confidence = min(r.max_confidence, r.initial_confidence + r.evidence_step * (len(set(evidence)) - 1))
+        new_id = hypotheses.add_hypothesis(db, dimension, claim, confidence, evidence)
+        report.added.append(new_id)
+        return new_id
+    fresh = sorted(set(int(e) for e in evidence) - set(known.evidence_episode_ids))
+    if known.status == "rejected":
+        if len(fresh) < r.reopen_new_evidence:
+            report.kept_rejected.append(known.id)
+            return None
+        hypotheses.add_evidence(db, known.id, fresh)
+        hypotheses.decide(db, known.id, "open")
+        hypotheses.set_confidence(db, known.id, r.initial_confidence)
+        report.reopened.append(known.id)
+        return known.id
+    added = hypotheses.add_evidence(db, known.id, fresh)
+    if added:
+        hypotheses.set_confidence(db, known.id, min(r.max_confidence, known.confidence + r.evidence_step * len(added)))
+        report.strengthened.append(known.id)
+    return known.id
+
+
+def matching_hypothesis(db: Database, dimension: str, claim: str, embedder: Embedder | None) -> Hypothesis | None:
+    """The known hypothesis of this dimension that says the same thing, if any."""
+    same_dimension = hypotheses.list_hypotheses(db, dimension=dimension.strip())
+    wanted = _normalised(claim)
+    for h in same_dimension:
+        if _normalised(h.claim) == wanted:
+            return h
+    if embedder is None or not same_dimension:
+        return None
+    matrix = embedder.embed([claim] + [h.claim for h in same_dimension])
+    unit = matrix / np.maximum(np.linalg.norm(matrix, axis=1, keepdims=True), 1e-12)
+    scores = unit[1:] @ unit[0]
+    best = int(np.argmax(scores))
+    return same_dimension[best] if scores[best] >= CLAIM_MATCH else None
+
+
+def _normalised(text: str) -> str:
+    return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _apply_goals(db: Database, reply: dict, report: ReflectionReport) -> None:
+    open_ids = {g.id for g in goals.list_goals(db)}
+    for item in reply.get("closed_goals", []):
+        goal_id = int(item.get("goal_id", 0))
+        if goal_id in open_ids:
+            goals.close_goal(db, goal_id, str(item.get("answer", "")))
+            open_ids.discard(goal_id)
+            report.goals_closed.append(goal_id)
+    for item in reply.get("open_goals", []):
+        question = str(item.get("question", "")).strip()
+        if question:
+            try:
+                report.goals_opened.append(goals.open_goal(db, question, reason=str(item.get("reason", ""))))
+            except InvalidInput:
+                continue
+
+
+# -- behavioural instructions ----------------------------------------------------------------------------
+def confirmed_profile(db: Database) -> list[Hypothesis]:
+    return hypotheses.list_hypotheses(db, status="confirmed")
+
+
+def write_instructions(db: Database, settings: Settings, model: StructuredModel | None) -> str:
+    """Rewrite the behavioural instructions for the next session from the confirmed profile."""
+    profile = confirmed_profile(db)
+    text = ""
+    if profile and model is not None:
+        limit = settings.reflection.max_instructions_chars
+        try:
+            reply = model.generate_json(prompt.instructions_messages([f"{h.dimension}: {h.claim}" for h in profile]),
+                                        prompt.instructions_schema(limit), max_tokens=REPLY_TOKENS)
+            text = str(reply.get("instructions", "")).strip()[:limit]
+        except EngramError:
+            text = ""  # the getter falls back to the confirmed claims themselves
+    payload = {"text": text, "from": sorted(h.id for h in profile),
+               "claims": {str(h.id): h.claim for h in profile}}
+    db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+               (INSTRUCTIONS_KEY, json.dumps(payload)))
+    return session_instructions(db)
+
+
+def session_instructions(db: Database) -> str:
+    """The behavioural instructions for a new session (B1's context assembly reads this)."""
+    profile = confirmed_profile(db)
+    if not profile:
+        return ""
+    raw = db.scalar("SELECT value FROM meta WHERE key = ?", (INSTRUCTIONS_KEY,))
+    stored: dict[str, Any] = json.loads(raw) if raw else {}
+    current = {str(h.id): h.claim for h in profile}
+    if stored.get("text") and stored.get("claims") == current:
+        return str(stored["text"])
+    return "What the user confirmed about themselves:\n" + "\n".join(f"- {h.claim}" for h in profile)

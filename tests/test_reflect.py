@@ -1,0 +1,124 @@
+"""Reflection with the scripted model: tool loop, conservative hypotheses, rejected stays rejected, goals,
+and the behavioural instructions for the next session."""
+from __future__ import annotations
+
+import pytest
+
+from core.config import Settings
+from core.errors import NotFound
+from core.memory import reflect
+from core.store import goals, hypotheses
+from core.store.episodes import add_episode
+from core.store.sessions import create_session, end_session, get_session
+from tests.fakes import ScriptedStructuredModel
+
+SETTINGS = Settings()
+R = SETTINGS.reflection
+
+
+def step(action="finish", query="", hyps=(), open_goals=(), closed_goals=()):
+    return {"action": action, "query": query, "hypotheses": list(hyps), "open_goals": list(open_goals),
+            "closed_goals": list(closed_goals)}
+
+
+def session_with(db, *texts):
+    session = create_session(db, "chat")
+    ids = [add_episode(db, t, "OK.", session_id=session) for t in texts]
+    end_session(db, session)
+    return session, ids
+
+
+def test_search_tool_then_hypothesis_with_checked_evidence(db):
+    old = add_episode(db, "I always drink espresso after lunch")
+    session, ids = session_with(db, "Can you recommend a coffee grinder?", "Espresso is my thing")
+    model = ScriptedStructuredModel({"reflection_step": lambda messages, schema: (
+        step("search", "espresso coffee") if len(model.calls) == 1 else
+        step(hyps=[{"dimension": "interests", "claim": "Loves espresso", "evidence": [ids[1], old, 777]}],
+             open_goals=[{"question": "Which espresso machine do you own?", "reason": "recommendations"}]))})
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert report.searches == ["espresso coffee"] and model.titles() == ["reflection_step", "reflection_step"]
+    assert "I always drink espresso after lunch" in model.calls[1][1][-1].content  # the tool's result, quoted
+    (hid,) = report.added
+    h = hypotheses.get_hypothesis(db, hid)
+    assert h.evidence_episode_ids == (old, ids[1])  # 777 was never shown to the model: dropped
+    assert h.confidence == pytest.approx(R.initial_confidence + R.evidence_step) and h.status == "open"
+    assert [g.question for g in goals.list_goals(db)] == ["Which espresso machine do you own?"]
+    assert get_session(db, session).reflected_at is not None and reflect.pending_sessions(db) == []
+    assert report.instructions == ""  # nothing confirmed yet
+
+
+def test_tool_calls_are_bounded(db):
+    session, _ = session_with(db, "hello")
+    model = ScriptedStructuredModel({"reflection_step": [step("search", "anything")]})
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert len(report.searches) == R.max_tool_calls and len(model.calls) == R.max_tool_calls + 1
+
+
+def test_confidence_rises_only_with_evidence_from_different_episodes(db):
+    session, ids = session_with(db, "Please keep answers short", "Shorter please")
+    claim = {"dimension": "communication_style", "claim": "Prefers short answers", "evidence": [ids[0]]}
+    model = ScriptedStructuredModel({"reflection_step": [step(hyps=[claim])]})
+    (hid,) = reflect.reflect_session(db, SETTINGS, model, session).added
+    assert hypotheses.get_hypothesis(db, hid).confidence == pytest.approx(R.initial_confidence)
+    again = reflect.upsert_hypothesis(db, SETTINGS, "communication_style", "prefers SHORT answers.", [ids[0]])
+    assert again == hid and hypotheses.get_hypothesis(db, hid).confidence == pytest.approx(R.initial_confidence)
+    reflect.upsert_hypothesis(db, SETTINGS, "communication_style", "Prefers short answers", [ids[0], ids[1]])
+    h = hypotheses.get_hypothesis(db, hid)
+    assert h.confidence == pytest.approx(R.initial_confidence + R.evidence_step) and len(h.evidence_episode_ids) == 2
+    assert len(hypotheses.list_hypotheses(db)) == 1
+
+
+def test_a_paraphrase_matches_by_meaning_with_an_embedder(db, embedder):
+    e1, e2 = add_episode(db, "I go jogging every morning"), add_episode(db, "Morning runs are my routine")
+    first = reflect.upsert_hypothesis(db, SETTINGS, "routine", "Goes running every morning", [e1], embedder=embedder)
+    second = reflect.upsert_hypothesis(db, SETTINGS, "routine", "Runs every morning", [e2], embedder=embedder)
+    assert first == second and len(hypotheses.list_hypotheses(db)) == 1
+
+
+def test_a_rejected_hypothesis_does_not_return_on_the_same_evidence(db):
+    session, ids = session_with(db, "I hate mornings", "Never schedule before 10", "Mornings are awful")
+    claim = {"dimension": "routine", "claim": "Is not a morning person", "evidence": [ids[0]]}
+    model = ScriptedStructuredModel({"reflection_step": [step(hyps=[claim])]})
+    (hid,) = reflect.reflect_session(db, SETTINGS, model, session).added
+    hypotheses.decide(db, hid, "rejected")
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert report.kept_rejected == [hid] and report.added == []
+    assert hypotheses.get_hypothesis(db, hid).status == "rejected"
+    assert reflect.upsert_hypothesis(db, SETTINGS, "routine", "Is not a morning person", [ids[0], ids[1]]) is None
+    assert hypotheses.get_hypothesis(db, hid).status == "rejected"  # one new episode is not enough
+    reopened = reflect.upsert_hypothesis(db, SETTINGS, "routine", "Is not a morning person", ids)
+    assert reopened == hid and hypotheses.get_hypothesis(db, hid).status == "open"
+
+
+def test_goals_close_when_answered(db):
+    gid = goals.open_goal(db, "Where do you live now?")
+    session, ids = session_with(db, "I moved to Denver last month")
+    model = ScriptedStructuredModel({"reflection_step": [step(closed_goals=[{"goal_id": gid, "answer": "Denver"},
+                                                                             {"goal_id": 999, "answer": "x"}])]})
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert report.goals_closed == [gid] and goals.get_goal(db, gid).answer == "Denver"
+
+
+def test_instructions_follow_the_confirmed_profile(db):
+    session, ids = session_with(db, "Use metric units please")
+    hid = hypotheses.add_hypothesis(db, "preferences", "Wants metric units", 0.5, [ids[0]])
+    other = hypotheses.add_hypothesis(db, "style", "Likes jokes", 0.5, [ids[0]])
+    hypotheses.decide(db, hid, "confirmed")
+    hypotheses.decide(db, other, "confirmed")
+    model = ScriptedStructuredModel({"reflection_step": [step()],
+                                     "session_instructions": [{"instructions": "Use metric units; a joke is fine."}]})
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert report.instructions == reflect.session_instructions(db) == "Use metric units; a joke is fine."
+    assert "Wants metric units" in model.calls[-1][1][-1].content
+    hypotheses.decide(db, other, "rejected")  # the user changes their mind: honoured at once
+    text = reflect.session_instructions(db)
+    assert "Wants metric units" in text and "jokes" not in text
+    hypotheses.decide(db, hid, "rejected")
+    assert reflect.session_instructions(db) == ""
+
+
+def test_bad_session_id_changes_nothing(db):
+    model = ScriptedStructuredModel({})
+    with pytest.raises(NotFound):
+        reflect.reflect_session(db, SETTINGS, model, 42)
+    assert model.calls == []
