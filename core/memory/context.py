@@ -1,0 +1,108 @@
+"""Context assembly within a token budget (R-Memory's ordering, KenLM's session instructions).
+
+The system message holds, in this order: the identity, today's date, the critical facts matched to the
+request's intent, this session's behavioural instructions, the confirmed profile, and the recalled memories
+with their ids. Then this session's latest turns, then the user's message. When the budget is short, pieces are
+admitted by priority — critical facts, instructions, profile, recalled memories best first, then the newest
+turns — so a critical fact is the last thing ever cut. Everything remembered is quoted as data
+(core.prompts.answer).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+from core.prompts import answer
+from core.protocols import ChatMessage
+
+TokenCounter = Callable[[str], int]
+SECTION_OVERHEAD_TOKENS = 24  # a heading and its fence lines
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    """A remembered item offered to the context: a memory (the chips) or an earlier conversation turn."""
+    kind: str  # "memory" or "episode"
+    id: int
+    text: str
+    why: str
+    score: float = 0.0
+    critical: bool = False
+    label: str = ""  # a critical fact's relation
+
+    def line(self) -> str:
+        if self.kind == "memory":
+            return answer.NoteLine(self.id, self.text, self.label).render()
+        return f"[e{self.id}] {' '.join(self.text.split())}"
+
+
+@dataclass(frozen=True)
+class ContextParts:
+    user_text: str
+    today: str
+    critical: Sequence[ContextItem] = ()
+    recalled: Sequence[ContextItem] = ()  # best first
+    instructions: str = ""
+    profile: Sequence[str] = ()
+    history: Sequence[tuple[str, str]] = ()  # (user, assistant) of this session, oldest first
+
+
+@dataclass(frozen=True)
+class AssembledContext:
+    messages: list[ChatMessage]
+    included: list[ContextItem]  # in context order, critical first
+    left_out: list[ContextItem] = field(default_factory=list)  # did not fit the budget
+    tokens: int = 0  # the estimate the budget was checked against
+
+
+@dataclass
+class _Budget:
+    left: int
+    count: TokenCounter
+
+    def take(self, text: str, extra: int = 0) -> bool:
+        cost = self.count(text) + extra
+        if cost > self.left:
+            return False
+        self.left -= cost
+        return True
+
+
+def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int) -> AssembledContext:
+    """The messages for one answer, the items that made it in, and those that did not fit."""
+    budget = _Budget(budget_tokens, count_tokens)
+    budget.left -= count_tokens(answer.IDENTITY) + count_tokens(parts.user_text) + SECTION_OVERHEAD_TOKENS
+    critical, cut_critical = _admit(parts.critical, budget)
+    instructions = parts.instructions if parts.instructions and budget.take(parts.instructions,
+                                                                            SECTION_OVERHEAD_TOKENS) else ""
+    profile = [c for c in parts.profile if budget.take(c, 2)]
+    recalled, cut_recalled = _admit(parts.recalled, budget)
+    history = _admit_history(parts.history, budget)
+    sections = [answer.critical_section([i.line() for i in critical]) if critical else "",
+                answer.style_section(instructions) if instructions else "",
+                answer.profile_section(profile) if profile else "",
+                answer.memory_section([i.line() for i in recalled]) if recalled else ""]
+    messages = [ChatMessage("system", answer.system_prompt(sections, parts.today))]
+    for user, assistant in history:
+        messages += [ChatMessage("user", user), ChatMessage("assistant", assistant)]
+    messages.append(ChatMessage("user", parts.user_text))
+    return AssembledContext(messages, critical + recalled, cut_critical + cut_recalled,
+                            budget_tokens - budget.left)
+
+
+def _admit(items: Sequence[ContextItem], budget: _Budget) -> tuple[list[ContextItem], list[ContextItem]]:
+    kept: list[ContextItem] = []
+    cut: list[ContextItem] = []
+    for item in items:
+        (kept if budget.take(item.line(), 2 + (SECTION_OVERHEAD_TOKENS if not kept else 0)) else cut).append(item)
+    return kept, cut
+
+
+def _admit_history(history: Sequence[tuple[str, str]], budget: _Budget) -> list[tuple[str, str]]:
+    """The newest turns that fit, returned oldest first."""
+    kept: list[tuple[str, str]] = []
+    for user, assistant in reversed(history):
+        if not budget.take(user + "\n" + assistant, 8):
+            break
+        kept.append((user, assistant))
+    return kept[::-1]

@@ -1,0 +1,96 @@
+"""The engram step (MAGS): structured extraction of facts from the latest exchange.
+
+Only what the user said or confirmed becomes a fact about the user: the model labels each fact's
+source, and a deterministic check keeps a fact only if its object is grounded in the user's words
+(or in the assistant's words the user just confirmed). Date words resolve against the turn's time.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from core.config import Settings
+from core.memory.critical import canonical_relation, is_critical
+from core.memory.dates import iso_day, resolve_date
+from core.prompts.engram import engram_messages, facts_max_tokens, facts_schema
+from core.protocols import StructuredModel
+
+AFFIRMATIONS = re.compile(r"^\s*(yes|yeah|yep|correct|right|exactly|that's right|that is right|true|indeed|sure)\b",
+                          re.IGNORECASE)
+_STOP = frozenset("the a an and or of to in on at for with is are was were be been my me i you your it this that "
+                  "user user's has have had not no do does did very really just".split())
+
+
+@dataclass(frozen=True)
+class Fact:
+    subject: str
+    relation: str
+    object: str
+    statement: str
+    confidence: float
+    kind: str = "semantic"
+    critical: bool = False
+    source: str = "user_said"
+    valid_from: float | None = None
+
+
+@dataclass
+class Extraction:
+    facts: list[Fact] = field(default_factory=list)
+    dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # raw fact, why it was left out
+
+
+def extract_facts(model: StructuredModel, user_text: str, assistant_text: str, now: float,
+                  settings: Settings) -> Extraction:
+    """Ask the model for facts, then keep the grounded ones with dates resolved and relations canonical."""
+    limit = settings.generation.engram_max_facts
+    raw = model.generate_json(engram_messages(user_text, assistant_text, iso_day(now)), facts_schema(limit),
+                              max_tokens=facts_max_tokens(limit))
+    result = Extraction()
+    for item in raw.get("facts", [])[: limit]:
+        why = rejection(item, user_text, assistant_text)
+        if why:
+            result.dropped.append((item, why))
+        else:
+            result.facts.append(to_fact(item, now))
+    return result
+
+
+def rejection(item: dict[str, Any], user_text: str, assistant_text: str) -> str:
+    """Why a raw fact is not kept, or '' when it is."""
+    if not item.get("statement", "").strip() or not item.get("object", "").strip():
+        return "empty statement or object"
+    if item.get("source") == "assistant_said":
+        return "only the assistant said it"
+    if item.get("source") == "user_confirmed":
+        if AFFIRMATIONS.search(user_text) and _overlaps(item["object"], assistant_text + " " + user_text):
+            return ""
+        return "not confirmed by the user"
+    if not _overlaps(item["object"], user_text):
+        return "not in the user's words"
+    return ""
+
+
+def to_fact(item: dict[str, Any], now: float) -> Fact:
+    relation = canonical_relation(item.get("relation", "")) or "about"
+    when = resolve_date(item.get("when", ""), now) if item.get("when") else None
+    confidence = min(max(float(item.get("confidence", 0.7)), 0.0), 1.0)
+    return Fact(subject=item.get("subject", "").strip() or "user", relation=relation,
+                object=item["object"].strip(), statement=item["statement"].strip(), confidence=confidence,
+                kind=item.get("kind", "semantic") if item.get("kind") in ("semantic", "episodic") else "semantic",
+                critical=bool(item.get("critical")) or is_critical(relation), source=item.get("source", "user_said"),
+                valid_from=when)
+
+
+def _words(text: str) -> set[str]:
+    return {w[:5] for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP and len(w) > 1}
+
+
+def _overlaps(phrase: str, text: str) -> bool:
+    wanted = _words(phrase)
+    return bool(wanted) and bool(wanted & _words(text))
+
+
+def facts_from_items(items: Sequence[dict[str, Any]], now: float) -> list[Fact]:
+    return [to_fact(i, now) for i in items]

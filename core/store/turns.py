@@ -1,0 +1,69 @@
+"""Per-reply attribution (migration 3, table reply_memories): which memories a reply used, rated, vetoed."""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Sequence
+
+from core.store.db import Database
+from core.store.text import clean_text
+from core.types import EpisodeId, MemoryId
+
+
+def record_used(db: Database, episode_id: int, used: Sequence[tuple[int, float, bool]]) -> None:
+    """Store (memory id, score, critical) in context order; a re-answer keeps the earlier vetoes."""
+    ids = [int(m) for m, _, _ in used]
+    marks = ",".join("?" * len(ids)) or "NULL"
+    db.execute(f"DELETE FROM reply_memories WHERE episode_id = ? AND vetoed_at IS NULL AND memory_id NOT IN ({marks})",
+               [int(episode_id), *ids])
+    for rank, (memory_id, score, critical) in enumerate(used):
+        db.execute("INSERT INTO reply_memories(episode_id, memory_id, rank, score, critical) VALUES (?,?,?,?,?) "
+                   "ON CONFLICT(episode_id, memory_id) DO UPDATE SET rank = excluded.rank, score = excluded.score, "
+                   "critical = excluded.critical, useful = NULL",
+                   (int(episode_id), int(memory_id), rank, float(score), int(bool(critical))))
+
+
+def used_rows(db: Database, episode_id: int) -> list[dict[str, Any]]:
+    """The memories a reply used, in context order, with their current statement."""
+    return db.query("SELECT r.*, m.statement FROM reply_memories r JOIN memories m ON m.id = r.memory_id "
+                    "WHERE r.episode_id = ? ORDER BY r.rank", (int(episode_id),))
+
+
+def used_memory_ids(db: Database, episode_id: int, *, include_vetoed: bool = False) -> list[MemoryId]:
+    return [MemoryId(r["memory_id"]) for r in used_rows(db, episode_id)
+            if include_vetoed or r["vetoed_at"] is None]
+
+
+def replies_using(db: Database, memory_id: int) -> list[EpisodeId]:
+    """The replies that put a memory in their context, newest first."""
+    return [EpisodeId(r[0]) for r in db.execute(
+        "SELECT episode_id FROM reply_memories WHERE memory_id = ? ORDER BY episode_id DESC", (int(memory_id),))]
+
+
+def set_useful(db: Database, episode_id: int, rated: Iterable[int], useful: Iterable[int]) -> None:
+    chosen = {int(i) for i in useful}
+    for memory_id in rated:
+        db.execute("UPDATE reply_memories SET useful = ? WHERE episode_id = ? AND memory_id = ?",
+                   (int(int(memory_id) in chosen), int(episode_id), int(memory_id)))
+
+
+def mark_vetoed(db: Database, episode_id: int, memory_id: int, at: float) -> None:
+    db.execute("UPDATE reply_memories SET vetoed_at = ?, useful = 0 WHERE episode_id = ? AND memory_id = ?",
+               (at, int(episode_id), int(memory_id)))
+
+
+def touch_episodes(db: Database, episode_ids: Iterable[int], *, at: float) -> None:
+    """Earlier turns quoted in a reply's context were used once more (KenLM access counts)."""
+    ids = sorted({int(i) for i in episode_ids})
+    if ids:
+        marks = ",".join("?" * len(ids))
+        db.execute(f"UPDATE episodes SET access_count = access_count + 1, last_access = ? WHERE id IN ({marks})",
+                   [at, *ids])
+
+
+def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason: str | None) -> None:
+    """A re-answer (after a veto) replaces the reply text of its episode; the vector is rewritten by learn."""
+    reply_text = clean_text(reply_text, "reply", allow_empty=True)
+    metadata = json.loads(db.scalar("SELECT metadata FROM episodes WHERE id = ?", (int(episode_id),)) or "{}")
+    metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1)
+    db.execute("UPDATE episodes SET assistant_text = ?, metadata = ? WHERE id = ?",
+               (reply_text, json.dumps(metadata, ensure_ascii=False), int(episode_id)))
