@@ -33,14 +33,16 @@ def test_search_tool_then_hypothesis_with_checked_evidence(db):
     session, ids = session_with(db, "Can you recommend a coffee grinder?", "Espresso is my thing")
     model = ScriptedStructuredModel({"reflection_step": lambda messages, schema: (
         step("search", "espresso coffee") if len(model.calls) == 1 else
-        step(hyps=[{"dimension": "interests", "claim": "Loves espresso", "evidence": [ids[1], old, 777]}],
+        step(hyps=[{"dimension": "interests", "claim": "Loves espresso", "evidence": [ids[1], old]}],
              open_goals=[{"question": "Which espresso machine do you own?", "reason": "recommendations"}]))})
     report = reflect.reflect_session(db, SETTINGS, model, session)
     assert report.searches == ["espresso coffee"] and model.titles() == ["reflection_step", "reflection_step"]
     assert "I always drink espresso after lunch" in model.calls[1][1][-1].content  # the tool's result, quoted
     (hid,) = report.added
     h = hypotheses.get_hypothesis(db, hid)
-    assert h.evidence_episode_ids == (old, ids[1])  # 777 was never shown to the model: dropped
+    assert h.evidence_episode_ids == (old, ids[1])
+    first_schema = reflect.prompt.reflection_schema(ids, [])
+    assert first_schema["properties"]["hypotheses"]["items"]["properties"]["evidence"]["items"]["enum"] == ids
     assert h.confidence == pytest.approx(R.initial_confidence + R.evidence_step) and h.status == "open"
     assert [g.question for g in goals.list_goals(db)] == ["Which espresso machine do you own?"]
     assert get_session(db, session).reflected_at is not None and reflect.pending_sessions(db) == []
@@ -93,8 +95,7 @@ def test_a_rejected_hypothesis_does_not_return_on_the_same_evidence(db):
 def test_goals_close_when_answered(db):
     gid = goals.open_goal(db, "Where do you live now?")
     session, ids = session_with(db, "I moved to Denver last month")
-    model = ScriptedStructuredModel({"reflection_step": [step(closed_goals=[{"goal_id": gid, "answer": "Denver"},
-                                                                             {"goal_id": 999, "answer": "x"}])]})
+    model = ScriptedStructuredModel({"reflection_step": [step(closed_goals=[{"goal_id": gid, "answer": "Denver"}])]})
     report = reflect.reflect_session(db, SETTINGS, model, session)
     assert report.goals_closed == [gid] and goals.get_goal(db, gid).answer == "Denver"
 

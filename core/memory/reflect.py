@@ -91,8 +91,8 @@ def _converse(db: Database, settings: Settings, model: StructuredModel, episodes
     open_goals = [(g.id, g.question) for g in goals.list_goals(db)]
     known = [f"[{h.dimension}] {h.claim} ({h.status}, confidence {h.confidence:.2f})"
              for h in hypotheses.list_hypotheses(db)[:20]]
-    schema = prompt.reflection_schema()
     while True:
+        schema = prompt.reflection_schema(sorted(seen), [g for g, _ in open_goals])
         messages = prompt.reflection_messages(episodes, open_goals, known, searches)
         reply = model.generate_json(messages, schema, max_tokens=REPLY_TOKENS)
         query = str(reply.get("query", "")).strip()

@@ -4,20 +4,26 @@ from __future__ import annotations
 from typing import Sequence
 
 from core.prompts.schema import array, integer, obj, quote, text
-
 from core.protocols import ChatMessage
 
 ACTIONS = ("search", "finish")
-MAX_EPISODE_ID = 2**53
 
 
-def reflection_schema(max_items: int = 4) -> dict:
-    hypothesis = obj(dimension=text(40), claim=text(200), evidence=array(integer(1, MAX_EPISODE_ID), 6))
-    goal = obj(question=text(200), reason=text(200))
-    answered = obj(goal_id=integer(1, MAX_EPISODE_ID), answer=text(200))
+def reflection_schema(episode_ids: Sequence[int], goal_ids: Sequence[int], max_items: int = 3) -> dict:
+    """The model may only cite episodes it was shown and close goals that are open: ids are enums."""
+    evidence = {"type": "integer", "enum": sorted({int(i) for i in episode_ids})}
+    hypothesis = obj(dimension=named(40), claim=named(200), evidence=array(evidence, 6))
+    goal = obj(question=named(200), reason=text(200))
+    goal_ref = {"type": "integer", "enum": sorted({int(i) for i in goal_ids})} if goal_ids else integer(1, 1)
+    answered = obj(goal_id=goal_ref, answer=text(200))
     return obj("reflection_step", action={"type": "string", "enum": list(ACTIONS)}, query=text(120),
-               hypotheses=array(hypothesis, max_items), open_goals=array(goal, 3),
-               closed_goals=array(answered, 3))
+               hypotheses=array(hypothesis, max_items), open_goals=array(goal, 2),
+               closed_goals=array(answered, 3 if goal_ids else 0))
+
+
+def named(max_length: int) -> dict:
+    """A bounded string that is not empty."""
+    return {**text(max_length), "minLength": 2}
 
 
 def instructions_schema(max_chars: int) -> dict:
