@@ -1,0 +1,112 @@
+"""Reconcile (MAGS): a new fact against similar stored facts — duplicate, update, contradiction or new.
+
+Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
+'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
+stored fact's confidence and access count. A pinned, protected, permanent or critical fact is never
+closed or rewritten automatically: the conflict becomes a learning goal that asks the user.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from core.config import Settings
+from core.memory.engram import Fact
+from core.memory.hebbian import touch
+from core.memory.index import index_memories
+from core.prompts.reconcile import DECISIONS, reconcile_messages, reconcile_schema
+from core.protocols import Embedder, StructuredModel
+from core.store import edges, goals, vectors
+from core.store.db import Database
+from core.store.memories import add_memory, get_memories, invalidate_memory, link_sources, update_memory
+from core.types import GoalId, Memory, MemoryId
+
+
+RECONCILE_MAX_TOKENS = 280  # the reason is at most 200 characters
+
+
+@dataclass(frozen=True)
+class Outcome:
+    decision: str  # duplicate / update / contradiction / new / asked
+    memory_id: MemoryId | None  # the row now holding the fact (None when the user is asked)
+    target_id: MemoryId | None = None  # the stored fact it was compared with
+    goal_id: GoalId | None = None
+    reason: str = ""
+
+
+def similar_facts(db: Database, vector: np.ndarray, fact: Fact, limit: int) -> list[Memory]:
+    """Stored active facts close to the new one: same subject and relation first, then nearest vectors."""
+    same = [r[0] for r in db.execute(
+        "SELECT id FROM active_memories WHERE kind != 'summary' AND lower(subject) = lower(?) AND relation = ? "
+        "ORDER BY id DESC LIMIT ?", (fact.subject, fact.relation, limit))]
+    near = [i for i, _ in vectors.knn(db, "memory", vector, limit * 3)]
+    found = get_memories(db, same + near)
+    ordered = [found[i] for i in dict.fromkeys(same + near) if i in found]
+    return [m for m in ordered if m.is_active and m.kind != "summary"][:limit]
+
+
+def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fact: Fact, episode_id: int | None,
+                   settings: Settings, vector: np.ndarray | None = None) -> Outcome:
+    vector = embedder.embed([fact.statement])[0] if vector is None else vector
+    candidates = similar_facts(db, vector, fact, settings.generation.reconcile_candidates)
+    decision, target, reason = "new", None, "nothing similar stored"
+    if candidates:
+        answer = model.generate_json(reconcile_messages(fact.statement, [c.statement for c in candidates]),
+                                     reconcile_schema(len(candidates)), max_tokens=RECONCILE_MAX_TOKENS)
+        decision, reason = answer.get("decision", "new"), str(answer.get("reason", ""))[:200]
+        index = int(answer.get("target", 0))
+        target = candidates[index - 1] if 1 <= index <= len(candidates) else None
+        if decision not in DECISIONS or (decision != "new" and target is None):
+            decision = "new"
+    sources = [] if episode_id is None else [int(episode_id)]
+    return apply_decision(db, embedder, fact, decision, target, sources, reason, settings)
+
+
+def apply_decision(db: Database, embedder: Embedder, fact: Fact, decision: str, target: Memory | None,
+                   sources: list[int], reason: str, settings: Settings) -> Outcome:
+    if decision == "duplicate" and target is not None:
+        return _duplicate(db, fact, target, sources, reason, settings)
+    if decision in ("update", "contradiction") and target is not None and target.is_untouchable:
+        return _ask_user(db, fact, target, decision, reason)
+    if decision == "update" and target is not None:
+        with db.transaction():
+            update_memory(db, target.id, statement=fact.statement, object=fact.object,
+                          confidence=max(fact.confidence, target.confidence), reason=f"reconcile: update. {reason}")
+            link_sources(db, target.id, sources)
+        index_memories(db, embedder, [target.id])
+        return Outcome("update", target.id, target.id, reason=reason)
+    with db.transaction():  # the new fact and the closing of the old one land together or not at all
+        new_id = _add(db, fact, sources)
+        if decision == "contradiction" and target is not None:
+            invalidate_memory(db, target.id, valid_to=fact.valid_from, superseded_by=new_id,
+                              reason=f"reconcile: contradicted by memory {new_id}. {reason}")
+            edges.set_edge(db, new_id, target.id, "supersedes", 1.0)
+    index_memories(db, embedder, [new_id])
+    return Outcome(decision if target is not None else "new", new_id, None if target is None else target.id,
+                   reason=reason)
+
+
+def _add(db: Database, fact: Fact, sources: list[int]) -> MemoryId:
+    return add_memory(db, fact.statement, subject=fact.subject, relation=fact.relation, object=fact.object,
+                      kind=fact.kind, critical=fact.critical, confidence=fact.confidence,
+                      source_episode_ids=sources, valid_from=fact.valid_from, reason=f"engram ({fact.source})")
+
+
+def _duplicate(db: Database, fact: Fact, target: Memory, sources: list[int], reason: str,
+               settings: Settings) -> Outcome:
+    confidence = min(1.0, max(target.confidence, fact.confidence) + settings.generation.duplicate_confidence_step)
+    with db.transaction():
+        update_memory(db, target.id, confidence=confidence, reason=f"reconcile: said again. {reason}")
+        link_sources(db, target.id, sources)
+        touch(db, [target.id])
+    return Outcome("duplicate", target.id, target.id, reason=reason)
+
+
+def _ask_user(db: Database, fact: Fact, target: Memory, decision: str, reason: str) -> Outcome:
+    flags = [n for n in ("pinned", "protected", "permanent", "critical") if getattr(target, n)]
+    question = (f'You told me "{fact.statement[:300]}", but I have "{target.statement[:300]}" '
+                f"({', '.join(flags)}). Which one is true now?")
+    goal_id = goals.open_goal(db, question, reason=f"reconcile: {decision} of a {'/'.join(flags)} memory",
+                              memory_ids=[target.id])
+    return Outcome("asked", None, target.id, goal_id=goal_id, reason=reason)

@@ -1,0 +1,91 @@
+"""Reconcile: duplicate / update / contradiction / new, nothing lost, protected facts ask the user."""
+from __future__ import annotations
+
+import pytest
+
+from core.config import Settings
+from core.memory.engram import Fact
+from core.memory.index import index_memories
+from core.memory.reconcile import reconcile_fact
+from core.store import edges, goals
+from core.store.episodes import add_episode
+from core.store.history import history
+from core.store.memories import add_memory, count_memories, get_memory, set_flag
+from tests.fakes import ScriptedStructuredModel
+
+SETTINGS = Settings()
+
+
+def decide(decision: str, target: int = 1, reason: str = "scripted") -> ScriptedStructuredModel:
+    return ScriptedStructuredModel({"reconcile_decision": [{"decision": decision, "target": target,
+                                                            "reason": reason}]})
+
+
+def city(name: str) -> Fact:
+    return Fact("user", "lives_in", name, f"The user lives in {name}.", 0.9)
+
+
+@pytest.fixture
+def boston(db, embedder):
+    memory_id = add_memory(db, "The user lives in Boston.", subject="user", relation="lives_in", object="Boston",
+                           confidence=0.7)
+    index_memories(db, embedder, [memory_id])
+    return memory_id
+
+
+def test_a_contradiction_closes_the_old_fact_and_links_the_new_one(db, embedder, clock, boston):
+    episode = add_episode(db, "I moved to Denver.", "Congratulations!")
+    clock.advance(days=30)
+    outcome = reconcile_fact(db, embedder, decide("contradiction"), city("Denver"), episode, SETTINGS)
+    assert outcome.decision == "contradiction" and outcome.target_id == boston
+    old, new = get_memory(db, boston), get_memory(db, outcome.memory_id)
+    assert old.invalidated_at == clock.now and old.valid_to == clock.now and old.superseded_by == new.id
+    assert new.is_active and new.source_episode_ids == (episode,)
+    assert [h.action for h in history(db, boston)] == ["create", "invalidate"]
+    assert history(db, boston)[1].old_value["object"] == "Boston"
+    assert edges.get_edge(db, boston, new.id, "supersedes").weight == 1.0
+
+
+def test_a_duplicate_raises_confidence_and_access_instead_of_adding_a_row(db, embedder, boston):
+    episode = add_episode(db, "I live in Boston, as I said.")
+    before = count_memories(db)
+    outcome = reconcile_fact(db, embedder, decide("duplicate"), city("Boston"), episode, SETTINGS)
+    memory = get_memory(db, boston)
+    assert outcome.decision == "duplicate" and outcome.memory_id == boston
+    assert count_memories(db) == before
+    assert memory.confidence == pytest.approx(1.0) and memory.access_count == 1
+    assert memory.source_episode_ids == (episode,)
+
+
+def test_an_update_rewrites_in_place_and_keeps_the_old_value_in_history(db, embedder, boston):
+    fact = Fact("user", "lives_in", "Boston, in Back Bay", "The user lives in Back Bay, Boston.", 0.8)
+    outcome = reconcile_fact(db, embedder, decide("update"), fact, None, SETTINGS)
+    assert outcome.decision == "update" and outcome.memory_id == boston
+    assert get_memory(db, boston).statement == "The user lives in Back Bay, Boston."
+    assert history(db, boston)[-1].old_value["statement"] == "The user lives in Boston."
+
+
+@pytest.mark.parametrize("flag", ["pinned", "protected", "permanent", "critical"])
+def test_an_untouchable_fact_is_never_closed_the_user_is_asked(db, embedder, boston, flag):
+    set_flag(db, boston, flag, True)
+    before = count_memories(db)
+    outcome = reconcile_fact(db, embedder, decide("contradiction"), city("Denver"), None, SETTINGS)
+    assert outcome.decision == "asked" and outcome.memory_id is None
+    assert get_memory(db, boston).is_active and count_memories(db) == before
+    goal = goals.get_goal(db, outcome.goal_id)
+    assert goal.status == "open" and goal.memory_ids == (boston,) and "Denver" in goal.question
+
+
+def test_nothing_similar_or_a_bad_target_is_a_new_fact(db, embedder, boston):
+    empty_model = ScriptedStructuredModel({})
+    tea = Fact("user", "likes", "green tea", "The user likes green tea.", 0.8)
+    outcome = reconcile_fact(db, embedder, decide("duplicate", target=0), tea, None, SETTINGS)
+    assert outcome.decision == "new" and outcome.memory_id != boston and get_memory(db, boston).is_active
+    assert empty_model.calls == []
+
+
+def test_the_first_fact_in_an_empty_store_asks_no_model(db, embedder):
+    model = ScriptedStructuredModel({})
+    outcome = reconcile_fact(db, embedder, model, city("Oslo"), None, SETTINGS)
+    assert outcome.decision == "new" and model.calls == []
+    assert get_memory(db, outcome.memory_id).statement == "The user lives in Oslo."
