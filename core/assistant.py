@@ -1,0 +1,342 @@
+"""The turn pipeline: recall → context → streamed answer → episode → engram → reconcile → rating → Hebbian.
+
+API (stable; callers run the steps on different lanes, none of them touches Qt):
+
+    assistant = Assistant(db, embedder, chat, structured, settings, clock)
+    prepared = assistant.prepare(session_id, user_text, incognito=False, dial="normal", exclude=())  # db lane
+    for chunk in assistant.stream(prepared, sampling=None, cancel=event): ...                        # model lane
+    record = assistant.finish(prepared, reply_text, finish_reason, replaces=None)                      # db lane
+    report = assistant.learn(record)                                                      # model lane, after the reply
+    assistant.veto(episode_id, memory_id)       # a chip removed: lower its edges; re-prepare with exclude=[memory_id]
+    assistant.rate(episode_id, +1 | -1 | None)  # thumbs
+    reply = assistant.reply(session_id, user_text, ...)  # all of the above in one call (CLI, tests)
+
+- prepare reads only: recall (core.memory.recall), critical facts for the request's intent, this session's
+  instructions and latest turns, confirmed hypotheses; it returns a PreparedTurn with the messages and `used`,
+  the memories put in the context (UsedMemory: id, text, why, score, critical) — the chips under the reply.
+- The memory dial (off / light / normal / eager) scales how many memories are recalled; off reads no memory.
+- finish writes the episode, which memories it used (table reply_memories), their access counts and the
+  co-activation of their edges, in one transaction. `replaces=episode_id` rewrites that episode's reply instead
+  (a re-answer after a veto). Incognito writes nothing at all and returns episode_id None.
+- learn embeds the episode for later recall, then (with a structured model) extracts facts (core.memory.engram),
+  reconciles each (core.memory.reconcile), rates which used memories were useful and strengthens their edges.
+  It never raises for a model failure: the LearnReport lists what failed. Incognito: skipped.
+Recalled memories are quoted as data, never instructions (core.prompts.answer).
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+from core.config import Settings
+from core.errors import EngramError, InvalidInput, NotFound
+from core.memory import hebbian
+from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
+from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
+from core.memory.dates import iso_day
+from core.memory.engram import Extraction, Fact, extract_facts
+from core.memory.index import index_episodes
+from core.memory.recall import recall
+from core.memory.reflect import session_instructions
+from core.memory.reconcile import Outcome, reconcile_fact
+from core.prompts.rating import rating_messages, rating_schema
+from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
+from core.store import turns
+from core.store.db import Database
+from core.store.episodes import add_episode, get_episode, list_episodes
+from core.store.memories import get_memories
+from core.store.sessions import get_session, touch_session
+from core.store.text import clean_text
+from core.types import EpisodeId, MemoryId, SessionId
+
+DIALS = {"off": 0.0, "light": 0.5, "normal": 1.0, "eager": 2.0}  # × Settings.recall.k
+RATINGS = (1, -1, None)
+PROFILE_LIMIT = 12
+
+
+@dataclass(frozen=True)
+class UsedMemory:
+    """A memory put in a reply's context: a chip under the reply."""
+    id: MemoryId
+    text: str
+    why: str
+    score: float = 0.0
+    critical: bool = False
+
+
+@dataclass(frozen=True)
+class PreparedTurn:
+    session_id: SessionId | None
+    user_text: str
+    messages: tuple[ChatMessage, ...]
+    used: tuple[UsedMemory, ...]
+    at: float  # the turn's time: date words in it resolve against this
+    incognito: bool = False
+    dial: str = "normal"
+    exclude: tuple[MemoryId, ...] = ()
+    used_episodes: tuple[EpisodeId, ...] = ()  # earlier conversation turns quoted in the context
+    intents: tuple[str, ...] = ()
+    context_tokens: int = 0
+    left_out: tuple[int, ...] = ()  # memory ids recalled but cut by the token budget
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    episode_id: EpisodeId | None  # None when incognito
+    used: tuple[MemoryId, ...]
+    user_text: str = ""
+    reply_text: str = ""
+    finish_reason: str | None = None
+    at: float = 0.0
+    incognito: bool = False
+
+
+@dataclass
+class LearnReport:
+    skipped: str = ""  # why nothing was learned ("incognito", "no structured model"), or ""
+    indexed: bool = False  # the episode's vector was written
+    facts: list[Fact] = field(default_factory=list)
+    dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    useful: list[MemoryId] = field(default_factory=list)
+    strengthened: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Reply:
+    text: str
+    finish_reason: str | None
+    prepared: PreparedTurn
+    record: TurnRecord
+    learned: LearnReport | None = None
+
+    @property
+    def used_ids(self) -> tuple[MemoryId, ...]:
+        return self.record.used
+
+
+class Assistant:
+    def __init__(self, db: Database, embedder: Embedder, chat: ChatModel, structured: StructuredModel | None,
+                 settings: Settings | None = None, clock: Callable[[], float] | None = None) -> None:
+        self.db = db
+        self.embedder = embedder
+        self.chat = chat
+        self.structured = structured
+        self.settings = settings or Settings()
+        self.clock = clock or db.clock or time.time
+        self.intents = IntentClassifier(embedder)
+
+    # -- prepare (db lane; reads only) ---------------------------------------------------------------
+
+    def prepare(self, session_id: int | None, user_text: str, *, incognito: bool = False, dial: str | None = None,
+                exclude: Sequence[int] = ()) -> PreparedTurn:
+        user_text = clean_text(user_text, "message")
+        dial = self.settings.memory_dial if dial is None else dial
+        if dial not in DIALS:
+            raise InvalidInput(f"memory dial must be one of {', '.join(DIALS)}, not {dial!r}")
+        session = None if session_id is None else get_session(self.db, session_id)
+        excluded = tuple(MemoryId(int(i)) for i in exclude)
+        now = self.clock()
+        k = round(self.settings.recall.k * DIALS[dial])
+        reading = k > 0 and not incognito
+        critical, intents = self._critical(user_text, excluded) if reading else ([], [])
+        recalled = self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical}) if reading else []
+        history = self._history(session_id) if session_id is not None else []
+        instructions = self._instructions(session) if reading else ""
+        parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
+                             instructions=instructions, profile=self._profile(instructions) if reading else (),
+                             history=history)
+        built = assemble(parts, self.chat.count_tokens, self._budget())
+        return _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
+
+    def _critical(self, user_text: str, exclude: tuple[MemoryId, ...]) -> tuple[list[ContextItem], list[str]]:
+        intents = self.intents.classify(user_text)
+        relations = relations_for(intents)
+        ids = [i for i in critical_memory_ids(self.db, relations, self.settings.generation.critical_first)
+               if i not in exclude]
+        found = get_memories(self.db, ids)
+        names = ", ".join(i.name for i in intents)
+        items = [ContextItem("memory", m.id, m.statement, f"critical fact ({m.relation}) for a {names} request",
+                             score=1.0, critical=True, label=m.relation) for m in (found[i] for i in ids if i in found)]
+        return items, [i.name for i in intents]
+
+    def _recalled(self, user_text: str, k: int, now: float, exclude: tuple[MemoryId, ...], session_id: int | None,
+                  already: set[int]) -> list[ContextItem]:
+        result = recall(self.db, self.embedder, user_text, k=k, settings=self.settings, now=now, exclude=exclude,
+                        session_id=session_id)
+        current = set() if session_id is None else {e.id for e in self._session_episodes(session_id)}
+        items = []
+        for hit in result.hits:
+            if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):
+                continue
+            items.append(ContextItem(hit.kind, int(hit.id), hit.text, hit.why, score=float(hit.score)))
+        return items
+
+    def _session_episodes(self, session_id: int) -> list:
+        return list_episodes(self.db, session_id=session_id, limit=self.settings.generation.history_turns)
+
+    def _history(self, session_id: int) -> list[tuple[str, str]]:
+        return [(e.user_text, e.assistant_text) for e in reversed(self._session_episodes(session_id))
+                if e.assistant_text]
+
+    def _instructions(self, session: Any) -> str:
+        """This session's own instructions, else those reflection wrote from the confirmed profile."""
+        return (session.instructions if session is not None else "") or session_instructions(self.db)
+
+    def _profile(self, instructions: str) -> list[str]:
+        """Confirmed hypotheses not already spelled out in the instructions."""
+        claims = [r[0] for r in self.db.execute(
+            "SELECT claim FROM hypotheses WHERE status = 'confirmed' ORDER BY confidence DESC, id LIMIT ?",
+            (PROFILE_LIMIT,))]
+        return [c for c in claims if c not in instructions]
+
+    def _budget(self) -> int:
+        window = min(self.settings.generation.context_tokens,
+                     int(getattr(self.chat, "context_window", self.settings.generation.context_tokens)))
+        return max(window - self.settings.generation.max_tokens, 0)
+
+    # -- stream (model lane) -------------------------------------------------------------------------
+
+    def sampling(self) -> SamplingParams:
+        g = self.settings.generation
+        return SamplingParams(temperature=g.temperature, top_p=g.top_p, max_tokens=g.max_tokens)
+
+    def stream(self, prepared: PreparedTurn, sampling: SamplingParams | None = None, *,
+               cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
+        """The model's reply, chunk by chunk; set `cancel` to stop it (the last chunk says 'cancelled')."""
+        return self.chat.stream(list(prepared.messages), sampling or self.sampling(), cancel=cancel)
+
+    # -- finish (db lane) ----------------------------------------------------------------------------
+
+    def finish(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None = "stop", *,
+               replaces: int | None = None) -> TurnRecord:
+        used = tuple(m.id for m in prepared.used)
+        record = TurnRecord(None, used, prepared.user_text, reply_text, finish_reason, prepared.at,
+                            prepared.incognito)
+        if prepared.incognito:
+            return record
+        reply_text = clean_text(reply_text, "reply", allow_empty=True)
+        with self.db.transaction():
+            episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces)
+            turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used])
+            hebbian.touch(self.db, used, at=prepared.at)
+            turns.touch_episodes(self.db, prepared.used_episodes, at=prepared.at)
+            hebbian.coactivate(self.db, used, at=prepared.at)
+            if prepared.session_id is not None:
+                touch_session(self.db, prepared.session_id)
+        return TurnRecord(episode_id, used, prepared.user_text, reply_text, finish_reason, prepared.at, False)
+
+    def _write_episode(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None,
+                       replaces: int | None) -> EpisodeId:
+        if replaces is None:
+            return add_episode(self.db, prepared.user_text, reply_text, session_id=prepared.session_id,
+                               created_at=prepared.at,
+                               metadata={"finish_reason": finish_reason, "intents": list(prepared.intents),
+                                         "dial": prepared.dial})
+        episode = get_episode(self.db, replaces)
+        turns.replace_reply(self.db, episode.id, reply_text, finish_reason)
+        return episode.id
+
+    # -- learn (model lane, after the reply is shown) ------------------------------------------------
+
+    def learn(self, turn: TurnRecord) -> LearnReport:
+        if turn.episode_id is None:
+            return LearnReport(skipped="incognito" if turn.incognito else "no episode")
+        report = LearnReport()
+        index_episodes(self.db, self.embedder, [turn.episode_id])
+        report.indexed = True
+        if self.structured is None:
+            report.skipped = "no structured model"
+            return report
+        self._extract_and_reconcile(turn, report)
+        self._rate_usefulness(turn, report)
+        return report
+
+    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport) -> None:
+        try:
+            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
+                                                   self.settings)
+        except EngramError as exc:
+            report.errors.append(f"engram: {exc}")
+            return
+        report.facts, report.dropped = extraction.facts, extraction.dropped
+        for fact in extraction.facts:
+            try:
+                report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
+                                                      turn.episode_id, self.settings))
+            except EngramError as exc:
+                report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
+
+    def _rate_usefulness(self, turn: TurnRecord, report: LearnReport) -> None:
+        rows = turns.used_rows(self.db, turn.episode_id)
+        candidates = [r for r in rows if r["vetoed_at"] is None]
+        if not candidates:
+            return
+        notes = [r["statement"] for r in candidates]
+        try:
+            answer = self.structured.generate_json(rating_messages(turn.user_text, turn.reply_text, notes),
+                                                   rating_schema(len(notes)), max_tokens=32 + 4 * len(notes))
+        except EngramError as exc:
+            report.errors.append(f"rating: {exc}")
+            return
+        picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
+        report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
+        with self.db.transaction():
+            turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
+            report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
+
+    # -- the user's feedback (db lane) -----------------------------------------------------------------
+
+    def veto(self, episode_id: int, memory_id: int) -> None:
+        """The user removed a chip: mark it vetoed for that reply and weaken its edges to the others."""
+        rows = turns.used_rows(self.db, episode_id)
+        ids = [r["memory_id"] for r in rows]
+        if int(memory_id) not in ids:
+            raise NotFound(f"memory {memory_id} was not used by reply {episode_id}")
+        with self.db.transaction():
+            turns.mark_vetoed(self.db, episode_id, memory_id, self.clock())
+            hebbian.weaken(self.db, memory_id, ids)
+
+    def rate(self, episode_id: int, rating: int | None) -> None:
+        """Thumbs up (+1), down (-1) or cleared (None); a thumbs up strengthens the reply's memories' edges."""
+        if isinstance(rating, bool) or rating not in RATINGS:
+            raise InvalidInput("a rating is +1, -1 or None")
+        get_episode(self.db, episode_id)
+        with self.db.transaction():
+            self.db.execute("UPDATE episodes SET rating = ? WHERE id = ?", (rating, int(episode_id)))
+            if rating == 1:
+                kept = [r["memory_id"] for r in turns.used_rows(self.db, episode_id) if r["vetoed_at"] is None]
+                hebbian.reinforce(self.db, kept, self.settings.hebbian)
+
+    # -- everything at once (CLI, tests) -----------------------------------------------------------------
+
+    def reply(self, session_id: int | None, user_text: str, *, incognito: bool = False, dial: str | None = None,
+              exclude: Sequence[int] = (), sampling: SamplingParams | None = None,
+              cancel: threading.Event | None = None, on_chunk: Callable[[GenerationChunk], None] | None = None,
+              learn: bool = True) -> Reply:
+        prepared = self.prepare(session_id, user_text, incognito=incognito, dial=dial, exclude=exclude)
+        parts: list[str] = []
+        reason: str | None = None
+        for chunk in self.stream(prepared, sampling, cancel=cancel):
+            parts.append(chunk.text)
+            reason = chunk.finish_reason or reason
+            if on_chunk is not None:
+                on_chunk(chunk)
+        text = "".join(parts)
+        record = self.finish(prepared, text, reason)
+        learned = self.learn(record) if learn else None
+        return Reply(text, reason, prepared, record, learned)
+
+
+def _prepared(session_id: int | None, user_text: str, built: AssembledContext, now: float, incognito: bool,
+              dial: str, exclude: tuple[MemoryId, ...], intents: list[str]) -> PreparedTurn:
+    used = tuple(UsedMemory(MemoryId(i.id), i.text, i.why, i.score, i.critical)
+                 for i in built.included if i.kind == "memory")
+    episodes = tuple(EpisodeId(i.id) for i in built.included if i.kind == "episode")
+    left_out = tuple(i.id for i in built.left_out if i.kind == "memory")
+    return PreparedTurn(None if session_id is None else SessionId(int(session_id)), user_text,
+                        tuple(built.messages), used, now, incognito, dial, exclude, episodes, tuple(intents),
+                        built.tokens, left_out)

@@ -1,0 +1,198 @@
+"""The turn pipeline with scripted models and the real store and embedder."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from core.assistant import Assistant
+from core.config import Settings
+from core.errors import InvalidInput, NotFound, StructuredOutputError
+from core.memory.index import index_memories
+from core.store import edges, turns
+from core.store.episodes import get_episode
+from core.store.memories import add_memory, get_memory, get_memories
+from core.store.sessions import create_session, set_instructions
+from tests.fakes import ScriptedChatModel, ScriptedStructuredModel
+
+FACTS = [("The user is allergic to penicillin.", "allergy", "penicillin", True),
+         ("The user lives in Boston.", "lives_in", "Boston", False),
+         ("The user plays the cello in an orchestra.", "plays", "cello", False),
+         ("The user's favourite city for holidays is Lisbon.", "likes", "Lisbon", False)]
+
+
+def fact_reply(statement: str, obj: str, relation: str) -> dict:
+    return {"subject": "user", "relation": relation, "object": obj, "statement": statement, "confidence": 0.9,
+            "kind": "semantic", "critical": False, "source": "user_said", "when": ""}
+
+
+def all_useful(messages, schema) -> dict:
+    return {"useful": list(range(1, schema["properties"]["useful"]["maxItems"] + 1))}
+
+
+@pytest.fixture
+def store(db, embedder):
+    ids = [add_memory(db, s, subject="user", relation=r, object=o, critical=c) for s, r, o, c in FACTS]
+    index_memories(db, embedder, ids)
+    return dict(zip(("allergy", "boston", "cello", "lisbon"), ids))
+
+
+def make(db, embedder, clock, structured=None, chat=None, **settings):
+    return Assistant(db, embedder, chat or ScriptedChatModel(["Sure, here is my answer."]), structured,
+                     Settings().replace(**settings), clock)
+
+
+def table_counts(db) -> dict[str, int]:
+    names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE "
+                                      "'%fts%' AND name NOT LIKE 'sqlite_%' AND sql NOT LIKE '%VIRTUAL%'")]
+    return {n: db.scalar(f"SELECT count(*) FROM {n}") for n in names}
+
+
+def test_a_turn_writes_the_episode_attribution_access_and_learns(db, embedder, clock, store):
+    structured = ScriptedStructuredModel({
+        "engram_facts": [{"facts": [fact_reply("The user moved to Denver.", "Denver", "lives_in")]}],
+        "reconcile_decision": [{"decision": "contradiction", "target": 1, "reason": "moved"}],
+        "usefulness_rating": [{"useful": [1, 2]}]})
+    assistant = make(db, embedder, clock, structured)
+    session = create_session(db, "chat")
+    reply = assistant.reply(session, "I moved to Denver. Which antibiotic is safe for me?")
+    assert reply.text == "Sure, here is my answer." and reply.finish_reason == "stop"
+    used = reply.prepared.used
+    assert used[0].id == store["allergy"] and used[0].critical and "medication" in used[0].why
+    episode = get_episode(db, reply.record.episode_id)
+    assert episode.session_id == session and episode.assistant_text == reply.text
+    assert turns.used_memory_ids(db, episode.id) == [m.id for m in used] == list(reply.used_ids)
+    assert all(m.access_count == 1 for m in get_memories(db, reply.used_ids).values())
+    learned = reply.learned
+    assert learned.indexed and learned.errors == [] and [o.decision for o in learned.outcomes] == ["contradiction"]
+    assert not get_memory(db, store["boston"]).is_active
+    assert get_memory(db, learned.outcomes[0].memory_id).source_episode_ids == (episode.id,)
+    first, second = reply.used_ids[:2]
+    assert learned.useful == [first, second] and edges.get_edge(db, first, second, "hebbian").weight > 0
+    assert structured.titles() == ["engram_facts", "reconcile_decision", "usefulness_rating"]
+
+
+def test_incognito_neither_reads_nor_writes_memory(db, embedder, clock, store):
+    structured = ScriptedStructuredModel({})
+    chat = ScriptedChatModel(["Private answer."])
+    assistant = make(db, embedder, clock, structured, chat)
+    before = table_counts(db), get_memories(db, list(store.values()))
+    reply = assistant.reply(None, "Which antibiotic is safe for me? I live in Boston.", incognito=True)
+    assert reply.text == "Private answer." and reply.record.episode_id is None and reply.used_ids == ()
+    assert "penicillin" not in chat.calls[0][0].content and reply.learned.skipped == "incognito"
+    assert (table_counts(db), get_memories(db, list(store.values()))) == before
+    assert structured.calls == []
+
+
+def test_the_memory_dial_scales_recall_and_off_reads_nothing(db, embedder, clock, store):
+    assistant = make(db, embedder, clock)
+    counts = {dial: len(assistant.prepare(None, "Tell me about my music, my city and my holidays", dial=dial).used)
+              for dial in ("off", "light", "normal", "eager")}
+    assert counts["off"] == 0 and 0 < counts["light"] <= counts["normal"] <= counts["eager"]
+    off = assistant.prepare(None, "Which antibiotic can I take?", dial="off")
+    assert off.used == () and "penicillin" not in off.messages[0].content
+    with pytest.raises(InvalidInput):
+        assistant.prepare(None, "hello", dial="loud")
+
+
+def test_a_critical_fact_comes_first_whatever_its_similarity(db, embedder, clock, store):
+    noise = [add_memory(db, f"The user once read an article about antibiotic resistance number {i}.")
+             for i in range(30)]
+    index_memories(db, embedder, noise)
+    prepared = make(db, embedder, clock).prepare(None, "Which antibiotic should I ask my doctor for?")
+    assert prepared.used[0].id == store["allergy"] and prepared.intents == ("medication",)
+    system = prepared.messages[0].content
+    assert system.index("CRITICAL_FACTS") < system.index("<<<MEMORIES")
+
+
+def test_veto_excludes_the_memory_from_a_reanswer_and_weakens_its_edges(db, embedder, clock, store):
+    assistant = make(db, embedder, clock, ScriptedStructuredModel({"usefulness_rating": all_useful,
+                                                                  "engram_facts": [{"facts": []}]}))
+    reply = assistant.reply(None, "Which antibiotic is safe for a cellist?")
+    vetoed, other = reply.used_ids[0], reply.used_ids[1]
+    before = edges.get_edge(db, vetoed, other, "hebbian").weight
+    assistant.veto(reply.record.episode_id, vetoed)
+    assert edges.get_edge(db, vetoed, other, "hebbian").weight == pytest.approx(before / 2)
+    again = assistant.prepare(None, reply.prepared.user_text, exclude=[vetoed])
+    assert vetoed not in [m.id for m in again.used]
+    record = assistant.finish(again, "A better answer.", "stop", replaces=reply.record.episode_id)
+    assert record.episode_id == reply.record.episode_id
+    assert get_episode(db, record.episode_id).assistant_text == "A better answer."
+    rows = {r["memory_id"]: r for r in turns.used_rows(db, record.episode_id)}
+    assert rows[vetoed]["vetoed_at"] == clock.now and db.scalar("SELECT count(*) FROM episodes") == 1
+    with pytest.raises(NotFound):
+        assistant.veto(record.episode_id, 999_999)
+
+
+def test_thumbs_are_recorded_and_a_thumbs_up_strengthens_the_replys_memories(db, embedder, clock, store):
+    assistant = make(db, embedder, clock)
+    reply = assistant.reply(None, "Which antibiotic is safe for a cellist in Boston?")
+    episode = reply.record.episode_id
+    assistant.rate(episode, 1)
+    a, b = reply.used_ids[:2]
+    assert get_episode(db, episode).rating == 1 and edges.get_edge(db, a, b, "hebbian").weight > 0
+    assistant.rate(episode, None)
+    assert get_episode(db, episode).rating is None
+    for bad in (2, True, "up"):
+        with pytest.raises(InvalidInput):
+            assistant.rate(episode, bad)
+    with pytest.raises(NotFound):
+        assistant.rate(episode + 100, -1)
+
+
+def test_without_a_structured_model_learning_is_skipped_but_the_turn_is_recallable(db, embedder, clock):
+    assistant = make(db, embedder, clock)
+    first = assistant.reply(None, "My grandmother's name is Philippa and she bakes sourdough.")
+    assert first.learned.skipped == "no structured model" and first.learned.indexed
+    later = assistant.prepare(None, "What does Philippa bake?")
+    assert "Philippa" in later.messages[0].content and later.used_episodes == (first.record.episode_id,)
+
+
+def test_a_failing_structured_model_is_reported_not_raised(db, embedder, clock, store):
+    def broken(messages, schema):
+        raise StructuredOutputError("the model ran out of tokens")
+    structured = ScriptedStructuredModel({"engram_facts": broken, "usefulness_rating": broken})
+    reply = make(db, embedder, clock, structured).reply(None, "I live in Boston and need an antibiotic.")
+    assert [e.split(":")[0] for e in reply.learned.errors] == ["engram", "rating"]
+    assert get_episode(db, reply.record.episode_id).user_text.startswith("I live in Boston")
+
+
+def test_a_cancelled_reply_is_kept_with_its_reason(db, embedder, clock):
+    cancel = threading.Event()
+    chat = ScriptedChatModel(["one two three four five"])
+    assistant = make(db, embedder, clock, chat=chat)
+    seen = []
+
+    def stop_after_two(chunk):
+        seen.append(chunk.text)
+        if len(seen) == 2:
+            cancel.set()
+    reply = assistant.reply(None, "Count to five", cancel=cancel, on_chunk=stop_after_two)
+    assert reply.finish_reason == "cancelled" and reply.text == "one two "
+    assert get_episode(db, reply.record.episode_id).metadata["finish_reason"] == "cancelled"
+
+
+def test_history_instructions_and_confirmed_profile_reach_the_context(db, embedder, clock):
+    chat = ScriptedChatModel(["First answer.", "Second answer."])
+    assistant = make(db, embedder, clock, chat=chat)
+    session = create_session(db, "chat")
+    set_instructions(db, session, "Keep answers under three sentences.")
+    db.execute("INSERT INTO hypotheses(dimension, claim, confidence, status, created_at, updated_at) "
+               "VALUES ('expertise', 'The user is a nurse.', 0.8, 'confirmed', 0, 0)")
+    assistant.reply(session, "Hello there, how are you?")
+    prepared = assistant.prepare(session, "And what's new?")
+    system = prepared.messages[0].content
+    assert "Keep answers under three sentences." in system and "The user is a nurse." in system
+    assert [(m.role, m.content) for m in prepared.messages[1:]] == [
+        ("user", "Hello there, how are you?"), ("assistant", "First answer."), ("user", "And what's new?")]
+
+
+def test_bad_input_changes_nothing(db, embedder, clock, store):
+    assistant = make(db, embedder, clock)
+    before = table_counts(db)
+    for text in ("", "   ", "x" * 2_000_000):
+        with pytest.raises(InvalidInput):
+            assistant.reply(None, text)
+    with pytest.raises(NotFound):
+        assistant.reply(424242, "hello")
+    assert table_counts(db) == before
