@@ -21,7 +21,7 @@ from core.store import jobs as store
 POLL_MS = 1000
 POLL_RUNNING_MS = 300  # faster while a job runs, so progress and the loss curve move smoothly
 JOB_COLUMNS = ("Job", "State", "Progress", "ETA", "Status", "Started")
-ADAPTER_COLUMNS = ("Version", "Status", "Fact probes (loss)", "General text (perplexity)", "Created", "Notes")
+ADAPTER_COLUMNS = ("Version", "Status", "Probe loss", "General ppl", "Created", "Notes")
 ID_ROLE = Qt.UserRole + 1
 
 
@@ -87,6 +87,7 @@ class JobsPanel(QWidget):
     def _queue_actions(self) -> QHBoxLayout:
         row = QHBoxLayout()
         self.kind = QComboBox()
+        self.kind.setSizeAdjustPolicy(QComboBox.AdjustToContents)
         self.run_kind_button = QPushButton("Run now")
         self.run_kind_button.setToolTip("Start this job now, without waiting for you to be away")
         self.tonight_button = QPushButton("Fine-tune tonight")
@@ -102,7 +103,11 @@ class JobsPanel(QWidget):
         box = QGroupBox("Queue")
         self.jobs = self._table(JOB_COLUMNS)
         self.jobs.setItemDelegateForColumn(2, FractionBarDelegate(self.jobs))
-        self.jobs.horizontalHeader().setSectionResizeMode(4, QHeaderView.Stretch)
+        header = self.jobs.horizontalHeader()
+        header.setSectionResizeMode(4, QHeaderView.Stretch)
+        for column in (0, 1, 5):
+            header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
+        self.jobs.setColumnWidth(2, 130)
         self.jobs.itemSelectionChanged.connect(self._update_buttons)
         self.jobs_empty = empty_state("No jobs yet. Reflection, consolidation and forgetting run while you are "
                                       "away; a fine-tune runs in the quiet hours.")
@@ -130,9 +135,16 @@ class JobsPanel(QWidget):
         self.loss_plot.setMinimumWidth(280)
         self.loss_curve = self.loss_plot.plot([], [], pen={"color": accent(0), "width": 2}, symbol="o",
                                               symbolSize=5, symbolBrush=accent(0))
-        self.loss_title = QLabel("No fine-tune has run while this window was open.")
+        self.loss_title = QLabel("Training loss")
+        self.loss_empty = empty_state("The loss curve of a fine-tune appears here while it trains. "
+                                      "Start one with Run now, or queue one with Fine-tune tonight.")
         self.adapters = self._table(ADAPTER_COLUMNS)
-        self.adapters.horizontalHeader().setSectionResizeMode(5, QHeaderView.Stretch)
+        header = self.adapters.horizontalHeader()
+        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        for column in (1, 2, 3, 4, 5):
+            header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
+        self.adapters.setToolTip("Probe loss: on held-out questions about your facts (lower is better). "
+                                 "General ppl: perplexity on everyday text (must not rise much).")
         self.adapters.itemSelectionChanged.connect(self._update_buttons)
         self.activate_button = QPushButton("Activate")
         self.rollback_button = QPushButton("Roll back to the base model")
@@ -147,6 +159,8 @@ class JobsPanel(QWidget):
         left = QVBoxLayout()
         left.addWidget(self.loss_title)
         left.addWidget(self.loss_plot, 1)
+        left.addWidget(self.loss_empty, 1)
+        self.loss_plot.setVisible(False)
         right = QVBoxLayout()
         right.addWidget(QLabel("Adapter versions"))
         right.addWidget(self.adapters, 1)
@@ -244,6 +258,8 @@ class JobsPanel(QWidget):
             return
         steps, values = self.losses.curve(job_id)
         self.loss_curve.setData(steps, values)
+        self.loss_plot.setVisible(True)
+        self.loss_empty.setVisible(False)
         self.loss_title.setText(f"Fine-tune #{job_id}: loss {values[-1]:.3f} at step {steps[-1]}")
 
     def selected_job_id(self) -> Optional[int]:

@@ -6,7 +6,7 @@ from typing import Any
 
 from PySide6.QtCore import QRect, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette
-from PySide6.QtWidgets import QApplication, QLabel, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtWidgets import QApplication, QLabel, QStyle, QStyledItemDelegate, QStyleOptionViewItem
 
 BAR_ROLE = Qt.UserRole + 10  # a float in [0, 1] drawn as a bar by FractionBarDelegate
 
@@ -39,28 +39,38 @@ def is_dark() -> bool:
 
 
 class FractionBarDelegate(QStyledItemDelegate):
-    """Paints the BAR_ROLE value as a bar in the palette's highlight colour, with the text on top."""
+    """Paints the BAR_ROLE value as a bar in the palette's highlight colour, with the number beside it."""
 
     def paint(self, painter: QPainter, option: QStyleOptionViewItem, index: Any) -> None:
         value = index.data(BAR_ROLE)
         if value is None:
             super().paint(painter, option, index)
             return
+        background = QStyleOptionViewItem(option)
+        self.initStyleOption(background, index)
+        background.text = ""  # the row's background and selection only; the bar and number come next
+        style = background.widget.style() if background.widget is not None else QApplication.style()
+        style.drawControl(QStyle.CE_ItemViewItem, background, painter, background.widget)
         pal = option.palette
-        rect: QRect = option.rect.adjusted(3, 4, -3, -4)
+        text = index.data(Qt.DisplayRole) or f"{float(value):.0%}"
+        area: QRect = option.rect.adjusted(4, 0, -4, 0)
+        text_width = option.fontMetrics.horizontalAdvance("100%") + 6
+        bar = QRect(area.left(), area.center().y() - 4, max(10, area.width() - text_width), 8)
         painter.save()
         painter.setRenderHint(QPainter.Antialiasing)
         painter.setPen(Qt.NoPen)
         track = QColor(pal.color(QPalette.Mid))
         track.setAlpha(70)
         painter.setBrush(track)
-        painter.drawRoundedRect(rect, 3, 3)
-        fill = QRect(rect)
-        fill.setWidth(int(rect.width() * max(0.0, min(1.0, float(value)))))
+        painter.drawRoundedRect(bar, 4, 4)
+        fill = QRect(bar)
+        fill.setWidth(int(bar.width() * max(0.0, min(1.0, float(value)))))
         painter.setBrush(pal.color(QPalette.Highlight))
-        painter.drawRoundedRect(fill, 3, 3)
-        painter.setPen(pal.color(QPalette.Text))
-        painter.drawText(rect, Qt.AlignCenter, index.data(Qt.DisplayRole) or f"{float(value):.0%}")
+        painter.drawRoundedRect(fill, 4, 4)
+        selected = bool(option.state & QStyle.State_Selected)
+        painter.setPen(pal.color(QPalette.HighlightedText if selected else QPalette.Text))
+        painter.drawText(QRect(bar.right() + 4, area.top(), text_width, area.height()),
+                         Qt.AlignVCenter | Qt.AlignRight, text)
         painter.restore()
 
 

@@ -1,0 +1,127 @@
+"""`engram --screenshots DIR [--data-dir FOLDER]`: open every panel on a seeded sample data folder and save one
+PNG per panel (DIR/<panel>.png). Without --data-dir a fresh sample folder is built (app/sample_data.py).
+
+It drives the panels through their public methods, as a user would (select a claim, open a conversation), and
+waits for each panel's background reads before it grabs the window. Off the Mac (no display) Qt runs offscreen.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+SETTLE_SECONDS = 0.6  # after a panel's first read: follow-up reads (a detail pane, a layout) land
+READY_TIMEOUT = 20.0
+WINDOW_SIZE = (1280, 800)
+READY_SIGNALS = ("loaded", "refreshed", "drawn")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="engram --screenshots", description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--data-dir", type=Path, help="an existing data folder (default: a new sample folder)")
+    args = parser.parse_args(argv)
+    for path in take_screenshots(args.out_dir, data_dir=args.data_dir):
+        print(path)
+    return 0
+
+
+def take_screenshots(out_dir: Path | str, *, data_dir: Path | str | None = None, embedder: Any = None) -> list[Path]:
+    """One PNG per panel of this build, in sidebar order; returns the files written."""
+    if not os.environ.get("QT_QPA_PLATFORM") and sys.platform != "darwin" and not os.environ.get("DISPLAY"):
+        os.environ["QT_QPA_PLATFORM"] = "offscreen"  # must be set before the QApplication exists
+    from PySide6.QtWidgets import QApplication
+
+    from app.services import Services
+    from app.ui.main_window import MainWindow
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    app = QApplication.instance() or QApplication(["engram"])
+    if data_dir is None:
+        data_dir = _sample_folder(embedder)
+    services = Services.from_data_dir(data_dir)
+    if embedder is not None:
+        services._embedder = embedder  # already loaded: the memory panel need not load it again
+    services.db  # opened here, before panels start reading it from the database lane
+    window = MainWindow(services)
+    window.resize(*WINDOW_SIZE)
+    window.show()
+    written = []
+    try:
+        for spec in window.specs:
+            panel = _open(app, window, spec.key)
+            SCENES.get(spec.key, lambda _p, _s: None)(panel, services)
+            _spin(app, SETTLE_SECONDS)
+            path = out_dir / f"{spec.key}.png"
+            if not window.grab().save(str(path), "PNG"):
+                raise OSError(f"could not write {path}")
+            written.append(path)
+    finally:
+        window.close()
+    return written
+
+
+def _sample_folder(embedder: Any) -> Path:
+    from app.sample_data import build_sample_data
+    if embedder is None:
+        from core.config import Settings
+        from models.embeddings import load_embedder
+        embedder = load_embedder(Settings().embedder)
+    folder = Path(tempfile.mkdtemp(prefix="engram-sample-")) / "data"
+    build_sample_data(folder, embedder)
+    return folder
+
+
+def _open(app: Any, window: Any, key: str) -> Any:
+    """Show a panel and wait until its first background read has been drawn."""
+    ready = {"done": False}
+    existing = window.panels.get(key)
+    panel = window.show_panel(key)
+    if existing is None:
+        for name in READY_SIGNALS:
+            signal = getattr(panel, name, None)
+            if signal is not None:
+                signal.connect(lambda *_: ready.update(done=True))
+        if any(hasattr(panel, n) for n in READY_SIGNALS):
+            _spin(app, READY_TIMEOUT, until=lambda: ready["done"])
+    _spin(app, SETTLE_SECONDS)
+    return panel
+
+
+def _spin(app: Any, seconds: float, until: Optional[Callable[[], bool]] = None) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (until and until()):
+        app.processEvents()
+        time.sleep(0.01)
+
+
+# -- what each panel shows in its picture (public methods only) ------------------------------------------
+def _chat_scene(panel: Any, services: Any) -> None:
+    latest = services.db.scalar("SELECT id FROM sessions WHERE deleted_at IS NULL ORDER BY updated_at DESC LIMIT 1")
+    if latest is not None:
+        panel.open_session(latest)
+        panel.sessions.select(latest)
+
+
+def _memories_scene(panel: Any, services: Any) -> None:
+    denver = services.db.scalar("SELECT id FROM memories WHERE statement = 'User lives in Denver'")
+    if denver is not None:
+        panel.select_memory(denver)
+
+
+def _hypotheses_scene(panel: Any, _services: Any) -> None:
+    if panel.view.hypotheses:
+        panel.select_hypothesis(panel.view.hypotheses[0].id)
+
+
+def _timeline_scene(panel: Any, _services: Any) -> None:
+    if panel.view.upcoming:
+        panel.select_item(panel.view.upcoming[0].key)
+
+
+SCENES: dict[str, Callable[[Any, Any], None]] = {"chat": _chat_scene, "memories": _memories_scene,
+                                                 "hypotheses": _hypotheses_scene, "timeline": _timeline_scene}
