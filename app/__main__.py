@@ -9,8 +9,27 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         from app.gui import run_gui  # deferred: Qt loads only when the window is wanted
         return run_gui()
+    if argv == ["--self-check"]:
+        from app.selfcheck import run_self_check  # proves an install or a bundle works, offline
+        return run_self_check()
+    if argv[0] == "-m" and getattr(sys, "frozen", False):
+        return _run_bundled_module(argv[1:])
     from app.cli import run_cli
     return run_cli(argv)
+
+
+# A frozen build has no `python`; subprocesses that run `python -m` (the fine-tune worker) run these instead.
+BUNDLED_MODULES = ("models.train_worker",)
+
+
+def _run_bundled_module(argv: list[str]) -> int:
+    import runpy
+    if not argv or argv[0] not in BUNDLED_MODULES:
+        print(f"engram: -m runs only {', '.join(BUNDLED_MODULES)}", file=sys.stderr)
+        return 2
+    sys.argv = [argv[0], *argv[1:]]
+    runpy.run_module(argv[0], run_name="__main__", alter_sys=True)
+    return 0
 
 
 if __name__ == "__main__":

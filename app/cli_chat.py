@@ -1,0 +1,174 @@
+"""`engram chat`: a streaming chat in the terminal with the chosen local model.
+
+Type a message and the reply streams in as it is generated. Ctrl-C stops the reply (not the program); Ctrl-D or
+/quit leaves. /new starts a new conversation; /incognito toggles a conversation that is not remembered.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Protocol, TextIO
+
+from core.protocols import ChatMessage, GenerationChunk, SamplingParams
+
+HELP = "Commands: /new (new conversation), /incognito (toggle remembering), /quit. Ctrl-C stops a reply."
+SYSTEM_PROMPT = "You are Engram, a helpful assistant that runs privately on the user's own computer."
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    chat = subparsers.add_parser("chat", help="chat with the local model in the terminal (streaming)")
+    chat.add_argument("--model", help="this model for this chat only: an installed name, repo id or folder")
+    chat.add_argument("--incognito", action="store_true", help="start with remembering off")
+    chat.add_argument("--max-tokens", type=int, help="longest reply, in tokens")
+    chat.add_argument("--temperature", type=float, help="0 for the most likely words; higher for variety")
+    chat.set_defaults(func=cmd_chat)
+
+
+class ChatBackend(Protocol):
+    """One conversation at a time: stream a reply, then record it."""
+    incognito: bool
+
+    def new_conversation(self) -> None: ...
+
+    def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]: ...
+
+    def finish(self, text: str, reply: str, finish_reason: str | None) -> str: ...
+
+
+@dataclass
+class PlainBackend:
+    """The model alone: the conversation lives in memory for this run and nothing is stored."""
+    engine: Any
+    sampling: SamplingParams
+    incognito: bool = False
+    history: list[ChatMessage] = field(default_factory=list)
+
+    def new_conversation(self) -> None:
+        self.history = []
+
+    def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
+        messages = [ChatMessage("system", SYSTEM_PROMPT), *self.history, ChatMessage("user", text)]
+        return self.engine.stream(messages, self.sampling, cancel=cancel)
+
+    def finish(self, text: str, reply: str, finish_reason: str | None) -> str:
+        self.history += [ChatMessage("user", text), ChatMessage("assistant", reply)]
+        return ""
+
+
+def cmd_chat(args: argparse.Namespace, services: Any) -> int:
+    from app.cli_models import open_store
+    store = open_store(services)
+    ref = args.model or services.settings.chat_model
+    if not ref:
+        print(no_model_message(store), file=sys.stderr)
+        return 1
+    folder = store.resolve(ref)
+    from models.chat import ChatEngine
+    generation = services.settings.generation
+    print(f"Loading {ref} ...", file=sys.stderr)
+    engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram)
+    try:
+        sampling = SamplingParams(
+            temperature=generation.temperature if args.temperature is None else args.temperature,
+            top_p=generation.top_p, max_tokens=args.max_tokens or generation.max_tokens)
+        backend = make_backend(services, engine, sampling)
+        backend.incognito = bool(args.incognito)
+        return ChatLoop(backend, sys.stdin, sys.stdout).run()
+    finally:
+        engine.unload()
+
+
+def make_backend(services: Any, engine: Any, sampling: SamplingParams) -> ChatBackend:
+    return PlainBackend(engine, sampling)
+
+
+def no_model_message(store: Any) -> str:
+    from models.registry import default_model
+    installed = store.installed()
+    if installed:
+        names = ", ".join(model.name for model in installed)
+        return f"No chat model is chosen. Installed: {names}. Choose one with `engram models use NAME`."
+    recommended = default_model(store.total_ram or 0)
+    return (f"No chat model is installed. Download the one recommended for this computer with "
+            f"`engram models download {recommended.name}` (see `engram models list` for others).")
+
+
+@dataclass
+class ChatLoop:
+    """Reads lines, streams replies and runs the slash commands."""
+    backend: ChatBackend
+    stdin: TextIO
+    stdout: TextIO
+
+    def run(self) -> int:
+        self.say(HELP)
+        while True:
+            try:
+                line = self.read_line()
+            except KeyboardInterrupt:
+                self.say("")  # Ctrl-C at the prompt clears the line, like a shell
+                continue
+            if line is None:
+                return 0
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("/"):
+                if self.command(text) == "quit":
+                    return 0
+                continue
+            self.reply(text)
+
+    def read_line(self) -> str | None:
+        marker = "(incognito) you> " if self.backend.incognito else "you> "
+        self.stdout.write(marker)
+        self.stdout.flush()
+        line = self.stdin.readline()
+        if not line:
+            self.say("")
+            return None
+        return line
+
+    def command(self, text: str) -> str:
+        name = text.split()[0].lower()
+        if name in ("/quit", "/exit", "/q"):
+            return "quit"
+        if name == "/new":
+            self.backend.new_conversation()
+            self.say("New conversation.")
+        elif name == "/incognito":
+            self.backend.incognito = not self.backend.incognito
+            self.say("Incognito on: nothing from here on is remembered." if self.backend.incognito
+                     else "Incognito off: this conversation is remembered again.")
+        else:
+            self.say(HELP)
+        return name
+
+    def reply(self, text: str) -> None:
+        """Stream one reply; Ctrl-C stops generation within a token and keeps what was said so far."""
+        cancel = threading.Event()
+        parts: list[str] = []
+        finish_reason = None
+        self.stdout.write("engram> ")
+        stream = self.backend.stream(text, cancel)
+        try:
+            for chunk in stream:
+                parts.append(chunk.text)
+                self.stdout.write(chunk.text)
+                self.stdout.flush()
+                finish_reason = chunk.finish_reason or finish_reason
+        except KeyboardInterrupt:
+            cancel.set()
+            finish_reason = "cancelled"
+        finally:
+            stream.close()
+        self.say(" [stopped]" if finish_reason == "cancelled" else "")
+        note = self.backend.finish(text, "".join(parts), finish_reason)
+        if note:
+            self.say(note)
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text + "\n")
+        self.stdout.flush()

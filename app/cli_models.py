@@ -1,0 +1,235 @@
+"""`engram models list|download|remove|use`: the chat models on this machine, from the terminal.
+
+`download` shows the size before it starts, then bytes, rate and ETA; Ctrl-C cancels it cleanly (nothing is
+installed, the partial files are removed). Only `download` touches the network.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from core.config import save_settings
+
+PROGRESS_INTERVAL = 0.5  # seconds between progress lines when stderr is not a terminal
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    models = subparsers.add_parser("models", help="chat models: list, download, remove, choose")
+    commands = models.add_subparsers(dest="models_command", metavar="ACTION", required=True)
+
+    listing = commands.add_parser("list", help="the curated models with size, memory need and fit; installed ones")
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=cmd_list)
+
+    download = commands.add_parser("download", help="download a model (default: the one recommended here)")
+    download.add_argument("model", nargs="?", help="a curated name (e.g. Qwen3-4B-4bit) or an mlx-community repo id")
+    download.add_argument("--yes", "-y", action="store_true", help="don't ask before downloading")
+    download.set_defaults(func=cmd_download)
+
+    remove = commands.add_parser("remove", help="delete an installed model")
+    remove.add_argument("model")
+    remove.set_defaults(func=cmd_remove)
+
+    use = commands.add_parser("use", help="choose the chat model: an installed name, a repo id or a local folder")
+    use.add_argument("model")
+    use.set_defaults(func=cmd_use)
+
+
+def open_store(services: Any) -> Any:
+    """The models folder with this machine's memory size, so oversize models are refused (tests replace this)."""
+    from models.download import ModelStore
+    from models.registry import total_ram_bytes
+    return ModelStore(services.models_dir, total_ram=total_ram_bytes())
+
+
+# -- list ------------------------------------------------------------------------------------------------
+
+def cmd_list(args: argparse.Namespace, services: Any) -> int:
+    from models.registry import CURATED, default_model, fit
+    store = open_store(services)
+    ram = store.total_ram or 0
+    installed = {m.repo_id: m for m in store.installed()}
+    active = services.settings.chat_model
+    recommended = default_model(ram).repo_id
+    rows = [{"name": info.name, "repo_id": info.repo_id, "family": info.family, "params_b": info.params_b,
+             "size_bytes": info.size_bytes, "context_length": info.context_length, "ram_bytes": info.ram_bytes,
+             "fit": fit(info.ram_bytes, ram), "installed": info.repo_id in installed,
+             "active": active in (info.repo_id, info.name), "recommended": info.repo_id == recommended}
+            for info in CURATED]
+    curated = {info.repo_id for info in CURATED}
+    rows += [{"name": m.name, "repo_id": m.repo_id, "size_bytes": m.size_bytes, "installed": True,
+              "active": active in (m.repo_id, m.name), "fit": "", "recommended": False}
+             for m in installed.values() if m.repo_id not in curated]
+    if args.json:
+        print(json.dumps({"total_ram_bytes": ram, "active": active, "models": rows}, indent=2))
+        return 0
+    print(f"This computer has {human_bytes(ram)} of memory. * active, + installed, ! recommended")
+    print(f"   {'model':<34} {'size':>9} {'context':>8} {'needs':>9}  fit")
+    for row in rows:
+        marks = ("*" if row["active"] else " ") + ("+" if row["installed"] else " ") + \
+                ("!" if row["recommended"] else " ")
+        context = f"{row['context_length'] // 1024}k" if row.get("context_length") else ""
+        needs = human_bytes(row["ram_bytes"]) if row.get("ram_bytes") else ""
+        print(f"{marks}{row['name']:<34} {human_bytes(row['size_bytes']):>9} {context:>8} {needs:>9}  {row['fit']}")
+    if not installed:
+        print(f"\nNo model is installed yet. Get the recommended one with: engram models download "
+              f"{default_model(ram).name}")
+    return 0
+
+
+# -- download --------------------------------------------------------------------------------------------
+
+def cmd_download(args: argparse.Namespace, services: Any) -> int:
+    from models.download import DownloadCancelled
+    from models.registry import default_model, find_model
+    store = open_store(services)
+    repo_id = args.model or default_model(store.total_ram or 0).repo_id
+    curated = find_model(repo_id)
+    repo_id = curated.repo_id if curated else repo_id
+    plan = store.plan(repo_id)
+    print(f"{repo_id}: {len(plan.files)} files, {human_bytes(plan.total_bytes)} "
+          f"({human_bytes(plan.bytes_to_download)} to download) into {store.root}")
+    if not args.yes and sys.stdin.isatty() and not _confirm("Download it? [Y/n] "):
+        print("Nothing was downloaded.")
+        return 1
+    cancel = threading.Event()
+    printer = ProgressPrinter(sys.stderr)
+    try:
+        installed = _run_cancellable(lambda: store.download(repo_id, progress=printer, cancel=cancel), cancel)
+    except DownloadCancelled:
+        printer.finish()
+        print("Download cancelled; nothing was installed.", file=sys.stderr)
+        return 130
+    printer.finish()
+    print(f"Installed {installed.repo_id} ({human_bytes(installed.size_bytes)}) at {installed.path}")
+    if not services.settings.chat_model:
+        _save_choice(services, installed.repo_id)
+        print(f"{installed.repo_id} is now the chat model.")
+    return 0
+
+
+def _run_cancellable(work: Callable[[], Any], cancel: threading.Event) -> Any:
+    """Run `work` on a helper thread so Ctrl-C here sets `cancel` and then waits for it to clean up."""
+    outcome: dict[str, Any] = {}
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as exc:  # re-raised on the calling thread
+            outcome["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=target, name="engram-download", daemon=True).start()
+    # Event.wait, not Thread.join: an interrupted join can report a running thread as finished
+    while not done.is_set():
+        try:
+            done.wait(0.2)
+        except KeyboardInterrupt:
+            cancel.set()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
+
+
+class ProgressPrinter:
+    """Download progress as one line: bytes, percent, rate and ETA (redrawn on a terminal, throttled in a log)."""
+
+    def __init__(self, stream: TextIO, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.stream = stream
+        self.clock = clock
+        self.redraw = stream.isatty()
+        self.last_print = float("-inf")
+        self.printed = False
+
+    def __call__(self, progress: Any) -> None:
+        now = self.clock()
+        done = progress.done_bytes >= progress.total_bytes
+        if not self.redraw and not done and now - self.last_print < PROGRESS_INTERVAL:
+            return
+        self.last_print = now
+        self.printed = True
+        line = progress_line(progress)
+        self.stream.write(f"\r{line}\033[K" if self.redraw else f"{line}\n")
+        self.stream.flush()
+
+    def finish(self) -> None:
+        if self.redraw and self.printed:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def progress_line(progress: Any) -> str:
+    percent = 100.0 * progress.done_bytes / progress.total_bytes if progress.total_bytes else 100.0
+    eta = "--:--" if progress.eta_seconds is None else _clock_text(progress.eta_seconds)
+    return (f"  {human_bytes(progress.done_bytes)} / {human_bytes(progress.total_bytes)}  {percent:5.1f}%  "
+            f"{human_bytes(progress.bytes_per_second)}/s  ETA {eta}")
+
+
+# -- remove and use --------------------------------------------------------------------------------------
+
+def cmd_remove(args: argparse.Namespace, services: Any) -> int:
+    removed = open_store(services).remove(args.model)
+    print(f"Removed {removed.repo_id} ({human_bytes(removed.size_bytes)} freed).")
+    if services.settings.chat_model in (removed.repo_id, removed.name, str(removed.path)):
+        _save_choice(services, "")
+        print("It was the chat model; choose another with `engram models use NAME`.")
+    return 0
+
+
+def cmd_use(args: argparse.Namespace, services: Any) -> int:
+    from models.checks import check_model_folder
+    store = open_store(services)
+    installed = store.find_installed(args.model)
+    local = Path(args.model).expanduser()
+    if installed is not None:
+        choice, folder = installed.repo_id, installed.path
+    elif local.is_dir():
+        choice, folder = str(local.resolve()), local.resolve()
+    else:
+        folder = store.resolve(args.model)  # a repo in the Hugging Face cache, or a clear "not installed"
+        choice = args.model
+    config = check_model_folder(folder, total_ram=store.total_ram)
+    _save_choice(services, choice)
+    print(f"Chat model: {choice} ({config['model_type']}, {human_bytes(_folder_bytes(folder))}).")
+    return 0
+
+
+def _save_choice(services: Any, chat_model: str) -> None:
+    services.settings = services.settings.replace(chat_model=chat_model)
+    save_settings(services.settings, services.data_dir)
+
+
+# -- small helpers ---------------------------------------------------------------------------------------
+
+def human_bytes(count: float) -> str:
+    """Binary units, as the registry and the Models panel count them."""
+    for unit, size in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
+        if count >= size:
+            return f"{count / size:.1f} {unit}"
+    return f"{int(count)} B"
+
+
+def _clock_text(seconds: float) -> str:
+    seconds = int(round(seconds))
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}" if hours else f"{rest // 60}:{rest % 60:02d}"
+
+
+def _folder_bytes(folder: Path) -> int:
+    return sum(path.stat().st_size for path in folder.glob("*.safetensors"))
+
+
+def _confirm(question: str) -> bool:
+    try:
+        answer = input(question).strip().lower()
+    except EOFError:
+        return False
+    return answer in ("", "y", "yes")
+

@@ -1,0 +1,78 @@
+"""`engram chat` on the real tiny MLX model with scripted stdin: streaming, commands, Ctrl-C, no model."""
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from app.cli import run_cli
+from app.cli_chat import ChatLoop, PlainBackend
+from core.protocols import SamplingParams
+
+
+@pytest.fixture
+def chat(tmp_path, monkeypatch, capsys):
+    """run(stdin_text, *argv) -> (code, out, err) of `engram chat` on a private data folder."""
+    data_dir = tmp_path / "data"
+
+    def run(stdin_text: str, *argv: str) -> tuple[int, str, str]:
+        monkeypatch.setattr("sys.stdin", io.StringIO(stdin_text))
+        capsys.readouterr()
+        code = run_cli(["--data-dir", str(data_dir), *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run
+
+
+def test_without_a_model_it_says_how_to_get_one(chat):
+    code, out, err = chat("hello\n", "chat")
+    assert code == 1
+    assert "engram models download" in err
+    assert "engram>" not in out
+
+
+def test_chat_streams_replies_and_runs_commands(chat, tiny_model_dir):
+    assert chat("", "models", "use", str(tiny_model_dir))[0] == 0
+    script = "hello there\n\n/incognito\nwhere do I live\n/new\n/help\nthanks\n/quit\nnever read\n"
+    code, out, err = chat(script, "chat", "--max-tokens", "12", "--temperature", "0")
+    assert code == 0, err
+    assert out.count("engram> ") == 3
+    assert "Incognito on" in out and "(incognito) you> " in out
+    assert "New conversation." in out and out.count("Commands: /new") == 2  # at the start and for /help
+    replies = [line.split("engram> ", 1)[1] for line in out.splitlines() if "engram> " in line]
+    assert all(reply.strip() for reply in replies)  # the random tiny model still says something each time
+
+
+def test_end_of_input_leaves_cleanly(chat, tiny_model_dir):
+    code, out, _ = chat("hi\n", "chat", "--model", str(tiny_model_dir), "--max-tokens", "4")
+    assert code == 0 and out.count("engram> ") == 1
+
+
+class InterruptingOutput(io.StringIO):
+    """Raises KeyboardInterrupt (what Ctrl-C does) while the first reply is being written, once."""
+
+    def __init__(self, after_writes: int) -> None:
+        super().__init__()
+        self.remaining = after_writes
+
+    def write(self, text: str) -> int:
+        if self.remaining is not None and "engram> " in self.getvalue():
+            self.remaining -= 1
+            if self.remaining == 0:
+                self.remaining = None
+                raise KeyboardInterrupt
+        return super().write(text)
+
+
+def test_ctrl_c_stops_the_reply_not_the_chat(tiny_engine):
+    backend = PlainBackend(tiny_engine, SamplingParams.greedy(60))
+    out = InterruptingOutput(after_writes=4)
+    code = ChatLoop(backend, io.StringIO("tell me a story\nand another\n"), out).run()
+    assert code == 0
+    text = out.getvalue()
+    assert " [stopped]" in text
+    assert text.count("engram> ") == 2  # the chat went on to the next message
+    first_reply = backend.history[1].content
+    second_reply = backend.history[3].content
+    assert 0 < len(tiny_engine.tokenizer.encode(first_reply)) < 60  # cut short, and what was said is kept
+    assert second_reply  # the next reply ran to its end

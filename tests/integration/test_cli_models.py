@@ -1,0 +1,148 @@
+"""`engram models list|download|remove|use` through app.cli.run_cli, against the local fake hub (no network)."""
+from __future__ import annotations
+
+import _thread
+import hashlib
+import json
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from app.cli import run_cli
+from core.config import load_settings
+from models.download import STAGING, ModelStore
+from models.registry import GB
+
+from hubfake import REPO, FakeHub
+
+
+@pytest.fixture
+def cli(tmp_path, monkeypatch, capsys, tiny_model_dir):
+    """run(*argv) -> (code, out, err) on a private data folder; the store serves hubs from `run.hubs`."""
+    data_dir = tmp_path / "data"
+    hubs = {REPO: FakeHub(tiny_model_dir)}
+    ram = {"bytes": 16 * GB}
+
+    def hub(repo_id, **kwargs):
+        if repo_id not in hubs:
+            raise FileNotFoundError(f"404 {repo_id}")
+        return hubs[repo_id](repo_id, **kwargs)
+
+    monkeypatch.setattr("app.cli_models.open_store",
+                        lambda services: ModelStore(services.models_dir, total_ram=ram["bytes"], snapshot=hub))
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = run_cli(["--data-dir", str(data_dir), *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+    run.data_dir, run.hubs, run.ram = data_dir, hubs, ram
+    return run
+
+
+def folder_digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def installed(cli) -> list[str]:
+    code, out, _ = cli("models", "list", "--json")
+    assert code == 0
+    return [row["repo_id"] for row in json.loads(out)["models"] if row["installed"]]
+
+
+def test_list_shows_the_registry_with_fit_and_a_recommendation(cli):
+    code, out, _ = cli("models", "list")
+    assert code == 0
+    assert "Qwen3-0.6B-4bit" in out and "fits" in out
+    assert "engram models download" in out  # nothing installed yet: says how to get one
+    listing = json.loads(cli("models", "list", "--json")[1])
+    assert sum(row["recommended"] for row in listing["models"]) == 1
+    assert {row["fit"] for row in listing["models"]} <= {"fits", "tight", "won't fit"}
+
+
+def test_download_shows_size_and_progress_installs_and_becomes_active(cli, tiny_model_dir):
+    code, out, err = cli("models", "download", REPO, "--yes")
+    assert code == 0, err
+    total = sum(p.stat().st_size for p in tiny_model_dir.iterdir() if p.is_file())
+    assert f"{len(list(tiny_model_dir.iterdir()))} files" in out
+    assert "100.0%" in err and "/s" in err and "ETA" in err
+    assert "Installed tiny-org/tiny-4bit" in out and "now the chat model" in out
+    assert load_settings(cli.data_dir).chat_model == REPO
+    assert installed(cli) == [REPO]
+    listing = json.loads(cli("models", "list", "--json")[1])
+    row = next(r for r in listing["models"] if r["repo_id"] == REPO)
+    assert row["active"] and row["size_bytes"] >= total
+
+
+def test_use_and_remove(cli, tiny_model_dir):
+    cli("models", "download", REPO, "--yes")
+    code, out, err = cli("models", "use", str(tiny_model_dir))
+    assert code == 0, err
+    assert load_settings(cli.data_dir).chat_model == str(tiny_model_dir.resolve())
+    assert cli("models", "use", "tiny-4bit")[0] == 0
+    assert load_settings(cli.data_dir).chat_model == REPO
+    code, out, _ = cli("models", "remove", "tiny-4bit")
+    assert code == 0 and "It was the chat model" in out
+    assert load_settings(cli.data_dir).chat_model == ""
+    assert installed(cli) == []
+    code, _, err = cli("models", "remove", "tiny-4bit")
+    assert code == 1 and "No installed model" in err
+
+
+def test_bad_models_give_clear_errors_and_change_nothing(cli, tiny_model_dir, tmp_path):
+    assert cli("models", "download", REPO, "--yes")[0] == 0
+    model_dir = cli.data_dir / "models" / "tiny-org--tiny-4bit"
+    before = folder_digest(model_dir)
+    settings_before = (cli.data_dir / "settings.json").read_bytes()
+
+    not_a_model = tmp_path / "photos"
+    not_a_model.mkdir()
+    (not_a_model / "cat.jpg").write_bytes(b"\xff\xd8")
+    corrupt = tmp_path / "corrupt"
+    shutil.copytree(tiny_model_dir, corrupt)
+    (corrupt / "model.safetensors").write_bytes((tiny_model_dir / "model.safetensors").read_bytes()[:5000])
+    alien = tmp_path / "alien"
+    shutil.copytree(tiny_model_dir, alien)
+    config = json.loads((alien / "config.json").read_text())
+    (alien / "config.json").write_text(json.dumps({**config, "model_type": "quantum_brain"}))
+    cases = [(not_a_model, "not a model folder"), (corrupt, "damaged or incomplete"), (alien, "not supported"),
+             (tmp_path / "nowhere", "not installed"), ("mlx-community/not-here", "not installed")]
+    for folder, message in cases:
+        code, _, err = cli("models", "use", str(folder))
+        assert code == 1 and message in err, (folder, err)
+
+    cli.ram["bytes"] = 64 * 1024  # a machine far too small for even the tiny model
+    code, _, err = cli("models", "use", str(tiny_model_dir))
+    assert code == 1 and "needs about" in err
+
+    cli.ram["bytes"] = 16 * GB
+    cli.hubs["tiny-org/flaky"] = FakeHub(tiny_model_dir, "tiny-org/flaky", fail_after_files=2)
+    code, _, err = cli("models", "download", "tiny-org/flaky", "--yes")
+    assert code == 1 and "stopped before it finished" in err and "nothing was installed" in err
+
+    assert installed(cli) == [REPO]
+    assert folder_digest(model_dir) == before
+    assert (cli.data_dir / "settings.json").read_bytes() == settings_before
+
+
+def test_ctrl_c_cancels_a_download_cleanly(cli, tiny_model_dir):
+    gate = threading.Event()
+    hub = FakeHub(tiny_model_dir, gate=gate)
+
+    def press_ctrl_c() -> None:  # as the terminal would: KeyboardInterrupt in the main thread, mid-download
+        _thread.interrupt_main()
+        threading.Timer(0.3, gate.set).start()
+
+    def hub_that_gets_interrupted(repo_id, **kwargs):
+        if kwargs.get("local_dir"):  # the download itself has started: the user presses Ctrl-C now
+            threading.Timer(0.2, press_ctrl_c).start()
+        return hub(repo_id, **kwargs)
+
+    cli.hubs[REPO] = hub_that_gets_interrupted
+    code, out, err = cli("models", "download", REPO, "--yes")
+    assert code == 130 and "cancelled; nothing was installed" in err
+    assert installed(cli) == []
+    assert not (cli.data_dir / "models" / STAGING / "tiny-org--tiny-4bit").exists()
+    assert load_settings(cli.data_dir).chat_model == ""
