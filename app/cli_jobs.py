@@ -13,8 +13,7 @@ import sys
 from typing import Any
 
 from core.errors import InvalidInput
-from core.jobs import standard_specs
-from core.scheduler import Environment, JobSpec, Scheduler
+from core.scheduler import Scheduler
 from core.store import jobs as store
 from core.store.jobs import JOB_STATES, Job
 
@@ -51,24 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         register_finetune(subparsers)
 
 
-def job_specs(services: Any) -> list[JobSpec]:
-    """The handlers this process can run: the fine-tune job and whatever learning-loop handlers the
-    services provide (`services.job_handlers()` -> {reflect, consolidate, forget})."""
-    handlers = dict(getattr(services, "job_handlers", lambda: {})() or {})
-    try:
-        from app.cli_finetune import finetune_handler
-        handlers.setdefault("finetune", finetune_handler(services))
-    except ModuleNotFoundError as exc:
-        if exc.name != "app.cli_finetune":
-            raise
-    return standard_specs(**handlers)
-
-
 def build_scheduler(services: Any) -> Scheduler:
-    from app.platform import on_ac_power, system_idle_seconds
-    db = services.db
-    env = Environment(clock=db.clock, idle_seconds=lambda: system_idle_seconds() or 0.0, on_ac_power=on_ac_power)
-    return Scheduler(db, job_specs(services), settings=services.settings.scheduler, env=env)
+    """The real scheduler (app.scheduling) with this process's handlers."""
+    from app.scheduling import build_scheduler as real_scheduler
+    return real_scheduler(services)
 
 
 def cmd_list(args: argparse.Namespace, services: Any) -> int:

@@ -103,6 +103,11 @@ class Services:
         return Assistant(db or self.db, self.embedder, self.chat_engine(), structured, self.settings,
                          (db or self.db).clock)
 
+    def scheduler(self, **options: Any) -> Any:
+        """The idle-time scheduler with the real reflection, consolidation, forgetting and fine-tune handlers."""
+        from app.scheduling import build_scheduler
+        return build_scheduler(self, **options)
+
     def manager(self, *, with_embedder: bool = False) -> "MemoryManager":
         """The hand-edit facade; the embedder (slow to load) only when vectors must be written."""
         from core.memory.manage import MemoryManager

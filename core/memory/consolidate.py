@@ -32,6 +32,7 @@ from core.memory import forget
 from core.memory.importance import update_importance
 from core.memory.index import index_memories
 from core.prompts import consolidate as prompt
+from core.prompts.reflect import worst_case_chars
 from core.protocols import Embedder, StructuredModel
 from core.store import edges, vectors
 from core.store.db import Database
@@ -155,8 +156,9 @@ class Consolidator:
         lines = [f"user: {e['user_text']}" + (f" / assistant: {e['assistant_text']}" if e["assistant_text"] else "")
                  for e in episodes]
         try:
-            reply = self.model.generate_json(prompt.summary_messages(lines), prompt.summary_schema(),
-                                             max_tokens=160)
+            schema = prompt.summary_schema()
+            reply = self.model.generate_json(prompt.summary_messages(lines), schema,
+                                             max_tokens=worst_case_chars(schema))
         except EngramError:
             return ""  # the deterministic summary keeps every fact anyway
         return str(reply.get("summary", "")).strip()

@@ -41,7 +41,7 @@ from core.types import Hypothesis
 INSTRUCTIONS_KEY = "behaviour_instructions"
 CLAIM_MATCH = 0.85  # cosine at which two claims of one dimension are the same hypothesis
 MAX_SESSION_EPISODES = 40  # the newest turns of a long session are reviewed
-REPLY_TOKENS = 700
+MAX_REPLY_TOKENS = 1200  # a real tokenizer needs ~4x fewer tokens than the worst-case characters
 
 
 @dataclass
@@ -94,7 +94,7 @@ def _converse(db: Database, settings: Settings, model: StructuredModel, episodes
     while True:
         schema = prompt.reflection_schema(sorted(seen), [g for g, _ in open_goals])
         messages = prompt.reflection_messages(episodes, open_goals, known, searches)
-        reply = model.generate_json(messages, schema, max_tokens=REPLY_TOKENS)
+        reply = model.generate_json(messages, schema, max_tokens=reply_tokens(schema))
         query = str(reply.get("query", "")).strip()
         if reply.get("action") != "search" or not query or len(searches) >= settings.reflection.max_tool_calls:
             return reply, seen
@@ -102,6 +102,11 @@ def _converse(db: Database, settings: Settings, model: StructuredModel, episodes
         seen.update(i for i, _, _ in found)
         searches.append((query, prompt.episode_lines(found)))
         report.searches.append(query)
+
+
+def reply_tokens(schema: dict) -> int:
+    """Enough tokens for the longest reply the schema allows, within a cap that fits small context windows."""
+    return min(prompt.worst_case_chars(schema), MAX_REPLY_TOKENS)
 
 
 def search_episodes(db: Database, query: str, k: int, *, exclude: Sequence[int] | set[int] = (),
@@ -216,8 +221,9 @@ def write_instructions(db: Database, settings: Settings, model: StructuredModel 
     if profile and model is not None:
         limit = settings.reflection.max_instructions_chars
         try:
+            schema = prompt.instructions_schema(limit)
             reply = model.generate_json(prompt.instructions_messages([f"{h.dimension}: {h.claim}" for h in profile]),
-                                        prompt.instructions_schema(limit), max_tokens=REPLY_TOKENS)
+                                        schema, max_tokens=reply_tokens(schema))
             text = str(reply.get("instructions", "")).strip()[:limit]
         except EngramError:
             text = ""  # the getter falls back to the confirmed claims themselves

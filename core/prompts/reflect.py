@@ -12,13 +12,29 @@ ACTIONS = ("search", "finish")
 def reflection_schema(episode_ids: Sequence[int], goal_ids: Sequence[int], max_items: int = 3) -> dict:
     """The model may only cite episodes it was shown and close goals that are open: ids are enums."""
     evidence = {"type": "integer", "enum": sorted({int(i) for i in episode_ids})}
-    hypothesis = obj(dimension=named(40), claim=named(200), evidence=array(evidence, 6))
-    goal = obj(question=named(200), reason=text(200))
+    hypothesis = obj(dimension=named(40), claim=named(160), evidence=array(evidence, 6))
+    goal = obj(question=named(160), reason=text(120))
     goal_ref = {"type": "integer", "enum": sorted({int(i) for i in goal_ids})} if goal_ids else integer(1, 1)
-    answered = obj(goal_id=goal_ref, answer=text(200))
+    answered = obj(goal_id=goal_ref, answer=text(120))
     return obj("reflection_step", action={"type": "string", "enum": list(ACTIONS)}, query=text(120),
                hypotheses=array(hypothesis, max_items), open_goals=array(goal, 2),
                closed_goals=array(answered, 3 if goal_ids else 0))
+
+
+def worst_case_chars(schema: dict) -> int:
+    """The longest JSON text the schema allows (a token is at least one character): a safe max_tokens."""
+    if "enum" in schema:
+        return max(len(str(v)) for v in schema["enum"]) + 2
+    kind = schema.get("type")
+    if kind == "string":
+        return int(schema.get("maxLength", 256)) + 2
+    if kind == "integer":
+        return len(str(schema.get("maximum", 2**53))) + 1
+    if kind == "array":
+        return 2 + int(schema.get("maxItems", 8)) * (worst_case_chars(schema["items"]) + 2)
+    if kind == "object":
+        return 2 + sum(len(k) + 4 + worst_case_chars(v) for k, v in schema["properties"].items())
+    return 16
 
 
 def named(max_length: int) -> dict:

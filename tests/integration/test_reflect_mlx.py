@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import jsonschema
 
-from core.config import Settings
+from core.config import ReflectionSettings, Settings
 from core.memory import reflect
 from core.prompts import reflect as prompt
 from core.store import goals, history, hypotheses
@@ -30,7 +30,8 @@ class Recording:
 
 
 def test_reflection_on_the_tiny_model_writes_valid_rows_and_keeps_history(db, tiny_engine):
-    settings = Settings()
+    # the tiny model's window is 2,048 tokens of a character-level tokenizer: one short search at most
+    settings = Settings().replace(reflection=ReflectionSettings(max_tool_calls=1, search_results=2))
     memory = add_memory(db, "The user lives in Lisbon.")
     rejected = hypotheses.add_hypothesis(db, "style", "Likes long answers", 0.3)
     hypotheses.decide(db, rejected, "rejected")

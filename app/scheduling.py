@@ -1,0 +1,125 @@
+"""The real idle-time scheduler for a data folder: the four job kinds with their real handlers.
+
+- reflection: core.memory.reflect over the session in the payload ({"session_id": N}), or over every ended
+  session not reflected on yet, one session per batch; needs the chat model (structured output).
+- consolidation: core.memory.consolidate.Consolidator in batches (the model writes cluster summaries when
+  one is installed; without one the summaries are deterministic and keep every fact).
+- forgetting: one core.memory.forget.forgetting_pass (no model).
+- finetune: models.finetune.FineTuner on the chosen chat model.
+
+Every handler works on the scheduler's own database connection (`db`), so a scheduler built on a jobs
+thread never touches another thread's connection. Models and the embedder load only when a job runs.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+from core.conditions import ActivityTracker, ModelGate, combined_idle
+from core.errors import ModelError
+from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
+    standard_specs, stepwise
+from core.scheduler import Environment, JobContext, Scheduler
+from core.store.db import Database
+from core.store.jobs import OPEN_STATES, Job, list_jobs
+
+
+def build_scheduler(services: Any, *, db: Database | None = None, env: Environment | None = None,
+                    activity: ActivityTracker | None = None, model_gate: ModelGate | None = None) -> Scheduler:
+    """A Scheduler over `db` (default: the services' connection) whose handlers are the real ones."""
+    db = db or services.db
+    handlers = real_handlers(services, db)
+    handlers.update(getattr(services, "job_handlers", lambda: {})() or {})  # a caller may supply its own
+    return Scheduler(db, standard_specs(**handlers), settings=services.settings.scheduler,
+                     env=env or default_environment(db, activity, model_gate))
+
+
+def default_environment(db: Database, activity: ActivityTracker | None = None,
+                        model_gate: ModelGate | None = None) -> Environment:
+    """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs."""
+    from app.platform import on_ac_power, system_idle_seconds
+    probes = [system_idle_seconds] + ([activity.idle_seconds] if activity is not None else [])
+    return Environment(clock=db.clock, idle_seconds=combined_idle(*probes), on_ac_power=on_ac_power,
+                       model_gate=model_gate or ModelGate())
+
+
+def real_handlers(services: Any, db: Database) -> dict[str, Handler]:
+    return {"reflect": reflection_handler(services, db), "consolidate": consolidation_handler(services, db),
+            "forget": forgetting_handler(services, db), "finetune": finetune_handler(services, db)}
+
+
+def _structured(services: Any, *, required: bool) -> Any:
+    """The structured-output model, or None when no chat model is installed (and it is optional)."""
+    try:
+        model = services.structured_model()
+    except ModelError:
+        if required:
+            raise
+        return None
+    if model is None and required:
+        raise ModelError("reflection needs a local chat model; choose one with `engram models`")
+    return model
+
+
+def reflection_handler(services: Any, db: Database) -> Handler:
+    from core.memory import reflect
+
+    def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
+        todo = list(state.get("todo", [payload["session_id"]] if "session_id" in payload
+                              else reflect.pending_sessions(db)))
+        done = int(state.get("done", 0))
+        if not todo:
+            return Step({"todo": [], "done": done}, 1.0, f"reflected on {done} session(s)", done=True)
+        model = _structured(services, required=True)  # loaded only when there is a session to review
+        report = reflect.reflect_session(db, services.settings, model, int(todo[0]), embedder=services.embedder)
+        rest = todo[1:]
+        return Step({"todo": rest, "done": done + 1}, (done + 1) / (done + 1 + len(rest)),
+                    f"session {report.session_id}: {len(report.added)} new, "
+                    f"{len(report.strengthened)} strengthened hypotheses", done=not rest)
+    return stepwise(step)
+
+
+def consolidation_handler(services: Any, db: Database) -> Handler:
+    from core.memory.consolidate import Consolidator
+
+    def handler(ctx: JobContext) -> Optional[str]:
+        consolidator = Consolidator(db, services.settings, services.embedder, _structured(services, required=False))
+        return stepwise(consolidator.step)(ctx)
+    return handler
+
+
+def forgetting_handler(services: Any, db: Database) -> Handler:
+    from core.memory import forget
+
+    def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
+        result = forget.forgetting_pass(db, services.settings, embedder=services.embedder)
+        return Step({"archived": len(result.archived), "compacted": len(result.compacted)}, 1.0,
+                    f"archived {len(result.archived)} facts, compacted {len(result.compacted)} turns "
+                    f"into {len(result.summaries)} summaries", done=True)
+    return stepwise(step)
+
+
+def finetune_handler(services: Any, db: Database) -> Handler:
+    def handler(ctx: JobContext) -> Optional[str]:
+        from app.cli_finetune import resolve_model_path
+        from models.finetune import FineTuner
+        tuner = FineTuner(db, resolve_model_path(services.settings.chat_model), services.data_dir / "adapters")
+        return tuner(ctx)
+    return handler
+
+
+def queue_reflection(scheduler: Scheduler, session_id: int) -> Job:
+    """A session ended: reflect on it when the user is away."""
+    return scheduler.enqueue(REFLECTION, payload={"session_id": int(session_id)})
+
+
+def plan(scheduler: Scheduler, intervals: Mapping[str, float] = ROUTINE_INTERVALS) -> list[Job]:
+    """Queue what is due: the routine kinds, and a reflection when ended sessions wait for one."""
+    from core.memory.reflect import pending_sessions
+    added = scheduler.plan_routine(intervals)
+    if REFLECTION in scheduler.specs and pending_sessions(scheduler.db) and not list_jobs(
+            scheduler.db, states=OPEN_STATES, kind=REFLECTION, limit=1):
+        added.append(scheduler.enqueue(REFLECTION))
+    return added
+
+
+KINDS: tuple[str, ...] = (REFLECTION, CONSOLIDATION, FORGETTING, FINETUNE)

@@ -1,0 +1,63 @@
+"""A Services on a temporary folder builds the real scheduler: its four job kinds run their real handlers
+(reflection and consolidation through the tiny MLX model, forgetting, and the fine-tune job's first step)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from app.scheduling import KINDS, plan, queue_reflection
+from app.services import Services
+from core.memory.index import index_episodes, index_memories
+from core.store import jobs as store
+from core.store.episodes import add_episode
+from core.store.memories import add_memory, get_memory
+from core.store.sessions import create_session, end_session, get_session
+
+DAY = 86400.0
+
+
+@pytest.fixture
+def services(tmp_path, tiny_engine, tiny_model_dir, embedder):
+    svc = Services.from_data_dir(tmp_path / "home")
+    svc.settings = svc.settings.replace(chat_model=str(tiny_model_dir))
+    svc.chat, svc._embedder = tiny_engine, embedder  # the loaded tiny model and MiniLM, handed in
+    yield svc
+    svc.close()
+
+
+def test_the_four_job_kinds_run_their_real_handlers(services):
+    db = services.db
+    now = time.time()
+    session = create_session(db, "garden", created_at=now - 3 * 3600)
+    turns = [add_episode(db, text, "Nice.", session_id=session, created_at=now - 2 * 3600)
+             for text in ("My tomatoes are ripening", "The garden tomatoes need water", "I grow tomatoes")]
+    end_session(db, session)
+    old = add_memory(db, "The user once owned a typewriter.", confidence=0.5, created_at=now - 400 * DAY)
+    index_episodes(db, services.embedder, turns)
+    index_memories(db, services.embedder, [old])
+
+    scheduler = services.scheduler()
+    assert set(scheduler.specs) == set(KINDS)
+    finished = {}
+    for kind in KINDS:
+        job = queue_reflection(scheduler, session) if kind == "reflection" else scheduler.enqueue(kind)
+        store.request(db, job.id, "resume")  # as `engram jobs run`: skip the idle conditions
+        finished[kind] = scheduler.run_job(job.id)
+    for kind, job in finished.items():
+        assert job is not None and job.state == "done", (kind, job and job.last_error)
+    assert get_session(db, session).reflected_at is not None
+    assert db.scalar("SELECT count(*) FROM episodes WHERE summary_id IS NOT NULL") == 3
+    assert get_memory(db, old).status == "forgotten"
+    assert "nothing to learn yet" in finished["finetune"].message  # one doubtful fact: no training run
+
+
+def test_plan_queues_routine_jobs_and_pending_reflections(services):
+    db = services.db
+    session = create_session(db)
+    add_episode(db, "hello", session_id=session)
+    end_session(db, session)
+    scheduler = services.scheduler()
+    kinds = sorted(job.kind for job in plan(scheduler))
+    assert kinds == ["consolidation", "finetune", "forgetting", "reflection"]
+    assert plan(scheduler) == []  # nothing twice
