@@ -22,7 +22,7 @@ FACTS = [("The user is allergic to penicillin.", "allergy", "penicillin", True),
 
 
 def fact_reply(statement: str, obj: str, relation: str) -> dict:
-    return {"subject": "user", "relation": relation, "object": obj, "statement": statement, "confidence": 0.9,
+    return {"subject": "user", "relation": relation, "object": obj, "statement": statement, "confidence": 90,
             "kind": "semantic", "critical": False, "source": "user_said", "when": ""}
 
 

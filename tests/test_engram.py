@@ -11,7 +11,7 @@ NOW = datetime(2026, 11, 22, 10, tzinfo=timezone.utc).timestamp()
 
 
 def fact(statement: str, obj: str, *, relation: str = "likes", source: str = "user_said", when: str = "",
-         critical: bool = False, confidence: float = 0.8) -> dict:
+         critical: bool = False, confidence: int = 80) -> dict:
     return {"subject": "user", "relation": relation, "object": obj, "statement": statement,
             "confidence": confidence, "kind": "semantic", "critical": critical, "source": source, "when": when}
 
@@ -48,7 +48,7 @@ def test_a_confirmation_makes_the_assistants_suggestion_the_users_fact():
 
 def test_critical_relations_are_flagged_and_confidence_is_clamped():
     result, _ = run([fact("The user is allergic to penicillin.", "penicillin", relation="is allergic to",
-                          confidence=1.0)], "I'm allergic to penicillin.")
+                          confidence=100)], "I'm allergic to penicillin.")
     [allergy] = result.facts
     assert allergy.relation == "allergy" and allergy.critical and allergy.confidence == 1.0
 

@@ -75,7 +75,7 @@ def rejection(item: dict[str, Any], user_text: str, assistant_text: str) -> str:
 def to_fact(item: dict[str, Any], now: float) -> Fact:
     relation = canonical_relation(item.get("relation", "")) or "about"
     when = resolve_date(item.get("when", ""), now) if item.get("when") else None
-    confidence = min(max(float(item.get("confidence", 0.7)), 0.0), 1.0)
+    confidence = min(max(float(item.get("confidence", 70)) / 100.0, 0.0), 1.0)  # the model answers in percent
     return Fact(subject=item.get("subject", "").strip() or "user", relation=relation,
                 object=item["object"].strip(), statement=item["statement"].strip(), confidence=confidence,
                 kind=item.get("kind", "semantic") if item.get("kind") in ("semantic", "episodic") else "semantic",
