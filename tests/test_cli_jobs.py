@@ -6,6 +6,7 @@ import json
 import pytest
 
 from app.cli import build_parser, run_cli
+from app.cli_jobs import build_scheduler
 from app.services import Services
 from core.jobs import Step, stepwise
 from core.store import jobs as store
@@ -79,10 +80,15 @@ def test_cancel_a_queued_job_and_refuse_a_finished_one(services, capsys):
 
 
 def test_a_kind_this_process_cannot_run_is_left_queued_for_the_app(services, capsys):
-    assert run(services, "jobs", "run", "consolidation") == 1
+    queued = store.enqueue(services.db, "newer-kind")  # written by a newer Engram sharing this folder
+    assert run(services, "jobs", "run", str(queued.id)) == 1
     assert "the app will pick it up" in capsys.readouterr().err
     job = store.list_jobs(services.db)[0]
-    assert job.kind == "consolidation" and job.state == "queued" and job.run_now
+    assert job.kind == "newer-kind" and job.state == "queued" and job.run_now
+
+
+def test_every_standard_kind_has_a_real_handler(services):
+    assert set(build_scheduler(services).specs) == {"reflection", "consolidation", "forgetting", "finetune"}
 
 
 def test_bad_input_is_a_clear_error_and_changes_nothing(tmp_path, capsys):
