@@ -1,4 +1,4 @@
-"""The turn pipeline: recall → context → streamed answer → episode → engram → reconcile → rating → Hebbian.
+"""The turn pipeline: recall → context → answer → episode → engram → reconcile → rating → Hebbian.
 
 API (stable; callers run the steps on different lanes, none of them touches Qt):
 
