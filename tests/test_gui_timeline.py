@@ -114,3 +114,27 @@ def test_empty_store_shows_the_hint(qtbot, tmp_path):
     assert panel.past.rowCount() == 0
     window.runner.shutdown(wait=True)
     services.close()
+
+
+def test_plots_follow_a_dark_palette(qtbot):
+    from PySide6.QtGui import QColor, QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.panel_widgets import accent, is_dark, themed_plot
+    app = QApplication.instance()
+    light = app.palette()
+    dark = QPalette(light)
+    for role, colour in ((QPalette.Window, QColor(32, 32, 34)), (QPalette.Base, QColor(22, 22, 24)),
+                         (QPalette.Text, QColor(235, 235, 235))):
+        dark.setColor(role, colour)
+    app.setPalette(dark)
+    try:
+        plot = themed_plot()
+        qtbot.addWidget(plot)
+        assert is_dark()
+        assert plot.backgroundBrush().color() == QColor(22, 22, 24)
+        assert plot.getAxis("left").textPen().color() == QColor(235, 235, 235)
+        assert accent(0).lightness() > QColor(22, 22, 24).lightness() + 100
+    finally:
+        app.setPalette(light)
+    assert not is_dark()

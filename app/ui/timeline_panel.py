@@ -58,6 +58,9 @@ class TimelinePanel(QWidget):
         self.selected: Optional[Curve] = None
         self.curve_items: dict[str, Any] = {}
         self._build()
+        self.changed = getattr(context.window, "memories_changed", None)  # shared with the other memory views
+        if self.changed is not None:
+            self.changed.connect(self.reload)
         self.reload()
 
     # --- layout -----------------------------------------------------------------------------------------
@@ -253,7 +256,10 @@ class TimelinePanel(QWidget):
     def _write(self, work: Callable[[Any], Any], done_text: str) -> None:
         def finished(_result: Any) -> None:
             self.message.setText(done_text)
-            self.reload()
+            if self.changed is not None:
+                self.changed.emit()  # the Memories and graph panels redraw too, and so does this one
+            else:
+                self.reload()
         self._run(work, finished)
 
     def _run(self, work: Callable[[Any], Any], then: Callable[[Any], None]) -> None:
