@@ -8,6 +8,7 @@ pytest.importorskip("pytestqt")
 
 from app.services import Services  # noqa: E402
 from app.ui.jobs_state import eta, loss_point  # noqa: E402
+from app.ui.panel_widgets import BAR_ROLE  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.finetune import adapters as versions  # noqa: E402
 from core.jobs import standard_specs  # noqa: E402
@@ -94,6 +95,27 @@ def test_adapters_activate_and_roll_back(qtbot, window):
     assert panel.active_label.text() == "In use: the base model"
 
 
+def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, embedder):
+    import time
+    from core.memory import forget
+    from core.store.db import open_db
+    services = window.services
+    services._embedder = embedder  # the session's MiniLM: the forgetting handler re-indexes summaries with it
+    old = open_db(services.db_path, clock=lambda: time.time() - 300 * 86400)
+    stale = add_memory(old, "User once asked about a parking app", importance=0.0)
+    old.close()
+    panel = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: "forgetting" in panel.snapshot.kinds if panel.snapshot else False, timeout=10000)
+    with qtbot.waitSignal(panel.job_finished, timeout=60000) as finished:
+        panel.run_now("forgetting")
+    final = finished.args[0]
+    assert final.state == "done" and final.progress == 1.0, final.last_error
+    assert "archived 1 facts" in final.message
+    assert [e.item_id for e in forget.list_events(services.db)] == [stale]
+    qtbot.waitUntil(lambda: panel.jobs.rowCount() == 1 and panel.jobs.item(0, 1).text() == "done", timeout=10000)
+    assert panel.jobs.item(0, 2).data(BAR_ROLE) == 1.0
+
+
 @pytest.mark.slow
 def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, tiny_model_dir):
     from models.finetune import FineTuner, TrainConfig
@@ -101,10 +123,10 @@ def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, tiny_
     for statement in FACTS:
         add_memory(db, statement, subject="user", relation="fact", confidence=0.9)
 
-    def tiny_scheduler(services):
-        tuner = FineTuner(services.db, str(tiny_model_dir), services.data_dir / "adapters", TrainConfig(**TINY))
-        return Scheduler(services.db, standard_specs(finetune=tuner), settings=services.settings.scheduler,
-                         env=Environment(clock=services.db.clock))
+    def tiny_scheduler(services, connection):
+        tuner = FineTuner(connection, str(tiny_model_dir), services.data_dir / "adapters", TrainConfig(**TINY))
+        return Scheduler(connection, standard_specs(finetune=tuner), settings=services.settings.scheduler,
+                         env=Environment(clock=connection.clock))
     panel = window.show_panel("jobs")
     panel.scheduler_factory = panel.host.scheduler_factory = tiny_scheduler
     panel._scheduler = None

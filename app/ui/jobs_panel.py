@@ -12,7 +12,8 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
                                QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.ui.jobs_state import JobHost, JobRow, JobsSnapshot, LossHistory, default_scheduler, read_jobs
+from app.ui.jobs_state import (JobHost, JobRow, JobsSnapshot, LossHistory, SchedulerFactory, default_scheduler,
+                                read_jobs)
 from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, accent, duration, empty_state, themed_plot, when
 from core.finetune import adapters as versions
 from core.jobs import FINETUNE
@@ -51,7 +52,7 @@ class JobsPanel(QWidget):
     refreshed = Signal()  # after each poll, for tests
     job_finished = Signal(object)  # the final Job row of a job started here
 
-    def __init__(self, context: Any, *, scheduler_factory: Callable[[Any], Any] = default_scheduler) -> None:
+    def __init__(self, context: Any, *, scheduler_factory: SchedulerFactory = default_scheduler) -> None:
         super().__init__()
         self.context = context
         self.services = context.services
@@ -193,7 +194,7 @@ class JobsPanel(QWidget):
 
     def _read(self) -> JobsSnapshot:
         if self._scheduler is None:  # built on the lane: building it may probe the machine
-            self._scheduler = self.scheduler_factory(self.services)
+            self._scheduler = self.scheduler_factory(self.services, self.services.db)
         return read_jobs(self._scheduler)
 
     def _show(self, snapshot: JobsSnapshot) -> None:

@@ -6,7 +6,6 @@ a job is atomic, so the app's idle-time loop and this host can never run the sam
 """
 from __future__ import annotations
 
-import dataclasses
 import re
 import threading
 import time
@@ -18,6 +17,7 @@ from core.conditions import in_quiet_hours
 from core.finetune import adapters as versions
 from core.scheduler import Scheduler
 from core.store import jobs as store
+from core.store.db import open_db
 from core.store.jobs import Job
 
 RECENT_FINISHED = 20
@@ -122,22 +122,22 @@ class LossHistory:
         return max(self._points) if self._points else None
 
 
-def default_scheduler(services: Any) -> Scheduler:
-    """The real scheduler for these services: Services.scheduler() when the app provides it."""
-    if hasattr(services, "scheduler"):
-        return services.scheduler()
-    from app.cli_jobs import build_scheduler
-    return build_scheduler(services)
+SchedulerFactory = Callable[[Any, Any], Scheduler]  # (services, db) -> a Scheduler working on that connection
+
+
+def default_scheduler(services: Any, db: Any) -> Scheduler:
+    """The real scheduler (app/scheduling.py through Services.scheduler) on the given connection."""
+    return services.scheduler(db=db)
 
 
 class JobHost:
     """Runs the jobs the user starts from the panel, one at a time, on a thread with its own store connection."""
 
-    def __init__(self, services: Any, scheduler_factory: Callable[[Any], Scheduler] = default_scheduler) -> None:
+    def __init__(self, services: Any, scheduler_factory: SchedulerFactory = default_scheduler) -> None:
         self.services = services
         self.scheduler_factory = scheduler_factory
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-jobs")
-        self._local: Any = None  # (services, scheduler) private to the jobs thread
+        self._local: Any = None  # (connection, scheduler) private to the jobs thread
         self._lock = threading.Lock()
 
     def run(self, job_id: int, on_finished: Callable[[Optional[Job]], None] | None = None) -> Future:
@@ -151,8 +151,9 @@ class JobHost:
     def _scheduler(self) -> Scheduler:
         with self._lock:
             if self._local is None:
-                own = dataclasses.replace(self.services, _db=None)  # same settings and models, own connection
-                self._local = (own, self.scheduler_factory(own))
+                main = self.services.db  # opened (and migrated) first, through the services
+                own = open_db(main.path, clock=main.clock)  # one connection per thread; WAL lets both write
+                self._local = (own, self.scheduler_factory(self.services, own))
             return self._local[1]
 
     def shutdown(self) -> None:
