@@ -13,7 +13,7 @@ from typing import Sequence
 from core.errors import EngramError
 
 # Command groups, by module; a module missing here simply adds no commands.
-COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs")
+COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs", "app.cli_learning")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -47,7 +47,7 @@ def real_handlers(services: Any, db: Database) -> dict[str, Handler]:
             "forget": forgetting_handler(services, db), "finetune": finetune_handler(services, db)}
 
 
-def _structured(services: Any, *, required: bool) -> Any:
+def structured_model(services: Any, *, required: bool) -> Any:
     """The structured-output model, or None when no chat model is installed (and it is optional)."""
     try:
         model = services.structured_model()
@@ -69,7 +69,7 @@ def reflection_handler(services: Any, db: Database) -> Handler:
         done = int(state.get("done", 0))
         if not todo:
             return Step({"todo": [], "done": done}, 1.0, f"reflected on {done} session(s)", done=True)
-        model = _structured(services, required=True)  # loaded only when there is a session to review
+        model = structured_model(services, required=True)  # loaded only when there is a session to review
         report = reflect.reflect_session(db, services.settings, model, int(todo[0]), embedder=services.embedder)
         rest = todo[1:]
         return Step({"todo": rest, "done": done + 1}, (done + 1) / (done + 1 + len(rest)),
@@ -82,7 +82,8 @@ def consolidation_handler(services: Any, db: Database) -> Handler:
     from core.memory.consolidate import Consolidator
 
     def handler(ctx: JobContext) -> Optional[str]:
-        consolidator = Consolidator(db, services.settings, services.embedder, _structured(services, required=False))
+        model = structured_model(services, required=False)
+        consolidator = Consolidator(db, services.settings, services.embedder, model)
         return stepwise(consolidator.step)(ctx)
     return handler
 

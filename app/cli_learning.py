@@ -1,0 +1,158 @@
+"""`engram reflect`, `engram forget`, `engram hypotheses`, `engram goals`: the learning loop from the terminal."""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+from typing import Any
+
+from core.errors import InvalidInput
+from core.store import goals, hypotheses
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    reflect = subparsers.add_parser("reflect", help="review ended conversations now and learn about you")
+    reflect.add_argument("--session", type=int, help="this conversation (default: every one not reviewed yet)")
+    reflect.set_defaults(func=cmd_reflect)
+
+    forget = subparsers.add_parser("forget", help="preview, run or undo forgetting")
+    mode = forget.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--preview", action="store_true", help="what would be forgotten now, with its score")
+    mode.add_argument("--run", action="store_true", help="forget it now (every step can be undone)")
+    mode.add_argument("--undo", type=int, metavar="EVENT", help="bring back what forgetting event EVENT took")
+    mode.add_argument("--log", action="store_true", help="what was forgotten, newest first")
+    forget.add_argument("--limit", type=int, default=50)
+    forget.add_argument("--json", action="store_true")
+    forget.set_defaults(func=cmd_forget)
+
+    hyp = subparsers.add_parser("hypotheses", help="what Engram thinks about you: list, confirm, reject, edit")
+    hyp_commands = hyp.add_subparsers(dest="hypotheses_command", metavar="ACTION", required=True)
+    listing = hyp_commands.add_parser("list")
+    listing.add_argument("--status", choices=hypotheses.STATUSES)
+    listing.add_argument("--json", action="store_true")
+    listing.set_defaults(func=cmd_hypotheses_list)
+    for name, status in (("confirm", "confirmed"), ("reject", "rejected")):
+        action = hyp_commands.add_parser(name)
+        action.add_argument("id", type=int)
+        action.set_defaults(func=cmd_hypothesis_decide, status=status)
+    edit = hyp_commands.add_parser("edit", help="reword a hypothesis (it keeps its evidence and status)")
+    edit.add_argument("id", type=int)
+    edit.add_argument("--claim")
+    edit.add_argument("--dimension")
+    edit.set_defaults(func=cmd_hypothesis_edit)
+
+    goal = subparsers.add_parser("goals", help="questions Engram wants to ask you: list, close")
+    goal_commands = goal.add_subparsers(dest="goals_command", metavar="ACTION", required=True)
+    goal_list = goal_commands.add_parser("list")
+    goal_list.add_argument("--all", action="store_true", help="closed ones too")
+    goal_list.set_defaults(func=cmd_goals_list)
+    close = goal_commands.add_parser("close")
+    close.add_argument("id", type=int)
+    close.add_argument("--answer", default="")
+    close.set_defaults(func=cmd_goal_close)
+
+
+def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
+    from app.scheduling import structured_model
+    from core.memory import reflect
+    db = services.db
+    sessions = [args.session] if args.session is not None else reflect.pending_sessions(db)
+    if not sessions:
+        print("nothing to reflect on: every ended conversation was reviewed")
+        return 0
+    model = structured_model(services, required=True)
+    for session_id in sessions:
+        report = reflect.reflect_session(db, services.settings, model, session_id, embedder=services.embedder)
+        print(f"conversation {session_id}: {len(report.added)} new hypotheses, {len(report.strengthened)} "
+              f"strengthened, {len(report.kept_rejected)} kept rejected, {len(report.goals_opened)} goals opened, "
+              f"{len(report.goals_closed)} closed" + (f"; searched {report.searches}" if report.searches else ""))
+    return 0
+
+
+def cmd_forget(args: argparse.Namespace, services: Any) -> int:
+    from core.memory import forget
+    db, settings = services.db, services.settings
+    if args.undo is not None:
+        event = forget.undo(db, args.undo)
+        print(f"restored {event.item_type} {event.item_id} (forgetting event {event.id})")
+        return 0
+    if args.log:
+        events = forget.list_events(db, limit=args.limit)
+        _emit(args, [e.__dict__ for e in events], [_event_line(e) for e in events], "nothing was forgotten yet")
+        return 0
+    if args.preview:
+        limit = forget.threshold(settings)
+        items = forget.preview(db, settings)
+        rows = [{**item.__dict__, "reason": item.reason(limit)} for item in items[:args.limit]]
+        lines = [f"{r['item_type']:<8} {r['item_id']:>6}  {r['reason']}" for r in rows]
+        _emit(args, rows, lines + ([f"... and {len(items) - args.limit} more"] if len(items) > args.limit else []),
+              "nothing would be forgotten now")
+        return 0
+    result = forget.forgetting_pass(db, settings, embedder=services.embedder)
+    print(f"archived {len(result.archived)} facts, compacted {len(result.compacted)} conversation turns into "
+          f"{len(result.summaries)} summaries ({result.seconds:.1f}s); `engram forget --log` lists them, "
+          "`engram forget --undo EVENT` brings one back")
+    return 0
+
+
+def cmd_hypotheses_list(args: argparse.Namespace, services: Any) -> int:
+    rows = hypotheses.list_hypotheses(services.db, status=args.status)
+    ready = services.settings.reflection.confirm_threshold
+    if args.json:
+        print(json.dumps([h.__dict__ for h in rows], indent=2))
+        return 0
+    if not rows:
+        print("no hypotheses yet")
+    for h in rows:
+        hint = "  (ready to confirm)" if h.status == "open" and h.confidence >= ready else ""
+        print(f"{h.id:>4}  {h.status:<9} {h.confidence:.2f}  [{h.dimension}] {h.claim}  "
+              f"evidence: {', '.join(map(str, h.evidence_episode_ids)) or '-'}{hint}")
+    return 0
+
+
+def cmd_hypothesis_decide(args: argparse.Namespace, services: Any) -> int:
+    h = hypotheses.decide(services.db, args.id, args.status)
+    after = ("it shapes how Engram talks to you from the next conversation" if h.status == "confirmed"
+             else "it will not come back on the same evidence")
+    print(f"hypothesis {h.id} {h.status}: {h.claim} — {after}")
+    return 0
+
+
+def cmd_hypothesis_edit(args: argparse.Namespace, services: Any) -> int:
+    if args.claim is None and args.dimension is None:
+        raise InvalidInput("give --claim and/or --dimension")
+    h = hypotheses.edit_hypothesis(services.db, args.id, claim=args.claim, dimension=args.dimension)
+    print(f"hypothesis {h.id}: [{h.dimension}] {h.claim} ({h.status})")
+    return 0
+
+
+def cmd_goals_list(args: argparse.Namespace, services: Any) -> int:
+    rows = goals.list_goals(services.db, status=None if args.all else "open")
+    if not rows:
+        print("no open learning goals" if not args.all else "no learning goals yet")
+    for g in rows:
+        answer = f"  answer: {g.answer}" if g.answer else ""
+        print(f"{g.id:>4}  {g.status:<6} {g.question}" + (f"  (why: {g.reason})" if g.reason else "") + answer)
+    return 0
+
+
+def cmd_goal_close(args: argparse.Namespace, services: Any) -> int:
+    g = goals.close_goal(services.db, args.id, args.answer)
+    print(f"learning goal {g.id} closed" + (f": {g.answer}" if g.answer else ""))
+    return 0
+
+
+def _emit(args: argparse.Namespace, rows: list[dict], lines: list[str], empty: str) -> None:
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+    elif not rows:
+        print(empty)
+    else:
+        print("\n".join(lines))
+
+
+def _event_line(event: Any) -> str:
+    when = dt.datetime.fromtimestamp(event.at).strftime("%Y-%m-%d %H:%M")
+    undone = "  (undone)" if event.restored_at is not None else ""
+    into = f" into summary {event.summary_id}" if event.summary_id else ""
+    return f"{event.id:>5}  {when}  {event.action} {event.item_type} {event.item_id}{into}: {event.reason}{undone}"

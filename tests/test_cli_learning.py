@@ -1,0 +1,98 @@
+"""`engram reflect|forget|hypotheses|goals` against a real store in a temporary data folder."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from app.cli import build_parser, run_cli
+from app.services import Services
+from core.memory import reflect
+from core.store import goals, hypotheses
+from core.store.episodes import add_episode
+from core.store.memories import add_memory, get_memory
+from core.store.sessions import create_session, end_session
+from tests.fakes import ScriptedStructuredModel
+
+DAY = 86400.0
+
+
+class ScriptedServices(Services):
+    """Services whose structured model is a scripted fake (reflection's logic is tested, not the model)."""
+
+    model: ScriptedStructuredModel
+
+    def structured_model(self):
+        return self.model
+
+
+@pytest.fixture
+def services(tmp_path, embedder):
+    svc = ScriptedServices.from_data_dir(tmp_path / "home")
+    svc._embedder = embedder
+    yield svc
+    svc.close()
+
+
+def run(services, *argv):
+    args = build_parser().parse_args(list(argv))
+    return args.func(args, services)
+
+
+def test_reflect_then_confirm_reject_edit_hypotheses(services, capsys):
+    db = services.db
+    assert run(services, "reflect") == 0 and "nothing to reflect on" in capsys.readouterr().out
+    session = create_session(db)
+    episode = add_episode(db, "Short answers please", session_id=session)
+    end_session(db, session)
+    services.model = ScriptedStructuredModel({"reflection_step": [
+        {"action": "finish", "query": "", "open_goals": [], "closed_goals": [],
+         "hypotheses": [{"dimension": "style", "claim": "Prefers short answers", "evidence": [episode]}]}]})
+    assert run(services, "reflect") == 0
+    assert "1 new hypotheses" in capsys.readouterr().out
+    (h,) = hypotheses.list_hypotheses(db)
+    assert run(services, "hypotheses", "list") == 0 and "Prefers short answers" in capsys.readouterr().out
+    assert run(services, "hypotheses", "confirm", str(h.id)) == 0
+    assert "Prefers short answers" in reflect.session_instructions(db)
+    assert run(services, "hypotheses", "edit", str(h.id), "--claim", "Prefers very short answers") == 0
+    assert hypotheses.get_hypothesis(db, h.id).claim == "Prefers very short answers"
+    assert run(services, "hypotheses", "reject", str(h.id)) == 0
+    assert "not come back" in capsys.readouterr().out and reflect.session_instructions(db) == ""
+    assert run(services, "hypotheses", "list", "--json", "--status", "rejected") == 0
+    assert json.loads(capsys.readouterr().out)[0]["status"] == "rejected"
+
+
+def test_forget_preview_run_log_undo(services, capsys):
+    db = services.db
+    old = add_memory(db, "The user once owned a typewriter.", created_at=time.time() - 300 * DAY)
+    assert run(services, "forget", "--preview") == 0
+    assert f"memory   {old:>6}  retention" in capsys.readouterr().out
+    assert get_memory(db, old).is_active
+    assert run(services, "forget", "--run") == 0 and "archived 1 facts" in capsys.readouterr().out
+    assert get_memory(db, old).status == "forgotten"
+    assert run(services, "forget", "--log", "--json") == 0
+    (event,) = json.loads(capsys.readouterr().out)
+    assert run(services, "forget", "--undo", str(event["id"])) == 0
+    assert get_memory(db, old).is_active
+
+
+def test_goals_list_and_close(services, capsys):
+    gid = goals.open_goal(services.db, "Do you still live in Boston?", reason="two cities")
+    assert run(services, "goals", "list") == 0 and "Boston" in capsys.readouterr().out
+    assert run(services, "goals", "close", str(gid), "--answer", "Denver now") == 0
+    assert goals.get_goal(services.db, gid).status == "closed"
+    assert run(services, "goals", "list") == 0 and "no open learning goals" in capsys.readouterr().out
+
+
+def test_bad_input_is_a_clear_error(tmp_path, capsys):
+    home = str(tmp_path / "h")
+    assert run_cli(["--data-dir", home, "hypotheses", "confirm", "9"]) == 1
+    assert "no hypothesis with id 9" in capsys.readouterr().err
+    assert run_cli(["--data-dir", home, "forget", "--undo", "3"]) == 1
+    assert "no forgetting event" in capsys.readouterr().err
+    assert run_cli(["--data-dir", home, "goals", "close", "1"]) == 1
+    assert run_cli(["--data-dir", home, "hypotheses", "edit", "1"]) == 1
+    assert "--claim" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["forget", "--run", "--preview"])
