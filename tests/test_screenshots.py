@@ -1,0 +1,58 @@
+"""`engram --screenshots DIR` on a seeded sample folder writes one non-empty PNG per panel; the sample folder
+is built through the real store APIs and embedder, and refuses to overwrite a store."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from app.__main__ import main  # noqa: E402
+from app.sample_data import build_sample_data  # noqa: E402
+from app.ui.main_window import PANELS, available_panels  # noqa: E402
+from core.errors import InvalidInput  # noqa: E402
+from core.finetune import adapters as versions  # noqa: E402
+from core.memory import forget  # noqa: E402
+from core.store import hypotheses  # noqa: E402
+from core.store import jobs as job_store  # noqa: E402
+from core.store.db import open_db  # noqa: E402
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory, embedder):
+    folder = tmp_path_factory.mktemp("sample") / "data"
+    summary = build_sample_data(folder, embedder)
+    return folder, summary
+
+
+def test_sample_folder_holds_a_realistic_store(sample):
+    folder, summary = sample
+    assert summary.memories >= 15 and summary.episodes >= 10 and summary.forgotten >= 1
+    db = open_db(folder / "engram.db")
+    try:
+        boston = db.query_one("SELECT * FROM memories WHERE statement = 'User lives in Boston'")
+        assert boston["invalidated_at"] is not None and boston["superseded_by"] is not None
+        assert db.scalar("SELECT count(*) FROM memory_vec") >= summary.memories - summary.forgotten
+        assert {h.status for h in hypotheses.list_hypotheses(db)} == {"open", "confirmed", "rejected"}
+        assert all("below" in e.reason for e in forget.list_events(db))
+        assert {j.state for j in job_store.list_jobs(db)} == {"done", "queued"}
+        assert versions.active_adapter(db) is not None
+        assert db.scalar("SELECT count(*) FROM edges WHERE kind = 'hebbian'") >= 5
+    finally:
+        db.close()
+    with pytest.raises(InvalidInput):
+        build_sample_data(folder, None)  # never over an existing store
+
+
+def test_screenshots_writes_one_png_per_panel(qtbot, sample, tmp_path, capsys):
+    folder, _ = sample
+    out = tmp_path / "shots"
+    assert main(["--screenshots", str(out), "--data-dir", str(folder)]) == 0
+    files = sorted(out.glob("*.png"))
+    assert len(available_panels()) == len(PANELS) == 8
+    assert sorted(p.stem for p in files) == sorted(spec.key for spec in PANELS)
+    for path in files:
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
+    assert capsys.readouterr().out.split() == [str(out / f"{spec.key}.png") for spec in PANELS]
