@@ -83,6 +83,19 @@ def test_edit_rewords_the_claim(qtbot, panel, seeded):
     assert hypotheses.get_hypothesis(services.db, brief).claim == "Prefers answers of one or two sentences"
 
 
+def test_ready_to_confirm_and_answering_a_goal(qtbot, panel, seeded):
+    services = seeded[0]
+    statuses = {panel.tree.topLevelItem(i).child(0).text(0): panel.tree.topLevelItem(i).child(0).text(2)
+                for i in range(panel.tree.topLevelItemCount())}
+    assert statuses == {"Prefers short, direct answers": "open · ready to confirm", "Enjoys rock climbing": "open"}
+    panel.open_goals.setCurrentItem(panel.open_goals.topLevelItem(0))
+    assert panel.answer_button.isEnabled()
+    panel.ask_text = lambda title, current: "Movement RiNo"
+    _act(qtbot, panel, panel.on_answer)
+    assert goals.list_goals(services.db, status="open") == []
+    assert panel.closed_goals.topLevelItemCount() == 2
+
+
 def test_empty_store_shows_the_hint(qtbot, tmp_path):
     services = Services.from_data_dir(tmp_path / "empty")
     window = MainWindow(services)

@@ -110,6 +110,8 @@ class HypothesesPanel(QWidget):
         self.goals.addTab(self.open_goals, "Open questions")
         self.goals.addTab(self.closed_goals, "Answered")
         self.goals.setMaximumHeight(190)
+        self.open_goals.itemSelectionChanged.connect(
+            lambda: self.answer_button.setEnabled(bool(self.open_goals.selectedItems())))
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.empty)
@@ -145,6 +147,10 @@ class HypothesesPanel(QWidget):
         self.reject_button = QPushButton("Reject")
         self.edit_button = QPushButton("Edit…")
         self.reopen_button = QPushButton("Undecide")
+        self.answer_button = QPushButton("Answer question…")
+        self.answer_button.setToolTip("Answer the selected learning goal: it is closed with your answer")
+        self.answer_button.setEnabled(False)
+        self.answer_button.clicked.connect(self.on_answer)
         handlers = ((self.confirm_button, self.on_confirm), (self.reject_button, self.on_reject),
                     (self.edit_button, self.on_edit), (self.reopen_button, self.on_reopen))
         for button, handler in handlers:
@@ -152,6 +158,7 @@ class HypothesesPanel(QWidget):
             button.clicked.connect(handler)
             row.addWidget(button)
         row.addStretch(1)
+        row.addWidget(self.answer_button)
         return row
 
     # --- reading ----------------------------------------------------------------------------------------
@@ -181,7 +188,9 @@ class HypothesesPanel(QWidget):
         self.loaded.emit()
 
     def _row(self, item: Hypothesis) -> QTreeWidgetItem:
-        row = QTreeWidgetItem([item.claim, f"{item.confidence:.0%}", item.status, str(len(item.evidence_episode_ids))])
+        ready = item.status == "open" and item.confidence >= self.services.settings.reflection.confirm_threshold
+        status = "open · ready to confirm" if ready else item.status
+        row = QTreeWidgetItem([item.claim, f"{item.confidence:.0%}", status, str(len(item.evidence_episode_ids))])
         row.setData(0, ID_ROLE, item.id)
         row.setData(1, BAR_ROLE, item.confidence)
         row.setToolTip(0, item.claim)
@@ -191,6 +200,7 @@ class HypothesesPanel(QWidget):
         tree.clear()
         for goal in items:
             row = QTreeWidgetItem([goal.question, goal.reason, when(goal.created_at), goal.answer])
+            row.setData(0, ID_ROLE, goal.id)
             row.setToolTip(0, goal.question)
             tree.addTopLevelItem(row)
 
@@ -269,6 +279,18 @@ class HypothesesPanel(QWidget):
         """work(db) on the database lane (which also opens the store the first time), then(result) here."""
         self.runner.submit("db", lambda: work(self.services.db), on_done=then, on_error=self._failed)
 
+    def on_answer(self) -> None:
+        items = self.open_goals.selectedItems()
+        if not items:
+            return
+        goal_id = items[0].data(0, ID_ROLE)
+        answer = self.ask_text("Answer Engram's question", "")
+        if answer is not None and answer.strip():
+            self.answer_goal(goal_id, answer)
+
+    def answer_goal(self, goal_id: int, answer: str) -> None:
+        self._write(lambda db: goals.close_goal(db, goal_id, answer), "Thanks: the question is answered.")
+
     def _write(self, work: Callable[[Any], Any], done_text: str) -> None:
         def finished(_result: Any) -> None:
             self.message.setText(done_text)
@@ -279,7 +301,7 @@ class HypothesesPanel(QWidget):
         self.message.setText(f"Could not do that: {exc}")
 
     def _ask_text(self, title: str, current: str) -> str | None:
-        text, ok = QInputDialog.getMultiLineText(self, title, "Claim", current)
+        text, ok = QInputDialog.getMultiLineText(self, title, "", current)
         return text if ok else None
 
     def focus_search(self) -> None:
