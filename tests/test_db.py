@@ -43,8 +43,8 @@ def test_real_vec0_knn_query_finds_the_nearest_sentence(db, embedder):
                  "I play the cello on Sundays"]
     vectors.bind_embedder(db, embedder.name, embedder.dimension)
     vectors.upsert_vectors(db, "memory", [1, 2, 3, 4], embedder.embed(sentences))
-    hits = db.execute("SELECT id, distance FROM memory_vec WHERE embedding MATCH ? AND k = 2 ORDER BY distance",
-                      (embedder.embed(["which food makes me ill?"])[0].tobytes(),)).fetchall()
+    hits = db.execute("SELECT id, distance FROM memory_vec WHERE bits MATCH vec_bit(?) AND k = 2 ORDER BY distance",
+                      (vectors.sign_bits(embedder.embed(["which food makes me ill?"]))[0].tobytes(),)).fetchall()
     assert hits[0][0] == 2 and hits[0][1] < hits[1][1]
     assert vectors.knn(db, "memory", embedder.embed(["musical instrument"])[0], 1)[0][0] == 4
 

@@ -1,0 +1,278 @@
+"""Recall: the memories and episodes that best answer a query, each with its score breakdown and a reason.
+
+Vector KNN (sqlite-vec) and BM25 (FTS5) candidates are fused; an episode also takes a share of its
+adjacent turns' and its conversation's scores; a memory takes a share through strong graph edges (one
+hop); everything is then rescored with recency (seed 004's nostalgia term), type weight, importance and
+confidence (core.memory.scoring). Recall never writes: the turn pipeline records accesses itself.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from core.config import Settings
+from core.errors import InvalidInput
+from core.memory import recall_sources as sources
+from core.memory import scoring
+from core.memory.query import QueryAnalysis, analyse, stem, words_of
+from core.memory.recall_sources import Candidate
+from core.protocols import Embedder
+from core.store.db import Database
+
+KINDS = ("memory", "episode")
+MAX_K = 1000
+OVERFETCH = 2  # inactive rows are dropped after the search, so ask each retriever for more
+
+
+@dataclass(frozen=True)
+class RecallHit:
+    kind: str  # "memory" or "episode"
+    id: int
+    text: str
+    score: float
+    breakdown: dict[str, float]
+    why: str
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    query: str
+    preset: str
+    hits: list[RecallHit] = field(default_factory=list)
+
+    def ids(self, kind: str) -> list[int]:
+        return [h.id for h in self.hits if h.kind == kind]
+
+
+def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, settings: Settings | None = None,
+           now: float | None = None, include_history: bool = False, kinds: Sequence[str] = KINDS,
+           exclude: Iterable[int] = (), session_id: int | None = None) -> RecallResult:
+    """The top-k memories and episodes for `query`.
+
+    `exclude`: memory ids the user vetoed for this answer. `session_id`: the conversation in progress; its
+    newest turns are already in the prompt, so they are not recalled. `include_history` also returns
+    invalidated, forgotten and trashed rows (marked as such in `why`)."""
+    settings = settings or Settings()
+    k, kinds, vetoed = _checked(k, kinds, exclude)
+    analysis = analyse(query)
+    weights = scoring.preset(settings.recall.preset)
+    has_vectors = sources.check_embedder(db, embedder.name, embedder.dimension)
+    vector = embedder.embed([analysis.text])[0] if has_vectors else None
+    skip = _in_context(db, session_id, settings)
+    pool = max(int(settings.recall.candidates), k)
+    scored: list[_Scored] = []
+    for kind in kinds:
+        found = _gather(db, kind, vector, analysis, pool)
+        found = {i: c for i, c in found.items() if _allowed(c, kind, include_history, vetoed, skip)}
+        if vector is not None:
+            _fill_distances(db, kind, vector, found)
+        best_bm25 = min((c.bm25 for c in found.values() if c.bm25 is not None), default=0.0)
+        own = {i: _own_relevance(c, best_bm25, weights) for i, c in found.items()}
+        if kind == "episode":
+            context = _episode_context(db, vector, found, own, weights, include_history, vetoed, skip)
+        else:
+            context = _graph_context(db, vector, found, own, weights, settings, include_history, vetoed)
+        scored.extend(_rescore(c, own.get(i, 0.0), context.get(i, {}), weights, settings, now or db.now())
+                      for i, c in found.items())
+    scored.sort(key=lambda s: (-s.score, s.candidate.kind, s.candidate.id))
+    relevant = [s for s in scored if s.breakdown["relevance"] > 0]  # recency alone is no reason to recall
+    hits = [_hit(s, analysis) for s in relevant[:k]]
+    return RecallResult(query=analysis.text, preset=settings.recall.preset, hits=hits)
+
+
+@dataclass
+class _Scored:
+    candidate: Candidate
+    score: float
+    breakdown: dict[str, float]
+    links: dict[str, int]  # what lent this hit its context: a neighbouring turn or a linked memory
+
+
+def _checked(k: object, kinds: Sequence[str], exclude: Iterable[int]) -> tuple[int, tuple[str, ...], set[int]]:
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= MAX_K:
+        raise InvalidInput(f"k must be a whole number from 1 to {MAX_K}, not {k!r}")
+    kinds = tuple(dict.fromkeys(kinds))
+    if not kinds or any(kind not in KINDS for kind in kinds):
+        raise InvalidInput(f"kinds must be some of {', '.join(KINDS)}, not {kinds!r}")
+    try:
+        vetoed = {int(i) for i in exclude}
+    except (TypeError, ValueError):
+        raise InvalidInput(f"exclude must be memory ids, not {exclude!r}") from None
+    return k, kinds, vetoed
+
+
+def _in_context(db: Database, session_id: int | None, settings: Settings) -> set[int]:
+    if session_id is None:
+        return set()
+    return sources.in_context_turns(db, session_id, settings.generation.history_turns)
+
+
+def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryAnalysis,
+            pool: int) -> dict[int, Candidate]:
+    found: dict[int, Candidate] = {}
+    if vector is not None:
+        for i, distance in sources.vector_candidates(db, kind, vector, pool * OVERFETCH).items():
+            found[i] = Candidate(kind, i, distance=distance)
+    for i, bm25 in sources.bm25_candidates(db, kind, analysis.fts_query, pool * OVERFETCH).items():
+        found.setdefault(i, Candidate(kind, i)).bm25 = bm25
+    rows = sources.load_rows(db, kind, found)
+    for i, candidate in list(found.items()):
+        if i in rows:
+            candidate.row = rows[i]
+        else:
+            del found[i]  # a vector whose row is gone
+    return found
+
+
+def _allowed(candidate: Candidate, kind: str, include_history: bool, vetoed: set[int], skip: set[int]) -> bool:
+    if kind == "memory" and candidate.id in vetoed:
+        return False
+    if kind == "episode" and candidate.id in skip:
+        return False
+    return include_history or sources.is_active(candidate.row)
+
+
+def _fill_distances(db: Database, kind: str, vector: np.ndarray, found: dict[int, Candidate]) -> None:
+    """Full-text matches that the KNN did not reach still get their exact similarity."""
+    missing = [i for i, c in found.items() if c.distance is None]
+    for i, distance in sources.distances_to(db, kind, vector, missing).items():
+        found[i].distance = distance
+
+
+def _own_relevance(candidate: Candidate, best_bm25: float, weights: scoring.ScoringWeights) -> float:
+    """The fused score of the two retrievers; BM25 as a share of the best full-text match's."""
+    similarity = _similarity(candidate, weights)
+    bm25 = scoring.bm25_normalised(candidate.bm25, best_bm25) if candidate.bm25 is not None else 0.0
+    return scoring.fused(similarity, bm25, weights)
+
+
+def _similarity(candidate: Candidate, weights: scoring.ScoringWeights) -> float:
+    if candidate.distance is None:
+        return 0.0
+    return scoring.vector_similarity(candidate.distance, weights.similarity_floor)
+
+
+def _episode_context(db: Database, vector: np.ndarray | None, found: dict[int, Candidate], own: dict[int, float],
+                     weights: scoring.ScoringWeights, include_history: bool, vetoed: set[int],
+                     skip: set[int]) -> dict[int, dict]:
+    """Adjacent turns lend each other relevance (the answer follows the question); the best-matching
+    conversation lends its turns a little. Neighbours of matches join the candidates."""
+    neighbours = sources.turn_neighbours(db, list(found), include_history)
+    new_ids = {n for ids in neighbours.values() for n in ids if n not in found and n not in skip}
+    if new_ids:
+        added = {i: Candidate("episode", i, row=row) for i, row in sources.load_rows(db, "episode", new_ids).items()}
+        if vector is not None:
+            for i, distance in sources.distances_to(db, "episode", vector, list(added)).items():
+                added[i].distance = distance
+        for i, candidate in added.items():
+            own[i] = _own_relevance(candidate, 0.0, weights)
+        found.update(added)
+        neighbours.update(sources.turn_neighbours(db, list(added), include_history))
+    session_best: dict[int, float] = {}
+    for i, candidate in found.items():
+        session = candidate.row.get("session_id")
+        if session is not None:
+            session_best[session] = max(session_best.get(session, 0.0), own.get(i, 0.0))
+    context: dict[int, dict] = {}
+    for i, candidate in found.items():
+        near = [(own.get(n, 0.0), n) for n in neighbours.get(i, []) if n in found]
+        best_near = max(near, default=(0.0, 0))
+        session = session_best.get(candidate.row.get("session_id"), 0.0)
+        context[i] = {"neighbour": best_near[0], "neighbour_id": best_near[1], "session": session}
+    return context
+
+
+def _graph_context(db: Database, vector: np.ndarray | None, found: dict[int, Candidate], own: dict[int, float],
+                   weights: scoring.ScoringWeights, settings: Settings, include_history: bool,
+                   vetoed: set[int]) -> dict[int, dict]:
+    """One hop through strong edges from the memories that matched (MAGS)."""
+    seeds = [i for i, score in own.items() if score > 0]
+    context: dict[int, dict] = {}
+    for seed, neighbour, weight, kind in sources.strong_edges(db, seeds, settings.recall.graph_hop_min_weight):
+        if neighbour in vetoed:
+            continue
+        boost = scoring.graph_boost(own[seed], weight, weights)
+        if boost > context.get(neighbour, {}).get("graph", 0.0):
+            context[neighbour] = {"graph": boost, "graph_from": seed, "edge_weight": weight, "edge_kind": kind}
+    new_ids = [i for i in context if i not in found]
+    rows = sources.load_rows(db, "memory", new_ids)
+    distances = sources.distances_to(db, "memory", vector, list(rows)) if vector is not None and rows else {}
+    for i, row in rows.items():
+        if include_history or sources.is_active(row):
+            found[i] = Candidate("memory", i, distance=distances.get(i), row=row)
+            own[i] = _own_relevance(found[i], 0.0, weights)
+    return {i: c for i, c in context.items() if i in found}
+
+
+def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.ScoringWeights,
+             settings: Settings, now: float) -> _Scored:
+    row = candidate.row
+    neighbour, session, graph = context.get("neighbour", 0.0), context.get("session", 0.0), context.get("graph", 0.0)
+    relevance = scoring.with_context(own, neighbour, session, weights) + graph
+    last_seen = max(row["created_at"] or 0.0, row["last_access"] or 0.0)
+    recency = scoring.recency(now - last_seen, settings.recall.recency_half_life_days, weights.recency_cap)
+    type_weight = weights.type_weights.get(row["type"], 1.0)
+    retrieval = scoring.retrieval_score(relevance, recency, type_weight)
+    score = scoring.final_score(retrieval, row["importance"], row["confidence"], weights)
+    breakdown = {
+        "similarity": round(_similarity(candidate, weights), 4),
+        "bm25": float(-candidate.bm25) if candidate.bm25 is not None else 0.0,
+        "own": own, "neighbour": neighbour, "session": session, "graph": graph, "relevance": relevance,
+        "recency": recency, "type_weight": type_weight, "importance": float(row["importance"]),
+        "confidence": float(row["confidence"]), "score": score}
+    links = {"neighbour_id": context.get("neighbour_id", 0), "graph_from": context.get("graph_from", 0)}
+    return _Scored(candidate, score, breakdown, links | {"edge": context.get("edge_weight", 0.0)})
+
+
+def _hit(scored: _Scored, analysis: QueryAnalysis) -> RecallHit:
+    candidate = scored.candidate
+    text = _text(candidate)
+    return RecallHit(kind=candidate.kind, id=candidate.id, text=text, score=scored.score,
+                     breakdown=scored.breakdown, why=explain(scored, analysis, text))
+
+
+def _text(candidate: Candidate) -> str:
+    row = candidate.row
+    if candidate.kind == "memory":
+        return row["text"]
+    text = f"{row['speaker']}: {row['user_text']}"
+    return text + (f"\nassistant: {row['assistant_text']}" if row["assistant_text"] else "")
+
+
+def explain(scored: _Scored, analysis: QueryAnalysis, text: str) -> str:
+    """One line a user can read: which words matched, how close in meaning, what lent it context."""
+    parts, b = [], scored.breakdown
+    matched = _matched_terms(analysis, text)
+    if matched and scored.candidate.bm25 is not None:
+        parts.append("shares the words " + ", ".join(f"'{t}'" for t in matched))
+    if b["similarity"] > 0:
+        parts.append(f"close in meaning ({1.0 - (scored.candidate.distance or 0.0):.2f} cosine)")
+    if b["neighbour"] > 0 and scored.links["neighbour_id"]:
+        parts.append(f"next to matching turn #{scored.links['neighbour_id']}")
+    if b["graph"] > 0:
+        parts.append(f"linked to memory #{scored.links['graph_from']} (edge {scored.links['edge']:.2f})")
+    if b["session"] > 0 and not parts:
+        parts.append("from a conversation that matched")
+    if b["recency"] > 0.05:
+        parts.append("recent")
+    if b["importance"] > 0.5:
+        parts.append("important")
+    status = _status(scored.candidate.row)
+    if status:
+        parts.append(status)
+    return "; ".join(parts) or "weak match"
+
+
+def _matched_terms(analysis: QueryAnalysis, text: str) -> list[str]:
+    words = words_of(text)
+    return [t for t in analysis.terms if t in words or stem(t) in words]
+
+
+def _status(row: dict) -> str:
+    for column, label in (("deleted_at", "in the trash"), ("forgotten_at", "forgotten"),
+                          ("invalidated_at", "no longer holds")):
+        if row.get(column) is not None:
+            return f"from history: {label}"
+    return ""

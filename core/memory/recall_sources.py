@@ -1,0 +1,126 @@
+"""Recall's reads from the store: vector and BM25 candidates, the rows behind them, turn neighbours, edges.
+
+Read-only by design (recall runs on a read lane while the turn pipeline writes): nothing here binds an
+embedder, records an access or creates a table.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+import numpy as np
+
+from core.errors import EmbedderMismatch
+from core.store import vectors
+from core.store.db import Database
+
+FTS_TABLES = {"memory": "memories_fts", "episode": "episodes_fts"}
+# BM25 column weights: a memory's statement and triple ends, an episode's words before its speaker's name.
+BM25_WEIGHTS = {"memory": "1.0, 0.6, 0.3, 0.6", "episode": "1.0, 0.8, 0.5"}
+
+
+@dataclass
+class Candidate:
+    """One memory or episode under consideration, with what each retriever said about it."""
+
+    kind: str
+    id: int
+    distance: float | None = None  # cosine distance to the query, when known
+    bm25: float | None = None  # FTS5 bm25(): negative, lower is better
+    row: dict = field(default_factory=dict)  # the columns rescoring needs
+
+
+def check_embedder(db: Database, name: str, dimension: int) -> bool:
+    """True when the store has vectors made by this embedder; EmbedderMismatch when by another one."""
+    bound = vectors.bound_embedder(db)
+    if bound is None:
+        return False
+    if bound != (name, int(dimension)):
+        raise EmbedderMismatch(
+            f"this store's vectors were made by {bound[0]} ({bound[1]} dimensions), not {name} ({dimension}). "
+            "Switch back, or re-embed the store with `engram memory reembed`.")
+    return True
+
+
+def vector_candidates(db: Database, kind: str, query: np.ndarray, limit: int) -> dict[int, float]:
+    """id → cosine distance of the `limit` nearest rows (inactive ones included: filtered later)."""
+    return dict(vectors.knn(db, kind, query, limit))  # type: ignore[arg-type]
+
+
+def bm25_candidates(db: Database, kind: str, fts_query: str | None, limit: int) -> dict[int, float]:
+    """id → bm25 of the best `limit` full-text matches (inactive rows included: filtered later).
+
+    The FTS table is queried alone so FTS5 keeps only the top `limit` while it ranks (a join would sort all)."""
+    if not fts_query:
+        return {}
+    table = FTS_TABLES[kind]
+    rows = db.execute(f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? AND rank MATCH ? "
+                      "ORDER BY rank LIMIT ?", (fts_query, f"bm25({BM25_WEIGHTS[kind]})", int(limit))).fetchall()
+    return {int(i): float(s) for i, s in rows}
+
+
+def load_rows(db: Database, kind: str, ids: Iterable[int]) -> dict[int, dict]:
+    """The columns rescoring and the explanation need, keyed by id; unknown ids are left out."""
+    keys = sorted({int(i) for i in ids})
+    if not keys:
+        return {}
+    marks = ",".join("?" * len(keys))
+    if kind == "memory":
+        sql = ("SELECT id, statement AS text, kind AS type, confidence, importance, pinned, critical, created_at, "
+               "last_access, invalidated_at, forgotten_at, deleted_at, NULL AS session_id "
+               f"FROM memories WHERE id IN ({marks})")
+    else:
+        sql = ("SELECT id, user_text, assistant_text, speaker, 'episode' AS type, 1.0 AS confidence, "
+               "0.0 AS importance, 0 AS pinned, 0 AS critical, created_at, last_access, NULL AS invalidated_at, "
+               f"forgotten_at, deleted_at, session_id FROM episodes WHERE id IN ({marks})")
+    return {r["id"]: r for r in db.query(sql, keys)}
+
+
+def is_active(row: dict) -> bool:
+    return row["invalidated_at"] is None and row["forgotten_at"] is None and row["deleted_at"] is None
+
+
+def turn_neighbours(db: Database, ids: Sequence[int], include_history: bool) -> dict[int, list[int]]:
+    """Each episode's previous and next turn in its own session (a question and its answer sit side by side)."""
+    if not ids:
+        return {}
+    active = "1" if include_history else "n.deleted_at IS NULL AND n.forgotten_at IS NULL"
+    found: dict[int, list[int]] = {int(i): [] for i in ids}
+    marks = ",".join("?" * len(found))
+    for direction, order in (("<", "DESC"), (">", "ASC")):
+        rows = db.execute(
+            f"SELECT e.id, (SELECT n.id FROM episodes n WHERE n.session_id = e.session_id AND {active} AND "
+            f"(n.created_at, n.id) {direction} (e.created_at, e.id) ORDER BY n.created_at {order}, n.id {order} "
+            f"LIMIT 1) FROM episodes e WHERE e.id IN ({marks}) AND e.session_id IS NOT NULL", list(found))
+        for episode_id, neighbour in rows:
+            if neighbour is not None:
+                found[int(episode_id)].append(int(neighbour))
+    return found
+
+
+def in_context_turns(db: Database, session_id: int, count: int) -> set[int]:
+    """The newest `count` turns of the conversation in progress: already in the prompt, so not recalled."""
+    if count <= 0:
+        return set()
+    return {int(i) for (i,) in db.execute(
+        "SELECT id FROM episodes WHERE session_id = ? ORDER BY created_at DESC, id DESC LIMIT ?",
+        (int(session_id), int(count)))}
+
+
+def strong_edges(db: Database, seeds: Sequence[int], min_weight: float) -> list[tuple[int, int, float, str]]:
+    """(seed, neighbour, weight, kind) for every edge at least `min_weight` strong touching a seed memory."""
+    if not seeds:
+        return []
+    marks = ",".join("?" * len(seeds))
+    keys = [int(s) for s in seeds]
+    rows = db.execute(
+        f"SELECT a_id, b_id, weight, kind FROM edges WHERE weight >= ? AND a_id IN ({marks}) "
+        f"UNION ALL SELECT b_id, a_id, weight, kind FROM edges WHERE weight >= ? AND b_id IN ({marks})",
+        [float(min_weight), *keys, float(min_weight), *keys]).fetchall()
+    return [(int(s), int(n), float(w), str(k)) for s, n, w, k in rows]
+
+
+def distances_to(db: Database, kind: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+    """Exact cosine distance from the query to each given row that has a vector."""
+    found = vectors.get_vectors(db, kind, list(ids))  # type: ignore[arg-type]
+    return {i: d for i, d in vectors.rescore(query, found, len(found))} if found else {}

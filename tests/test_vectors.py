@@ -1,0 +1,79 @@
+"""The vector store: a real vec0 bit-vector prefilter with exact float rescoring, on real MiniLM embeddings."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.errors import EmbedderMismatch, InvalidInput
+from core.store import vectors
+
+SENTENCES = ["My sister lives in Lisbon", "I am allergic to peanuts", "The car needs new tyres",
+             "I play the cello on Sundays", "Our dog Rex hates thunderstorms", "I booked a flight to Tokyo"]
+
+
+@pytest.fixture
+def bound(db, embedder):
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, len(SENTENCES) + 1)), embedder.embed(SENTENCES))
+    return db
+
+
+def test_real_vec0_hamming_knn_on_sign_bits(bound, embedder):
+    query = vectors.sign_bits(embedder.embed(["which food makes me ill?"]))[0].tobytes()
+    rows = bound.execute("SELECT id, distance FROM memory_vec WHERE bits MATCH vec_bit(?) AND k = 6 "
+                         "ORDER BY distance", (query,)).fetchall()
+    assert len(rows) == len(SENTENCES) and rows[0][1] <= rows[-1][1]  # Hamming distances, every shard
+    assert vectors.knn(bound, "memory", embedder.embed(["which food makes me ill?"])[0], 1)[0][0] == 2
+
+
+def test_knn_matches_exact_cosine_and_orders_nearest_first(bound, embedder):
+    query = embedder.embed(["musical instrument practice"])[0]
+    fast = vectors.knn(bound, "memory", query, 3)
+    exact = vectors.knn(bound, "memory", query, 3, exact=True)
+    assert [i for i, _ in fast] == [i for i, _ in exact] and fast[0][0] == 4
+    assert fast[0][1] == pytest.approx(1 - float(embedder.embed(SENTENCES[3:4])[0] @ query), abs=1e-5)
+
+
+def test_prefilter_keeps_recall_against_exact_search_on_real_sentences(db, embedder):
+    from bench.synthetic import queries, sentences
+    texts = sentences(2000)
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    matrix = embedder.embed(texts)
+    vectors.upsert_vectors(db, "memory", list(range(1, len(texts) + 1)), matrix)
+    overlaps = []
+    for query in embedder.embed(queries(30)):
+        exact = {i + 1 for i in np.argsort(-(matrix @ query))[:10]}
+        overlaps.append(len(exact & {i for i, _ in vectors.knn(db, "memory", query, 10)}) / 10)
+    assert np.mean(overlaps) >= 0.98
+
+
+def test_upsert_replaces_and_delete_removes_both_copies(bound, embedder):
+    vectors.upsert_vectors(bound, "memory", [2], embedder.embed(["I love jazz piano"]))
+    assert vectors.knn(bound, "memory", embedder.embed(["jazz"])[0], 1)[0][0] == 2
+    vectors.delete_vectors(bound, "memory", [2])
+    assert vectors.get_vectors(bound, "memory", [2]) == {}
+    assert bound.scalar("SELECT count(*) FROM memory_vec WHERE id = 2") == 0
+    assert 2 not in [i for i, _ in vectors.knn(bound, "memory", embedder.embed(["peanuts"])[0], 6)]
+
+
+def test_bad_vectors_and_dimensions_are_refused(db, bound):
+    with pytest.raises(EmbedderMismatch):
+        vectors.upsert_vectors(bound, "memory", [1], np.ones(16, dtype=np.float32))
+    with pytest.raises(InvalidInput):
+        vectors.upsert_vectors(bound, "memory", [1, 2], np.ones(383, dtype=np.float32))
+    with pytest.raises(InvalidInput):
+        vectors.upsert_vectors(bound, "memory", [1], np.full(384, np.nan, dtype=np.float32))
+    with pytest.raises(InvalidInput):
+        vectors.knn(bound, "facts", np.ones(384, dtype=np.float32), 1)
+
+
+def test_a_store_bound_before_the_bit_layout_still_searches_its_float_vectors(db, embedder):
+    with db.transaction():  # the layout of stores made before the prefilter: one float vec0 table each
+        db.execute("INSERT INTO meta(key, value) VALUES ('embedder_name', ?), ('embedder_dimension', ?)",
+                   (embedder.name, str(embedder.dimension)))
+        for table in ("memory_vec", "episode_vec"):
+            db.execute(f"CREATE VIRTUAL TABLE {table} USING vec0(id INTEGER PRIMARY KEY, "
+                       f"embedding float[{embedder.dimension}] distance_metric=cosine)")
+    vectors.upsert_vectors(db, "memory", [1, 2], embedder.embed(SENTENCES[:2]))
+    assert vectors.knn(db, "memory", embedder.embed(["peanut butter"])[0], 1)[0][0] == 2
+    assert set(vectors.get_vectors(db, "memory", [1, 2])) == {1, 2}
