@@ -8,7 +8,7 @@ One pass has three phases, each done in small batches so the idle-time job can s
    summary memory (kind 'summary') linked to its episodes (memory_sources and episodes.summary_id). The
    summary is the model's one or two sentences (core.prompts.consolidate, structured output) followed by
    the statements of the facts drawn from those episodes, so no fact depends on the model's wording;
-   without a model (or when it fails) it is core.memory.forget.summary_text.
+   without a model (or when it fails) it is core.memory.compaction.summary_text.
 2. similarity: each memory added since the previous pass (within the window, at most MAX_NEW_MEMORIES per
    pass; a bulk import is linked over several nights) gets 'similarity' edges to its
    similarity_neighbours nearest active memories whose cosine is at least similarity_edge_threshold.
@@ -28,7 +28,7 @@ import numpy as np
 from core.config import Settings
 from core.errors import EngramError
 from core.jobs import Step
-from core.memory import forget
+from core.memory import compaction
 from core.memory.importance import update_importance
 from core.memory.index import index_memories
 from core.prompts import consolidate as prompt
@@ -36,13 +36,13 @@ from core.prompts.reflect import worst_case_chars
 from core.protocols import Embedder, StructuredModel
 from core.store import edges, vectors
 from core.store.db import Database
-from core.store.memories import add_memory
 
 SECONDS_PER_DAY = 86400.0
 MIN_EPISODE_AGE = 3600.0  # a conversation still going on is not summarised yet
 MEMORY_CURSOR_KEY = "consolidation_memory_cursor"
 MAX_NEW_MEMORIES = 5000  # similarity work per pass is bounded (new x all vectors)
 PHASES = ("episodes", "similarity", "importance")
+VECTOR_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -135,19 +135,12 @@ class Consolidator:
 
     def _summarise(self, episodes: Sequence[dict]) -> tuple[int, int]:
         ids = [int(e["id"]) for e in episodes]
-        facts = forget.facts_of(self.db, ids)
-        text = self._model_summary(episodes)
-        if text:
-            addition = " Facts: " + " ".join(f["statement"].rstrip(".") + "." for f in facts) if facts else ""
-            text = (text.strip() + addition)[:forget.SUMMARY_MAX_CHARS]
-        else:
-            text = forget.summary_text(episodes, [f["statement"] for f in facts])
-        summary_id = add_memory(self.db, text, kind="summary", source_episode_ids=ids,
-                                reason=f"consolidation of {len(ids)} related conversation turn(s)")
+        model_text = self._model_summary(episodes)
+        text = compaction.with_facts(model_text, compaction.facts_of(self.db, ids)) if model_text else None
+        summary_id = compaction.write_summary(self.db, episodes, self.db.now(), text=text,
+                                              reason=f"consolidation of {len(ids)} related conversation turn(s)")
         marks = ",".join("?" * len(ids))
         self.db.execute(f"UPDATE episodes SET summary_id = ? WHERE id IN ({marks})", [summary_id, *ids])
-        for fact in facts:
-            edges.set_edge(self.db, summary_id, int(fact["id"]), "summary", 0.5)
         return summary_id, len(ids)
 
     def _model_summary(self, episodes: Sequence[dict]) -> str:
@@ -208,8 +201,8 @@ class Consolidator:
             ids = np.array([r[0] for r in self.db.execute("SELECT id FROM active_memories ORDER BY id")],
                            dtype=np.int64)
             found: dict[int, np.ndarray] = {}
-            for start in range(0, len(ids), forget.VECTOR_CHUNK):
-                chunk = ids[start:start + forget.VECTOR_CHUNK]
+            for start in range(0, len(ids), VECTOR_CHUNK):
+                chunk = ids[start:start + VECTOR_CHUNK]
                 found.update(vectors.get_vectors(self.db, "memory", [int(i) for i in chunk]))
             ids = np.array([i for i in ids if int(i) in found], dtype=np.int64)
             matrix = np.stack([found[int(i)] for i in ids]) if len(ids) else np.zeros((0, 1), dtype=np.float32)

@@ -5,8 +5,8 @@ Retention of an item (a memory or an episode) is a probability (`retention_proba
     P = 1 / (1 + exp(−(α·recency + β·relevance + γ·importance + bias)))
 
 - recency = 2^(−days since last use / recency_half_life_days), last use = last access or creation;
-- relevance = cosine (clipped at 0) between the item's vector and the centroid of the newest
-  `context_episodes` episodes: what the user talks about lately;
+- relevance = how much closer than the median item the item's vector is to the centroid of the newest
+  `context_episodes` episodes (what the user talks about lately), in [0, 1];
 - importance = core.memory.importance: PageRank share + log(1 + access count) + evidence for a hypothesis
   + protection + freshness (for a memory, the larger of its stored importance and today's base score).
 
@@ -23,7 +23,7 @@ summary that holds forgotten episodes. The API (helper D2's timeline panel and t
 - `forgetting_pass(db, settings, embedder=None)` → PassResult: below-threshold facts are archived
   (forgotten_at set, a 'forget' history row); below-threshold episodes are compacted, grouped by session,
   into one summary memory each (kind 'summary', linked to its episodes) that keeps the statements of the
-  facts drawn from them and a short excerpt of what the user said. Every forgetting writes a
+  facts drawn from them and a short excerpt of what the user said (core.memory.compaction). Every forgetting writes a
   forgetting_events row with its retention and reason.
 - `undo(db, event_id)`: restores the item (until it is purged); the undo counts as a use, so the next pass
   does not take it straight back.
@@ -35,24 +35,23 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
+from core.memory import compaction
 from core.memory import importance as imp
 from core.memory.index import index_memories
 from core.protocols import Embedder
-from core.store import edges, history, vectors
+from core.store import history, vectors
 from core.store.db import Database
-from core.store.memories import add_memory, get_memory, snapshot
+from core.store.memories import get_memory, snapshot
 
 SECONDS_PER_DAY = 86400.0
 STRENGTH_SCALE = {"gentle": 0.5, "normal": 1.0, "strong": 1.5}  # multiplies the threshold
 VECTOR_CHUNK = 5000
-SUMMARY_MAX_CHARS = 4000
-EXCERPT_CHARS = 160
 
 
 @dataclass(frozen=True)
@@ -149,8 +148,20 @@ def context_centroid(db: Database, settings: Settings) -> np.ndarray | None:
 
 
 def relevance_to(db: Database, table: str, ids: np.ndarray, centroid: np.ndarray | None) -> np.ndarray:
-    """Cosine (≥ 0) of each item's vector with the context centroid; 0 for an item without a vector."""
-    out = np.zeros(len(ids))
+    """How much closer than usual each item is to the recent context: cosine to the centroid rescaled so the
+    median item scores 0 and an identical one 1 (turns share a template, so raw cosines are all high)."""
+    cosine = _cosines(db, table, ids, centroid)
+    known = cosine[~np.isnan(cosine)]
+    if known.size == 0:
+        return np.zeros(len(ids))
+    baseline = float(np.median(known))
+    scaled = (np.nan_to_num(cosine, nan=baseline) - baseline) / max(1.0 - baseline, 1e-6)
+    return np.clip(scaled, 0.0, 1.0)
+
+
+def _cosines(db: Database, table: str, ids: np.ndarray, centroid: np.ndarray | None) -> np.ndarray:
+    """Cosine of each item's vector with the centroid; NaN for an item without a vector."""
+    out = np.full(len(ids), np.nan)
     if centroid is None or len(ids) == 0:
         return out
     position = {int(i): n for n, i in enumerate(ids)}
@@ -160,7 +171,7 @@ def relevance_to(db: Database, table: str, ids: np.ndarray, centroid: np.ndarray
             continue
         matrix = np.stack(list(found.values()))
         cosine = matrix @ centroid / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
-        out[[position[i] for i in found]] = np.clip(cosine, 0.0, 1.0)
+        out[[position[i] for i in found]] = cosine
     return out
 
 
@@ -262,21 +273,17 @@ def archive_memory(db: Database, scored: Scored, reason: str, now: float) -> int
 
 
 def compact_episodes(db: Database, doomed: Sequence[Scored], limit: float, now: float) -> tuple[list[int], list[int]]:
-    """Group forgettable episodes by session; each group shares one summary that keeps its facts."""
+    """Each session's forgettable turns share one summary that keeps their facts (an existing
+    consolidation summary is reused); every turn gets its forgetting event."""
     by_id = {s.item_id: s for s in doomed}
-    groups: dict[object, list[dict]] = {}
-    for row in _rows(db, "SELECT id, session_id, user_text, created_at, summary_id FROM episodes "
-                      "WHERE id IN ({ids})", list(by_id)):
-        day = f"day-{int(row['created_at'] // SECONDS_PER_DAY)}"
-        key = row["session_id"] if row["session_id"] is not None else day
-        groups.setdefault(key, []).append(row)
     summaries, events = [], []
-    for rows in groups.values():
-        rows.sort(key=lambda r: (r["created_at"], r["id"]))
+    for rows in compaction.episode_groups(db, list(by_id)):
         fresh = [r for r in rows if r["summary_id"] is None]
-        new_summary = write_summary(db, fresh, now) if fresh else None
+        new_summary = compaction.write_summary(db, fresh, now) if fresh else None
         if new_summary is not None:
             summaries.append(new_summary)
+        for existing in {r["summary_id"] for r in rows if r["summary_id"] is not None}:
+            compaction.unarchive_summary(db, existing, now)
         for row in rows:
             summary_id = row["summary_id"] if row["summary_id"] is not None else new_summary
             db.execute("UPDATE episodes SET forgotten_at = ?, summary_id = ? WHERE id = ?",
@@ -285,48 +292,6 @@ def compact_episodes(db: Database, doomed: Sequence[Scored], limit: float, now: 
             events.append(_log(db, "episode", row["id"], "compact", scored.retention, scored.reason(limit),
                                summary_id, now))
     return summaries, events
-
-
-def write_summary(db: Database, episodes: Sequence[dict], now: float) -> int:
-    """A summary memory for these episodes: the facts drawn from them first, then what the user said."""
-    ids = [int(r["id"]) for r in episodes]
-    facts = facts_of(db, ids)
-    statement = summary_text(episodes, [f["statement"] for f in facts])
-    summary_id = add_memory(db, statement, kind="summary", source_episode_ids=ids, created_at=now,
-                            reason=f"forgetting compacted {len(ids)} conversation turn(s)")
-    for fact in facts:
-        if int(fact["id"]) != summary_id:
-            edges.set_edge(db, summary_id, int(fact["id"]), "summary", 0.5, at=now)
-    return summary_id
-
-
-def facts_of(db: Database, episode_ids: Sequence[int]) -> list[dict]:
-    """The live facts (id, statement) drawn from these episodes, oldest first."""
-    rows = _rows(db, "SELECT DISTINCT m.id, m.statement FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
-                     "WHERE m.deleted_at IS NULL AND m.invalidated_at IS NULL AND m.kind != 'summary' "
-                     "AND s.episode_id IN ({ids}) ORDER BY m.id", episode_ids)
-    return sorted({int(r["id"]): r for r in rows}.values(), key=lambda r: int(r["id"]))
-
-
-def summary_text(episodes: Sequence[dict], facts: Sequence[str]) -> str:
-    """Deterministic compaction: every fact kept verbatim, then short excerpts, within SUMMARY_MAX_CHARS."""
-    day = _time.strftime("%Y-%m-%d", _time.gmtime(min(r["created_at"] for r in episodes)))
-    parts = [f"Summary of {len(episodes)} conversation turn(s) from {day}."]
-    if facts:
-        parts.append("Facts: " + " ".join(f.rstrip(".") + "." for f in facts))
-    excerpts = [_excerpt(r["user_text"]) for r in episodes]
-    text = " ".join(parts)
-    for excerpt in excerpts:
-        addition = f' The user said: "{excerpt}"'
-        if len(text) + len(addition) > SUMMARY_MAX_CHARS:
-            break
-        text += addition
-    return text
-
-
-def _excerpt(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[:EXCERPT_CHARS - 1].rstrip() + "…"
 
 
 # -- log and undo ------------------------------------------------------------------------------------------
@@ -377,16 +342,6 @@ def _event(row: dict) -> ForgettingEvent:
     return ForgettingEvent(id=row["id"], item_type=row["item_type"], item_id=row["item_id"], action=row["action"],
                            retention=row["retention"], reason=row["reason"], summary_id=row["summary_id"],
                            at=row["at"], restored_at=row["restored_at"])
-
-
-def _rows(db: Database, sql: str, ids: Iterable[int]) -> list[dict]:
-    """Run `sql`, whose '{ids}' stands for a list of ids, in chunks (SQLite caps the parameters)."""
-    ids = [int(i) for i in ids]
-    out: list[dict] = []
-    for start in range(0, len(ids), 900):
-        chunk = ids[start:start + 900]
-        out.extend(db.query(sql.format(ids=",".join("?" * len(chunk))), chunk))
-    return out
 
 
 def _int(value: object) -> int:
