@@ -1,0 +1,201 @@
+"""Memory overhead of one chat turn, and one idle-time pass: `python -m bench.turn [--n 10000,100000] [--json]`.
+
+For each N, a fresh store of N synthetic memories (real MiniLM vectors, cached like bench/recall.py), spread
+over the past year, with critical facts, Hebbian edges and 2,000 earlier conversation turns. Then, per turn,
+through core.assistant.Assistant with a scripted chat model (the model's own generation is not timed):
+
+  overhead = prepare (recall + critical facts + context assembly)
+           + finish (episode row, reply attribution, access counts, co-activation)
+           + graph update (Hebbian reinforcement of the reply's memories, as after a useful rating)
+
+Reported next to it, measured in the same run: the query's embedding (paid inside recall; the turn's query
+vectors are cached first so the overhead measures the store's work, as bench/recall.py does), the episode's
+embedding written after the reply (learn), recall alone on the same query (most of prepare), and a baseline:
+a bare vector KNN of the same queries.
+At the largest N it also times one consolidation pass and one forgetting pass over the whole store
+(helper B2's core.memory.consolidate.consolidation_pass and core.memory.forget.forgetting_pass).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.recall import _embeddings, _percentiles, machine  # noqa: E402
+from bench.synthetic import queries, sentences  # noqa: E402
+from core.assistant import Assistant  # noqa: E402
+from core.config import Settings  # noqa: E402
+from core.memory import hebbian  # noqa: E402
+from core.memory.index import index_episodes  # noqa: E402
+from core.memory.recall import recall  # noqa: E402
+from core.store import vectors  # noqa: E402
+from core.store.db import open_db  # noqa: E402
+from core.store.memories import add_memory  # noqa: E402
+from core.store.sessions import create_session  # noqa: E402
+from tests.fakes import ScriptedChatModel  # noqa: E402
+
+DAY = 86400.0
+EPISODES = 2000
+EDGES_PER_MEMORY = 0.5
+CRITICAL = ("The user is allergic to penicillin.", "The user takes metformin every morning.",
+            "The user has asthma.", "The user must never eat shellfish.")
+REPLY = "Here is a short answer about that, with one or two details you told me before."
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", default="10000,100000", help="comma-separated store sizes")
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "engram-bench-cache")
+    parser.add_argument("--no-passes", action="store_true", help="skip the consolidation and forgetting passes")
+    parser.add_argument("--json", action="store_true", help="print only the JSON result")
+    args = parser.parse_args(argv)
+    log = (lambda *_: None) if args.json else _log
+    sizes = [int(s) for s in args.n.split(",") if s.strip()]
+    result = run(sizes, args.turns, args.cache, passes=not args.no_passes, log=log)
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, log=print) -> dict:
+    from models.embeddings import load_embedder
+    embedder = load_embedder()
+    result = {"bench": "turn", "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+              "turns": turns, "target_p95_ms_at_100k": 25.0, "sizes": {}}
+    for n in sizes:
+        with tempfile.TemporaryDirectory() as folder:
+            db = open_db(Path(folder) / "bench.db")
+            _build(db, embedder, n, cache, log)
+            result["sizes"][str(n)] = _time_turns(db, embedder, turns, log)
+            if passes and n == max(sizes):
+                result["idle_pass_at_n"] = n
+                result["idle_pass"] = _time_passes(db, embedder, log)
+            db.close()
+    return result
+
+
+def _build(db, embedder, n: int, cache: Path, log) -> None:
+    """n memories spread over a year, critical facts, Hebbian edges and earlier turns with vectors."""
+    texts = sentences(n)
+    matrix, _ = _embeddings(embedder, texts, cache, log)
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    now = db.now()
+    rng = random.Random(5)
+    started = time.perf_counter()
+    for start in range(0, n, 2000):
+        with db.transaction():
+            ids = [add_memory(db, text, created_at=now - rng.uniform(0, 365) * DAY)
+                   for text in texts[start:start + 2000]]
+            vectors.upsert_vectors(db, "memory", ids, matrix[start:start + 2000])
+    critical = [add_memory(db, text, subject="user", relation=rel, critical=True)
+                for text, rel in zip(CRITICAL, ("allergy", "medication", "condition", "hard_constraint"))]
+    vectors.upsert_vectors(db, "memory", critical, embedder.embed(list(CRITICAL)))
+    _edges(db, n, rng)
+    _episodes(db, texts, matrix, now, rng)
+    log(f"built {n} memories in {time.perf_counter() - started:.1f} s")
+
+
+def _edges(db, n: int, rng: random.Random) -> None:
+    pairs = {tuple(sorted(rng.sample(range(1, n + 1), 2))) for _ in range(int(n * EDGES_PER_MEMORY))}
+    with db.transaction():
+        db.conn.executemany("INSERT OR IGNORE INTO edges(a_id, b_id, kind, weight, last_coactivated, created_at) "
+                            "VALUES (?, ?, 'hebbian', ?, NULL, ?)",
+                            [(a, b, rng.uniform(0.1, 0.9), db.now()) for a, b in pairs])
+
+
+def _episodes(db, texts: list[str], matrix: np.ndarray, now: float, rng: random.Random) -> None:
+    session = create_session(db, "earlier")
+    with db.transaction():
+        ids = []
+        for i in range(min(EPISODES, len(texts))):
+            db.execute("INSERT INTO episodes(session_id, user_text, assistant_text, created_at) VALUES (?,?,?,?)",
+                       (session, texts[i], "Noted.", now - rng.uniform(0, 60) * DAY))
+            ids.append(db.conn.last_insert_rowid())
+        vectors.upsert_vectors(db, "episode", ids, matrix[:len(ids)])
+
+
+def _time_turns(db, embedder, turns: int, log) -> dict:
+    settings = Settings()
+    assistant = Assistant(db, embedder, ScriptedChatModel([REPLY]), None, settings)
+    asked = queries(turns + 1, seed=23)
+    asked[::10] = [f"Which antibiotic can I take for my cough, question {i}?" for i in range(len(asked[::10]))]
+    started = time.perf_counter()
+    query_vectors = embedder.embed(asked)
+    embed_query_ms = (time.perf_counter() - started) * 1000 / len(asked)
+    for text, vector in zip(asked, query_vectors):  # the query's embedding is reported on its own
+        embedder._cache[text] = vector  # noqa: SLF001 - the cache a repeated query hits
+    session = create_session(db, "bench")
+    rows = {"overhead": [], "prepare": [], "finish": [], "graph": [], "episode_embed": [], "knn_baseline": [],
+            "recall_alone": []}
+    for i, text in enumerate(asked):
+        timing = _one_turn(db, embedder, assistant, session, text, query_vectors[i])
+        if i == 0:
+            continue  # warm-up
+        for key, value in timing.items():
+            rows[key].append(value)
+    log(f"turn overhead p95 {np.percentile(rows['overhead'], 95):.1f} ms")
+    used = db.scalar("SELECT avg(c) FROM (SELECT count(*) c FROM reply_memories GROUP BY episode_id)")
+    return {"overhead_ms": _percentiles(rows["overhead"]), "prepare_ms": _percentiles(rows["prepare"]),
+            "finish_ms": _percentiles(rows["finish"]), "graph_update_ms": _percentiles(rows["graph"]),
+            "recall_alone_ms": _percentiles(rows["recall_alone"]), "embed_query_ms": round(embed_query_ms, 2), "episode_embed_after_reply_ms":
+            _percentiles(rows["episode_embed"]), "vector_knn_baseline_ms": _percentiles(rows["knn_baseline"]),
+            "memories_per_reply": round(float(used or 0), 2)}
+
+
+def _one_turn(db, embedder, assistant: Assistant, session: int, text: str, vector: np.ndarray) -> dict:
+    t0 = time.perf_counter()
+    prepared = assistant.prepare(session, text)
+    t1 = time.perf_counter()
+    reply = "".join(chunk.text for chunk in assistant.stream(prepared))
+    t2 = time.perf_counter()
+    record = assistant.finish(prepared, reply, "stop")
+    t3 = time.perf_counter()
+    hebbian.reinforce(db, record.used, assistant.settings.hebbian)
+    t4 = time.perf_counter()
+    index_episodes(db, embedder, [record.episode_id])
+    t5 = time.perf_counter()
+    vectors.knn(db, "memory", vector, assistant.settings.recall.k)
+    t6 = time.perf_counter()
+    recall(db, embedder, text, k=assistant.settings.recall.k, settings=assistant.settings, session_id=session)
+    t7 = time.perf_counter()
+    ms = 1000.0
+    return {"overhead": ((t1 - t0) + (t4 - t2)) * ms, "prepare": (t1 - t0) * ms, "finish": (t3 - t2) * ms,
+            "graph": (t4 - t3) * ms, "episode_embed": (t5 - t4) * ms, "knn_baseline": (t6 - t5) * ms,
+            "recall_alone": (t7 - t6) * ms}
+
+
+def _time_passes(db, embedder, log) -> dict:
+    from core.memory.consolidate import consolidation_pass
+    from core.memory.forget import forgetting_pass
+    settings = Settings()
+    started = time.perf_counter()
+    consolidated = consolidation_pass(db, settings, embedder)
+    consolidation_s = time.perf_counter() - started
+    log(f"consolidation {consolidation_s:.1f} s")
+    started = time.perf_counter()
+    forgot = forgetting_pass(db, settings, embedder=embedder)
+    forgetting_s = time.perf_counter() - started
+    log(f"forgetting {forgetting_s:.1f} s")
+    return {"consolidation_s": round(consolidation_s, 2), "forgetting_s": round(forgetting_s, 2),
+            "total_s": round(consolidation_s + forgetting_s, 2), "target_total_s": 60.0,
+            "summaries": consolidated.summaries, "similarity_edges": consolidated.similarity_edges,
+            "made_permanent": consolidated.made_permanent, "scored": forgot.scored,
+            "archived": len(forgot.archived), "compacted_episodes": len(forgot.compacted)}
+
+
+def _log(*parts) -> None:
+    print(*parts, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
