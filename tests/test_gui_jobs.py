@@ -116,6 +116,56 @@ def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, 
     assert panel.jobs.item(0, 2).data(BAR_ROLE) == 1.0
 
 
+def _away(db, activity, gate):
+    """The user has been away for hours, on power, at noon (outside the fine-tune's quiet hours)."""
+    import time
+    noon = time.struct_time((2026, 6, 1, 12, 0, 0, 0, 152, 0))
+    return Environment(clock=db.clock, idle_seconds=lambda: 1e9, on_ac_power=lambda: True,
+                       localtime=lambda _t: noon, model_gate=gate)
+
+
+def test_background_loop_learns_while_the_user_is_away(qtbot, window, embedder):
+    import time
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.background_jobs import BackgroundJobs
+    from core.memory import forget
+    from core.store.db import open_db
+    services = window.services
+    services._embedder = embedder
+    old = open_db(services.db_path, clock=lambda: time.time() - 300 * 86400)
+    stale = add_memory(old, "User once asked about a parking app", importance=0.0)
+    old.close()
+    window.background = BackgroundJobs(services, poll_seconds=0.1, environment=_away).start(QApplication.instance())
+    qtbot.waitUntil(lambda: store.last_finished(services.db, "forgetting") is not None, timeout=60000)
+    assert [e.item_id for e in forget.list_events(services.db)] == [stale]
+    finetune = store.list_jobs(services.db, kind="finetune")
+    assert finetune and finetune[0].state == "queued"  # planned, but it waits for the quiet hours
+    panel = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: panel.snapshot is not None and panel.snapshot.conditions is not None, timeout=10000)
+    assert panel.conditions.text().startswith("You have been away")
+    assert "waiting: outside quiet hours" in [panel.jobs.item(r, 4).text() for r in range(panel.jobs.rowCount())
+                                              if panel.jobs.item(r, 0).text().endswith("finetune")][0]
+    window.background.stop()
+    assert not window.background.running and window.background.error is None
+
+
+def test_input_in_the_app_counts_as_activity(qtbot, window):
+    import time
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.background_jobs import BackgroundJobs
+    background = BackgroundJobs(window.services, poll_seconds=0.1)
+    window.background = background.start(QApplication.instance())
+    time.sleep(0.3)
+    assert background.activity.idle_seconds() >= 0.3
+    qtbot.mouseClick(window.sidebar.viewport(), Qt.LeftButton)
+    assert background.activity.idle_seconds() < 0.2
+    window.close()  # the window's close stops the loop before the store closes
+    assert not background.running
+
+
 @pytest.mark.slow
 def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, tiny_model_dir):
     from models.finetune import FineTuner, TrainConfig

@@ -1,25 +1,26 @@
 """Jobs and fine-tune: the scheduler's conditions, the queue with progress and ETA, the live loss curve of a
 fine-tune, and the adapter versions with their gate scores (activate, roll back).
 
-The panel polls the store on the database lane while it is visible; jobs the user starts run on JobHost's
-own thread. Pause and cancel are requests in the store, honoured by the job at its next checkpoint.
+The panel polls the store on the database lane while it is visible. A job the user starts is picked up by
+the app's background scheduler (app/ui/background_jobs.py) when it runs, else by JobHost's own thread. Pause and cancel are requests in the store, honoured by the job at its next checkpoint.
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Optional, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
                                QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from app.ui.jobs_state import (JobHost, JobRow, JobsSnapshot, LossHistory, SchedulerFactory, default_scheduler,
-                                read_jobs)
+from app.ui.jobs_state import JobHost, JobRow, JobsSnapshot, LossHistory, SchedulerFactory, read_jobs
 from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, accent, duration, empty_state, themed_plot, when
 from core.finetune import adapters as versions
 from core.jobs import FINETUNE
 from core.store import jobs as store
 
 POLL_MS = 1000
+CONDITIONS_EVERY = 5.0  # seconds between reads of idle time and power (a subprocess on the Mac)
 POLL_RUNNING_MS = 300  # faster while a job runs, so progress and the loss curve move smoothly
 JOB_COLUMNS = ("Job", "State", "Progress", "ETA", "Status", "Started")
 ADAPTER_COLUMNS = ("Version", "Status", "Probe loss", "General ppl", "Created", "Notes")
@@ -52,13 +53,16 @@ class JobsPanel(QWidget):
     refreshed = Signal()  # after each poll, for tests
     job_finished = Signal(object)  # the final Job row of a job started here
 
-    def __init__(self, context: Any, *, scheduler_factory: SchedulerFactory = default_scheduler) -> None:
+    def __init__(self, context: Any, *, scheduler_factory: SchedulerFactory | None = None) -> None:
         super().__init__()
         self.context = context
         self.services = context.services
         self.runner = context.runner
-        self.scheduler_factory = scheduler_factory
-        self.host = JobHost(self.services, scheduler_factory)
+        self.background = getattr(context.window, "background", None)  # the app's idle-time loop, if running
+        self.scheduler_factory = scheduler_factory or self._shared_scheduler
+        self.host = JobHost(self.services, self.scheduler_factory)
+        self._watching: set[int] = set()  # jobs started here, until they finish
+        self._conditions_at = -CONDITIONS_EVERY
         self.snapshot: Optional[JobsSnapshot] = None
         self.losses = LossHistory()
         self._scheduler: Any = None
@@ -192,15 +196,24 @@ class JobsPanel(QWidget):
         self._busy = True
         self.runner.submit("db", self._read, on_done=self._show, on_error=self._failed)
 
+    def _shared_scheduler(self, services: Any, db: Any) -> Any:
+        """The real scheduler, seeing the same user activity and chat state as the background loop."""
+        options = self.background.scheduler_options(db) if self.background is not None else {}
+        return services.scheduler(db=db, **options)
+
     def _read(self) -> JobsSnapshot:
         if self._scheduler is None:  # built on the lane: building it may probe the machine
             self._scheduler = self.scheduler_factory(self.services, self.services.db)
-        return read_jobs(self._scheduler)
+        fresh = time.monotonic() - self._conditions_at >= CONDITIONS_EVERY
+        if fresh:
+            self._conditions_at = time.monotonic()
+        return read_jobs(self._scheduler, with_conditions=fresh)
 
     def _show(self, snapshot: JobsSnapshot) -> None:
         self._busy = False
         self.snapshot = snapshot
-        self.conditions.setText(snapshot.conditions.summary())
+        if snapshot.conditions is not None:
+            self.conditions.setText(self._conditions_text(snapshot))
         if [self.kind.itemText(i) for i in range(self.kind.count())] != snapshot.kinds:
             self.kind.clear()
             self.kind.addItems(snapshot.kinds)
@@ -208,9 +221,25 @@ class JobsPanel(QWidget):
         self._fill_adapters(snapshot.adapters)
         self._draw_loss(snapshot.jobs)
         self._update_buttons()
+        self._announce_finished(snapshot.jobs)
         running = any(r.job.state == "running" for r in snapshot.jobs)
         self.timer.setInterval(POLL_RUNNING_MS if running else POLL_MS)
         self.refreshed.emit()
+
+    def _conditions_text(self, snapshot: JobsSnapshot) -> str:
+        text = snapshot.conditions.summary()
+        if self.background is not None and self.background.error:
+            text += f" · idle-time work stopped: {self.background.error}"
+        elif self.background is not None and not self.background.running:
+            text += " · idle-time work is off"
+        return text
+
+    def _announce_finished(self, rows: Sequence[JobRow]) -> None:
+        for row in rows:
+            if row.job.id in self._watching and row.job.state in ("done", "failed", "cancelled", "paused"):
+                self._watching.discard(row.job.id)
+                self.message.setText(f"job #{row.job.id} {row.job.state}")
+                self.job_finished.emit(row.job)
 
     def _fill_jobs(self, rows: Sequence[JobRow]) -> None:
         keep = self.selected_job_id()
@@ -289,7 +318,7 @@ class JobsPanel(QWidget):
 
     # --- actions ----------------------------------------------------------------------------------------
     def run_now(self, kind: str) -> None:
-        """Queue a job of this kind as run-now and start it on the jobs thread."""
+        """Queue a job of this kind as run-now and start it."""
         if not kind:
             return
         self._write(lambda db: store.enqueue(db, kind, run_now=True), f"{kind} started", then=self._start)
@@ -316,12 +345,15 @@ class JobsPanel(QWidget):
             self._write(lambda db: store.request(db, job.id, action), f"job #{job.id}: {action} asked")
 
     def _start(self, job: Any) -> None:
-        self.host.run(job.id, on_finished=lambda final: self.runner.post(self._finished, final))
+        self._watching.add(job.id)
+        if self.background is not None and self.background.running:
+            return  # the background loop runs run-now jobs first; the next polls show it
+        self.host.run(job.id, on_finished=lambda final: self.runner.post(self._finished, job.id, final))
 
-    def _finished(self, final: Any) -> None:
-        self.message.setText(f"job #{final.id} {final.state}" if final else "the job could not start")
+    def _finished(self, job_id: int, final: Any) -> None:
+        if final is None:  # another runner (the background loop, a CLI) took it: the polls follow it there
+            self.message.setText(f"job #{job_id} is running elsewhere")
         self.refresh()
-        self.job_finished.emit(final)
 
     def on_activate(self) -> None:
         adapter_id = self.selected_adapter_id()

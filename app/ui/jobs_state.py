@@ -56,21 +56,22 @@ class JobRow:
 
 @dataclass(frozen=True)
 class JobsSnapshot:
-    conditions: Conditions
+    conditions: Optional[Conditions]  # None when not read this time (they are read every few seconds)
     jobs: list[JobRow]
     adapters: list[versions.Adapter]
     kinds: list[str]
     taken_at: float = field(default_factory=time.time)
 
 
-def read_jobs(scheduler: Scheduler) -> JobsSnapshot:
+def read_jobs(scheduler: Scheduler, *, with_conditions: bool = True) -> JobsSnapshot:
     """Everything the panel draws, in one read (database lane)."""
     db, now = scheduler.db, scheduler.env.clock()
     open_jobs = store.list_jobs(db, states=store.OPEN_STATES, limit=200)
     finished = store.list_jobs(db, states=store.FINISHED_STATES, limit=RECENT_FINISHED)
     rows = [JobRow(job, scheduler.waiting_reason(job) if job.state == "queued" else None, eta(job, now))
             for job in open_jobs + finished]
-    return JobsSnapshot(conditions(scheduler, now), rows, versions.list_adapters(db), sorted(scheduler.specs))
+    return JobsSnapshot(conditions(scheduler, now) if with_conditions else None, rows,
+                        versions.list_adapters(db), sorted(scheduler.specs))
 
 
 def conditions(scheduler: Scheduler, now: float) -> Conditions:
@@ -125,15 +126,10 @@ class LossHistory:
 SchedulerFactory = Callable[[Any, Any], Scheduler]  # (services, db) -> a Scheduler working on that connection
 
 
-def default_scheduler(services: Any, db: Any) -> Scheduler:
-    """The real scheduler (app/scheduling.py through Services.scheduler) on the given connection."""
-    return services.scheduler(db=db)
-
-
 class JobHost:
     """Runs the jobs the user starts from the panel, one at a time, on a thread with its own store connection."""
 
-    def __init__(self, services: Any, scheduler_factory: SchedulerFactory = default_scheduler) -> None:
+    def __init__(self, services: Any, scheduler_factory: SchedulerFactory) -> None:
         self.services = services
         self.scheduler_factory = scheduler_factory
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-jobs")

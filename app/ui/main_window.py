@@ -50,6 +50,7 @@ def available_panels() -> list[PanelSpec]:
 
 class MainWindow(QMainWindow):
     memories_changed = Signal()  # a turn or an edit changed the store: panels that show memories redraw
+    background: Any = None  # app/ui/background_jobs.BackgroundJobs, started by launch()
 
     def __init__(self, services: Any, runner: TaskRunner | None = None) -> None:
         super().__init__()
@@ -143,6 +144,8 @@ class MainWindow(QMainWindow):
         self.status.setText(text)
 
     def closeEvent(self, event: Any) -> None:
+        if self.background is not None:
+            self.background.stop()  # its running job checkpoints before the store and the models close
         for panel in self.panels.values():
             if hasattr(panel, "shutdown"):
                 panel.shutdown()
@@ -160,6 +163,8 @@ def launch(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Engram")
     services = Services.from_data_dir()
     window = MainWindow(services)
+    from app.ui.background_jobs import BackgroundJobs
+    window.background = BackgroundJobs(services).start(app)  # idle-time learning while the app is open
     if not services.settings.chat_model:
         window.show_panel("models")  # first start: offer the model recommended for this Mac
     window.show()
