@@ -49,7 +49,7 @@ from core.store.episodes import add_episode, get_episode, list_episodes
 from core.store.memories import get_memories
 from core.store.sessions import get_session, touch_session
 from core.store.text import clean_text
-from core.types import EpisodeId, MemoryId, SessionId
+from core.types import Episode, EpisodeId, MemoryId, SessionId
 
 DIALS = {"off": 0.0, "light": 0.5, "normal": 1.0, "eager": 2.0}  # × Settings.recall.k
 RATINGS = (1, -1, None)
@@ -142,9 +142,11 @@ class Assistant:
         now = self.clock()
         k = round(self.settings.recall.k * DIALS[dial])
         reading = k > 0 and not incognito
+        recent = self._session_episodes(session_id)
         critical, intents = self._critical(user_text, excluded) if reading else ([], [])
-        recalled = self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical}) if reading else []
-        history = self._history(session_id) if session_id is not None else []
+        recalled = (self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical},
+                                   {e.id for e in recent}) if reading else [])
+        history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
         instructions = self._instructions(session) if reading else ""
         parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
                              instructions=instructions, profile=self._profile(instructions) if reading else (),
@@ -164,10 +166,10 @@ class Assistant:
         return items, [i.name for i in intents]
 
     def _recalled(self, user_text: str, k: int, now: float, exclude: tuple[MemoryId, ...], session_id: int | None,
-                  already: set[int]) -> list[ContextItem]:
+                  already: set[int], current: set[int]) -> list[ContextItem]:
+        """Recall's hits minus the critical facts already first and the turns already in the history."""
         result = recall(self.db, self.embedder, user_text, k=k, settings=self.settings, now=now, exclude=exclude,
                         session_id=session_id)
-        current = set() if session_id is None else {e.id for e in self._session_episodes(session_id)}
         items = []
         for hit in result.hits:
             if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):
@@ -175,12 +177,11 @@ class Assistant:
             items.append(ContextItem(hit.kind, int(hit.id), hit.text, hit.why, score=float(hit.score)))
         return items
 
-    def _session_episodes(self, session_id: int) -> list:
+    def _session_episodes(self, session_id: int | None) -> list[Episode]:
+        """This session's latest turns, newest first (they go in the context as the conversation)."""
+        if session_id is None:
+            return []
         return list_episodes(self.db, session_id=session_id, limit=self.settings.generation.history_turns)
-
-    def _history(self, session_id: int) -> list[tuple[str, str]]:
-        return [(e.user_text, e.assistant_text) for e in reversed(self._session_episodes(session_id))
-                if e.assistant_text]
 
     def _instructions(self, session: Any) -> str:
         """This session's own instructions, else those reflection wrote from the confirmed profile."""
