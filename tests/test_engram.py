@@ -46,6 +46,11 @@ def test_a_confirmation_makes_the_assistants_suggestion_the_users_fact():
     assert refused.facts == [] and refused.dropped[0][1] == "not confirmed by the user"
 
 
+def test_a_critical_flag_follows_the_relation_not_the_model():
+    result, _ = run([fact("The user likes tea.", "tea", critical=True)], "I like tea.")
+    assert not result.facts[0].critical
+
+
 def test_critical_relations_are_flagged_and_confidence_is_clamped():
     result, _ = run([fact("The user is allergic to penicillin.", "penicillin", relation="is allergic to",
                           confidence=100)], "I'm allergic to penicillin.")

@@ -79,8 +79,9 @@ def to_fact(item: dict[str, Any], now: float) -> Fact:
     return Fact(subject=item.get("subject", "").strip() or "user", relation=relation,
                 object=item["object"].strip(), statement=item["statement"].strip(), confidence=confidence,
                 kind=item.get("kind", "semantic") if item.get("kind") in ("semantic", "episodic") else "semantic",
-                critical=bool(item.get("critical")) or is_critical(relation), source=item.get("source", "user_said"),
-                valid_from=when)
+                critical=is_critical(relation), source=item.get("source", "user_said"), valid_from=when)
+    # Critical comes from the relation's type (R-Memory), not the model's flag: a critical fact is never
+    # forgotten or closed automatically, so a careless flag on "likes tea" would pin it forever.
 
 
 def _words(text: str) -> set[str]:
