@@ -51,9 +51,8 @@ from core.store.sessions import get_session, touch_session
 from core.store.text import clean_text
 from core.types import Episode, EpisodeId, MemoryId, SessionId
 
-DIALS = {"off": 0.0, "light": 0.5, "normal": 1.0, "eager": 2.0}  # × Settings.recall.k
+DIALS = ("off", "light", "normal", "eager")
 RATINGS = (1, -1, None)
-PROFILE_LIMIT = 12
 
 
 @dataclass(frozen=True)
@@ -127,7 +126,7 @@ class Assistant:
         self.structured = structured
         self.settings = settings or Settings()
         self.clock = clock or db.clock or time.time
-        self.intents = IntentClassifier(embedder)
+        self.intents = IntentClassifier(embedder, threshold=self.settings.generation.intent_threshold)
 
     # -- prepare (db lane; reads only) ---------------------------------------------------------------
 
@@ -140,7 +139,7 @@ class Assistant:
         session = None if session_id is None else get_session(self.db, session_id)
         excluded = tuple(MemoryId(int(i)) for i in exclude)
         now = self.clock()
-        k = round(self.settings.recall.k * DIALS[dial])
+        k = round(self.settings.recall.k * self._dial_share(dial))
         reading = k > 0 and not incognito
         recent = self._session_episodes(session_id)
         critical, intents = self._critical(user_text, excluded) if reading else ([], [])
@@ -153,6 +152,10 @@ class Assistant:
                              history=history)
         built = assemble(parts, self.chat.count_tokens, self._budget())
         return _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
+
+    def _dial_share(self, dial: str) -> float:
+        g = self.settings.generation
+        return {"off": 0.0, "light": g.dial_light, "normal": 1.0, "eager": g.dial_eager}[dial]
 
     def _critical(self, user_text: str, exclude: tuple[MemoryId, ...]) -> tuple[list[ContextItem], list[str]]:
         intents = self.intents.classify(user_text)
@@ -191,7 +194,7 @@ class Assistant:
         """Confirmed hypotheses not already spelled out in the instructions."""
         claims = [r[0] for r in self.db.execute(
             "SELECT claim FROM hypotheses WHERE status = 'confirmed' ORDER BY confidence DESC, id LIMIT ?",
-            (PROFILE_LIMIT,))]
+            (self.settings.generation.profile_limit,))]
         return [c for c in claims if c not in instructions]
 
     def _budget(self) -> int:
@@ -299,7 +302,7 @@ class Assistant:
             raise NotFound(f"memory {memory_id} was not used by reply {episode_id}")
         with self.db.transaction():
             turns.mark_vetoed(self.db, episode_id, memory_id, self.clock())
-            hebbian.weaken(self.db, memory_id, ids)
+            hebbian.weaken(self.db, memory_id, ids, factor=self.settings.hebbian.veto_factor)
 
     def rate(self, episode_id: int, rating: int | None) -> None:
         """Thumbs up (+1), down (-1) or cleared (None); a thumbs up strengthens the reply's memories' edges."""

@@ -39,6 +39,7 @@ class HebbianSettings:
     min_edge_weight: float = 0.01  # MAGS: a Hebbian edge that fades below this is dropped
     similarity_edge_threshold: float = 0.8  # 001: cosine at which consolidation links two memories
     similarity_neighbours: int = 5  # 001: similarity edges kept per memory
+    veto_factor: float = 0.5  # MAGS: a memory the user vetoes keeps this share of its edges to its reply-mates
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,10 @@ class GenerationSettings:
     duplicate_confidence_step: float = 0.1  # MAGS: a repeated fact grows more certain
     critical_first: int = 12  # R-Memory: critical facts always put first in the context
     history_turns: int = 6  # this session's latest turns kept in the context
+    intent_threshold: float = 0.45  # R-Memory: cosine to an intent's closest example request
+    profile_limit: int = 12  # KenLM: confirmed hypotheses put in the context
+    dial_light: float = 0.5  # memory dial "light" recalls this share of recall.k ("off" none, "normal" all)
+    dial_eager: float = 2.0  # memory dial "eager" recalls this multiple of recall.k
 
 
 @dataclass(frozen=True)

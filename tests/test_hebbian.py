@@ -43,7 +43,7 @@ def test_coactivation_refreshes_existing_edges_but_creates_none(db, clock, three
 
 def test_veto_halves_the_vetoed_memorys_edges_to_its_reply_mates_only(db, three):
     hebbian.reinforce(db, three, HebbianSettings(learning_rate=0.4))
-    assert hebbian.weaken(db, three[0], three) == 2
+    assert hebbian.weaken(db, three[0], three, factor=0.5) == 2
     assert edges.get_edge(db, three[0], three[1], "hebbian").weight == pytest.approx(0.2)
     assert edges.get_edge(db, three[0], three[2], "hebbian").weight == pytest.approx(0.2)
     assert edges.get_edge(db, three[1], three[2], "hebbian").weight == pytest.approx(0.4)

@@ -4,7 +4,8 @@
 - coactivate: memories used together in one reply refresh the clock of the edges that already join them
   (no new edge: only usefulness creates one).
 - reinforce: memories used together AND rated useful strengthen their edge, w ← w + rate·(1 − w).
-- weaken: a memory the user vetoed loses weight on its edges to the others of that reply.
+- weaken: a memory the user vetoed keeps `factor` (HebbianSettings.veto_factor) of its edges to the others
+  of that reply.
 - decay_edges: unused Hebbian edges fade, w ← w·(1 − decay_per_day)^days since the last pass; edges
   that fall below min_edge_weight are dropped. Helper B2's importance pass calls it.
 """
@@ -19,7 +20,6 @@ from core.store.db import Database
 
 SECONDS_PER_DAY = 86400.0
 DECAY_META_KEY = "hebbian_decayed_at"
-VETO_FACTOR = 0.5  # a vetoed memory's edges to its reply-mates keep half their weight
 
 
 def touch(db: Database, memory_ids: Iterable[int], *, at: float | None = None) -> int:
@@ -57,7 +57,7 @@ def reinforce(db: Database, useful_ids: Sequence[int], settings: HebbianSettings
     return edges.strengthen(db, pairs(useful_ids), settings.learning_rate, at=at)
 
 
-def weaken(db: Database, memory_id: int, others: Sequence[int], *, factor: float = VETO_FACTOR) -> int:
+def weaken(db: Database, memory_id: int, others: Sequence[int], *, factor: float) -> int:
     """Lower the Hebbian edges between a vetoed memory and the others of its reply."""
     mates = sorted({int(o) for o in others} - {int(memory_id)})
     if not mates:
