@@ -1,7 +1,10 @@
-"""`engram chat`: a streaming chat in the terminal with the chosen local model.
+"""`engram chat`: a streaming, memory-backed chat in the terminal with the chosen local model.
 
-Type a message and the reply streams in as it is generated. Ctrl-C stops the reply (not the program); Ctrl-D or
-/quit leaves. /new starts a new conversation; /incognito toggles a conversation that is not remembered.
+Each message goes through core.assistant.Assistant, as in the app: memories are recalled into the context, the
+reply streams in as it is generated, the exchange is stored and learned from (facts extracted and reconciled with
+schema-constrained output). The memories a reply used are listed under it. Ctrl-C stops the reply (not the
+program); Ctrl-D or /quit leaves. /new starts a new conversation; /incognito toggles a conversation that is
+neither read from nor written to memory. `--no-memory` chats with the model alone.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     chat.add_argument("--incognito", action="store_true", help="start with remembering off")
     chat.add_argument("--max-tokens", type=int, help="longest reply, in tokens")
     chat.add_argument("--temperature", type=float, help="0 for the most likely words; higher for variety")
+    chat.add_argument("--no-memory", action="store_true", help="the model alone: no recall, nothing stored")
     chat.set_defaults(func=cmd_chat)
 
 
@@ -57,6 +61,47 @@ class PlainBackend:
         return ""
 
 
+@dataclass
+class MemoryBackend:
+    """The Assistant's turn pipeline: recall and context, stream, store the episode, learn from it."""
+    assistant: Any
+    sampling: SamplingParams
+    incognito: bool = False
+    session_id: int | None = None
+    prepared: Any = None
+
+    def new_conversation(self) -> None:
+        self.session_id = None  # the next remembered message opens a new session
+
+    def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
+        from core.store.sessions import create_session
+        if self.session_id is None and not self.incognito:  # incognito writes nothing, not even a session
+            self.session_id = create_session(self.assistant.db, title=text[:60])
+        self.prepared = self.assistant.prepare(self.session_id, text, incognito=self.incognito)
+        return self.assistant.stream(self.prepared, self.sampling, cancel=cancel)
+
+    def finish(self, text: str, reply: str, finish_reason: str | None) -> str:
+        record = self.assistant.finish(self.prepared, reply, finish_reason)
+        report = self.assistant.learn(record)
+        return memory_note(self.prepared.used, report)
+
+
+def memory_note(used: Any, report: Any) -> str:
+    """One line under a reply: the memories it used and what was learned from the exchange."""
+    notes = []
+    if used:
+        notes.append("used " + "; ".join(f"#{m.id} {_short(m.text)}" for m in used))
+    if report.facts:
+        notes.append(f"learned {len(report.facts)} fact{'s' if len(report.facts) != 1 else ''}")
+    if report.errors:
+        notes.append("could not learn from this: " + _short(report.errors[0]))
+    return f"  [{' | '.join(notes)}]" if notes else ""
+
+
+def _short(text: str, limit: int = 60) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     from app.cli_models import open_store
     store = open_store(services)
@@ -73,15 +118,19 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
         sampling = SamplingParams(
             temperature=generation.temperature if args.temperature is None else args.temperature,
             top_p=generation.top_p, max_tokens=args.max_tokens or generation.max_tokens)
-        backend = make_backend(services, engine, sampling)
+        backend = PlainBackend(engine, sampling) if args.no_memory else memory_backend(services, engine, sampling)
         backend.incognito = bool(args.incognito)
         return ChatLoop(backend, sys.stdin, sys.stdout).run()
     finally:
         engine.unload()
 
 
-def make_backend(services: Any, engine: Any, sampling: SamplingParams) -> ChatBackend:
-    return PlainBackend(engine, sampling)
+def memory_backend(services: Any, engine: Any, sampling: SamplingParams) -> MemoryBackend:
+    from core.assistant import Assistant
+    from models.structured import StructuredGenerator
+    print("Loading memory ...", file=sys.stderr)
+    assistant = Assistant(services.db, services.embedder, engine, StructuredGenerator(engine), services.settings)
+    return MemoryBackend(assistant, sampling)
 
 
 def no_model_message(store: Any) -> str:

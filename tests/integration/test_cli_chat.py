@@ -1,4 +1,5 @@
-"""`engram chat` on the real tiny MLX model with scripted stdin: streaming, commands, Ctrl-C, no model."""
+"""`engram chat` on the real tiny MLX model and the real embedder with scripted stdin: memory-backed turns,
+streaming, commands, Ctrl-C, no model."""
 from __future__ import annotations
 
 import io
@@ -8,11 +9,15 @@ import pytest
 from app.cli import run_cli
 from app.cli_chat import ChatLoop, PlainBackend
 from core.protocols import SamplingParams
+from core.store.db import open_db
+from core.store.episodes import list_episodes
+from core.store.sessions import list_sessions
 
 
 @pytest.fixture
-def chat(tmp_path, monkeypatch, capsys):
+def chat(tmp_path, monkeypatch, capsys, embedder):
     """run(stdin_text, *argv) -> (code, out, err) of `engram chat` on a private data folder."""
+    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: embedder)
     data_dir = tmp_path / "data"
 
     def run(stdin_text: str, *argv: str) -> tuple[int, str, str]:
@@ -21,6 +26,7 @@ def chat(tmp_path, monkeypatch, capsys):
         code = run_cli(["--data-dir", str(data_dir), *argv])
         out, err = capsys.readouterr()
         return code, out, err
+    run.data_dir = data_dir
     return run
 
 
@@ -31,21 +37,30 @@ def test_without_a_model_it_says_how_to_get_one(chat):
     assert "engram>" not in out
 
 
-def test_chat_streams_replies_and_runs_commands(chat, tiny_model_dir):
+def test_chat_remembers_streams_replies_and_runs_commands(chat, tiny_model_dir):
     assert chat("", "models", "use", str(tiny_model_dir))[0] == 0
-    script = "hello there\n\n/incognito\nwhere do I live\n/new\n/help\nthanks\n/quit\nnever read\n"
+    script = "hello there\n\n/incognito\nwhere do I live\n/incognito\n/new\n/help\nthanks\n/quit\nnever read\n"
     code, out, err = chat(script, "chat", "--max-tokens", "12", "--temperature", "0")
     assert code == 0, err
     assert out.count("engram> ") == 3
-    assert "Incognito on" in out and "(incognito) you> " in out
+    assert "Incognito on" in out and "(incognito) you> " in out and "Incognito off" in out
     assert "New conversation." in out and out.count("Commands: /new") == 2  # at the start and for /help
     replies = [line.split("engram> ", 1)[1] for line in out.splitlines() if "engram> " in line]
     assert all(reply.strip() for reply in replies)  # the random tiny model still says something each time
+    db = open_db(chat.data_dir / "engram.db")
+    try:
+        episodes = list_episodes(db, status=None)
+        assert sorted(e.user_text for e in episodes) == ["hello there", "thanks"]  # the incognito turn left nothing
+        assert len(list_sessions(db)) == 2  # /new opened a second conversation
+        assert len({e.session_id for e in episodes}) == 2
+    finally:
+        db.close()
 
 
 def test_end_of_input_leaves_cleanly(chat, tiny_model_dir):
-    code, out, _ = chat("hi\n", "chat", "--model", str(tiny_model_dir), "--max-tokens", "4")
+    code, out, _ = chat("hi\n", "chat", "--model", str(tiny_model_dir), "--max-tokens", "4", "--no-memory")
     assert code == 0 and out.count("engram> ") == 1
+    assert not (chat.data_dir / "engram.db").exists()  # the model alone: nothing stored
 
 
 class InterruptingOutput(io.StringIO):
