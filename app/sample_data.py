@@ -2,10 +2,11 @@
 store APIs and the real embedder, for screenshots and demos.
 
 Conversations and facts are dated in the past (the store's clock is moved by hand while writing), so the
-forgetting pass that runs at the end really forgets the stale ones. It holds memories with history (a move
-that closed an old fact, pins, protection, an edit), Hebbian and similarity edges, hypotheses with evidence
-(open, confirmed, rejected), learning goals, finished and queued jobs, and two adapter versions with gate
-scores (sample rows: their folders hold no weights, so the folder has no chat model to use them with).
+consolidation and forgetting jobs that run at the end (the real scheduler and handlers) really summarise and
+forget the stale ones. It holds memories with history (a move that closed an old fact, pins, protection, an
+edit), Hebbian edges from memories used together, hypotheses with evidence (open, confirmed, rejected),
+learning goals, finished and queued jobs, and two adapter versions with gate scores (sample rows: their folders
+hold no weights, and the folder has no chat model to use them with).
 """
 from __future__ import annotations
 
@@ -17,11 +18,13 @@ from typing import Any
 from core.config import DB_FILENAME, load_settings, save_settings
 from core.errors import InvalidInput
 from core.finetune import adapters as versions
-from core.memory import forget
+from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING
+from core.memory import hebbian
 from core.memory.index import index_episodes
 from core.memory.manage import MemoryManager
 from core.store import edges, goals, hypotheses
 from core.store import jobs as job_store
+from core.scheduler import Environment
 from core.store.db import open_db
 from core.store.episodes import add_episode
 from core.store.sessions import create_session
@@ -75,14 +78,17 @@ FACTS = (
     (2, "User likes hiking", ("user", "likes", "hiking"), {"confidence": 0.8}),
 )
 
-HEBBIAN = (("User climbs at Movement RiNo", "User sent a V4 boulder problem", 0.82),
-           ("User climbs at Movement RiNo", "User trains finger strength on a hangboard", 0.64),
-           ("User takes cello lessons", "User's cello teacher is Ana", 0.9),
-           ("User's cello teacher is Ana", "User's cello lesson is on Tuesdays at six", 0.71),
-           ("User plans a hike near Boulder on Saturday", "User likes hiking", 0.58),
-           ("User lives in Denver", "User plans a hike near Boulder on Saturday", 0.35),
-           ("User's manager is Priya", "User's quarterly report is due on Friday", 0.77),
-           ("User keeps a sourdough starter", "User's sourdough starter smelled of acetone", 0.4))
+# Replies that used these memories together and proved useful, (days ago, statements, how many days in a row):
+# each use touches them and strengthens the Hebbian edges between them, as a real turn does.
+USED_TOGETHER = (
+    (25, ("User climbs at Movement RiNo", "User sent a V4 boulder problem",
+          "User trains finger strength on a hangboard"), 2),
+    (6, ("User takes cello lessons", "User's cello teacher is Ana", "User's cello lesson is on Tuesdays at six"), 2),
+    (2, ("User plans a hike near Boulder on Saturday", "User likes hiking", "User lives in Denver"), 1),
+    (15, ("User's manager is Priya", "User's quarterly report is due on Friday"), 1),
+    (40, ("User is allergic to penicillin", "User prefers short answers"), 1),
+    (70, ("User keeps a sourdough starter", "User's sourdough starter smelled of acetone"), 1),
+)
 
 # (dimension, claim, confidence, evidence session titles, status)
 HYPOTHESES = (("style", "Prefers short, direct answers", 0.86, ("Doctor visit", "Work", "Weekend"), "confirmed"),
@@ -128,15 +134,16 @@ def build_sample_data(folder: Path | str, embedder: Any, *, now: float | None = 
         sessions = _conversations(db, embedder, clock, now)
         ids = _facts(db, embedder, clock, now, sessions)
         _history(db, embedder, clock, now, ids)
-        _edges(db, ids)
+        settings = load_settings(folder)
+        _uses(db, clock, now, ids, settings)
         _beliefs(db, clock, now, sessions)
-        clock.now = now
-        result = forget.forgetting_pass(db, load_settings(folder), embedder=embedder)
-        _jobs_and_adapters(db, clock, now, len(result.events))
-        counts = [db.scalar(f"SELECT count(*) FROM {t}") for t in ("memories", "episodes", "hypotheses")]
+        _last_night(db, embedder, folder, clock, now)
+        _queue_and_adapters(db, clock, now)
+        counts = [db.scalar(f"SELECT count(*) FROM {t}")
+                  for t in ("memories", "episodes", "hypotheses", "forgetting_events")]
     finally:
         db.close()
-    return SampleSummary(folder, counts[0], counts[1], counts[2], len(result.events))
+    return SampleSummary(folder, *counts)
 
 
 def _conversations(db: Any, embedder: Any, clock: SampleClock, now: float) -> dict[str, list[int]]:
@@ -174,6 +181,7 @@ def _history(db: Any, embedder: Any, clock: SampleClock, now: float, ids: dict[s
                          reason="the user moved", importance=0.6)
     ids["User lives in Denver"] = denver.id
     manager.invalidate(ids["User lives in Boston"], superseded_by=denver.id, reason="moved to Denver")
+    edges.set_edge(db, ids["User lives in Boston"], denver.id, "supersedes", 1.0)
     clock.now = now - 30 * DAY
     manager.edit(ids["User climbs at Movement RiNo"], statement="User boulders at Movement RiNo in Denver",
                  reason="the user corrected it")
@@ -181,10 +189,13 @@ def _history(db: Any, embedder: Any, clock: SampleClock, now: float, ids: dict[s
     manager.pin(ids["User's cello teacher is Ana"], reason="pinned in the Memories panel")
 
 
-def _edges(db: Any, ids: dict[str, int]) -> None:
-    for a, b, weight in HEBBIAN:
-        edges.set_edge(db, ids[a], ids[b], "hebbian", weight)
-    edges.set_edge(db, ids["User lives in Boston"], ids["User lives in Denver"], "supersedes", 1.0)
+def _uses(db: Any, clock: SampleClock, now: float, ids: dict[str, int], settings: Any) -> None:
+    for days_ago, statements, times in USED_TOGETHER:
+        used = [ids[s] for s in statements]
+        for n in range(times):
+            clock.now = now - (days_ago - n) * DAY
+            hebbian.touch(db, used)
+            hebbian.reinforce(db, used, settings.hebbian)
 
 
 def _beliefs(db: Any, clock: SampleClock, now: float, sessions: dict[str, list[int]]) -> None:
@@ -200,19 +211,23 @@ def _beliefs(db: Any, clock: SampleClock, now: float, sessions: dict[str, list[i
             goals.close_goal(db, goal, answer)
 
 
-def _jobs_and_adapters(db: Any, clock: SampleClock, now: float, forgotten: int) -> None:
-    """Last night's routine and two fine-tunes: one adapter passed the gate, the next one did not."""
-    for kind, hours_ago, message in (("reflection", 30, "2 hypotheses updated, 1 learning goal opened"),
-                                     ("consolidation", 26, "3 summaries, 12 similarity edges"),
-                                     ("forgetting", 0, f"{forgotten} item(s) forgotten")):
+def _last_night(db: Any, embedder: Any, folder: Path, clock: SampleClock, now: float) -> None:
+    """The real consolidation and forgetting jobs, run through the real scheduler and handlers (without a chat
+    model, consolidation writes its deterministic summaries)."""
+    from app.services import Services  # the app's wiring of the real handlers
+    services = Services(settings=load_settings(folder), data_dir=folder, _embedder=embedder)
+    scheduler = services.scheduler(db=db, env=Environment(clock=clock))
+    for kind, hours_ago in ((CONSOLIDATION, 26), (FORGETTING, 0)):
         clock.now = now - hours_ago * 3600
-        job = job_store.enqueue(db, kind)
-        job_store.claim(db, job.id, "sample-data")
-        job_store.heartbeat(db, job.id, progress=1.0, message=message)
-        job_store.finish(db, job.id, "done")
+        final = scheduler.run_job(scheduler.enqueue(kind, run_now=True).id)
+        if final is None or final.state != "done":
+            raise RuntimeError(f"the sample's {kind} job did not finish: {final}")
+
+
+def _queue_and_adapters(db: Any, clock: SampleClock, now: float) -> None:
+    """A fine-tune queued for tonight, and two earlier fine-tunes: one adapter passed the gate, one did not."""
     clock.now = now
-    job_store.enqueue(db, "finetune")  # "Fine-tune tonight"
-    job_store.enqueue(db, "consolidation")
+    job_store.enqueue(db, FINETUNE)  # "Fine-tune tonight"
     for days_ago, probes, ppl, status in ((12, (2.41, 1.62), (18.9, 19.3), "accepted"),
                                           (5, (1.62, 1.58), (19.3, 22.8), "rejected")):
         clock.now = now - days_ago * DAY

@@ -54,7 +54,7 @@ def take_screenshots(out_dir: Path | str, *, data_dir: Path | str | None = None,
     try:
         for spec in window.specs:
             panel = _open(app, window, spec.key)
-            SCENES.get(spec.key, lambda _p, _s: None)(panel, services)
+            SCENES.get(spec.key, lambda *_: None)(panel, services, app)
             _spin(app, SETTLE_SECONDS)
             path = out_dir / f"{spec.key}.png"
             if not window.grab().save(str(path), "PNG"):
@@ -100,28 +100,31 @@ def _spin(app: Any, seconds: float, until: Optional[Callable[[], bool]] = None) 
 
 
 # -- what each panel shows in its picture (public methods only) ------------------------------------------
-def _chat_scene(panel: Any, services: Any) -> None:
+def _chat_scene(panel: Any, services: Any, _app: Any) -> None:
     latest = services.db.scalar("SELECT id FROM sessions WHERE deleted_at IS NULL ORDER BY updated_at DESC LIMIT 1")
     if latest is not None:
         panel.open_session(latest)
         panel.sessions.select(latest)
 
 
-def _memories_scene(panel: Any, services: Any) -> None:
-    denver = services.db.scalar("SELECT id FROM memories WHERE statement = 'User lives in Denver'")
-    if denver is not None:
-        panel.select_memory(denver)
+def _memories_scene(panel: Any, services: Any, app: Any) -> None:
+    """Every memory, with the one a move replaced selected: its history says what replaced it."""
+    replaced = services.db.scalar("SELECT id FROM memories WHERE superseded_by IS NOT NULL ORDER BY id LIMIT 1")
+    panel.status.setCurrentText("all")
+    if replaced is not None:
+        _spin(app, READY_TIMEOUT, until=lambda: any(m.id == replaced for m in panel.model.memories))
+        panel.select_memory(replaced)
 
 
-def _hypotheses_scene(panel: Any, _services: Any) -> None:
+def _hypotheses_scene(panel: Any, _services: Any, _app: Any) -> None:
     if panel.view.hypotheses:
         panel.select_hypothesis(panel.view.hypotheses[0].id)
 
 
-def _timeline_scene(panel: Any, _services: Any) -> None:
+def _timeline_scene(panel: Any, _services: Any, _app: Any) -> None:
     if panel.view.upcoming:
         panel.select_item(panel.view.upcoming[0].key)
 
 
-SCENES: dict[str, Callable[[Any, Any], None]] = {"chat": _chat_scene, "memories": _memories_scene,
+SCENES: dict[str, Callable[[Any, Any, Any], None]] = {"chat": _chat_scene, "memories": _memories_scene,
                                                  "hypotheses": _hypotheses_scene, "timeline": _timeline_scene}
