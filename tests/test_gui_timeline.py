@@ -67,6 +67,19 @@ def test_curves_threshold_and_past_events(panel, seeded):
     assert panel.past.rowCount() == len(view.past)
     upcoming = view.upcoming
     assert upcoming and panel.upcoming.rowCount() == len(upcoming)
+    assert view.due_now == len(forget.preview(services.db, services.settings)) == 0  # the pass just ran
+
+
+def test_what_a_pass_would_take_now_is_shown_as_due(qtbot, panel, seeded):
+    services = seeded[0]
+    back = open_db(services.db_path, clock=lambda: time.time() - 400 * DAY)
+    stale = add_memory(back, "User once owned a red bicycle", importance=0.0)
+    back.close()
+    _act(qtbot, panel, panel.reload)
+    assert panel.view.due_now == 1 == len(forget.preview(services.db, services.settings))
+    row = next(r for r in range(panel.upcoming.rowCount()) if panel.upcoming.item(r, 0).text().endswith("bicycle"))
+    assert panel.upcoming.item(row, 3).text() == "at the next forgetting pass"
+    assert panel.select_item(f"memory:{stale}") and panel.pin_button.isEnabled()
 
 
 def test_restore_a_past_forgetting(qtbot, panel, seeded):

@@ -147,7 +147,8 @@ class TimelinePanel(QWidget):
         self.tabs.setTabText(1, f"Forgotten ({len(view.past)})")
         strength = self.services.settings.forgetting.strength
         self.summary.setText(f"Engram forgets what falls below retention {view.threshold:.2f} (strength: "
-                             f"{strength}). {len(upcoming)} item(s) will fade within the look-ahead; "
+                             f"{strength}). {view.due_now} item(s) would go if forgetting ran now; "
+                             f"{len(upcoming)} of those drawn fade within the look-ahead; "
                              f"{sum(p.restorable for p in view.past)} forgotten item(s) can be restored.")
         self.select_item(keep) if keep else self._set_selected(None)
         self._update_restore()

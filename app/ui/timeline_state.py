@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+import numpy as np
+
 from core.config import Settings
 from core.memory import forget
 from core.store.episodes import get_episodes
@@ -45,6 +47,7 @@ class TimelineView:
     threshold: float
     curves: list[Curve]
     past: list[PastEvent]
+    due_now: int = 0  # items a forgetting pass would take if it ran now (all of them, not only those drawn)
 
     @property
     def upcoming(self) -> list[Curve]:
@@ -59,14 +62,19 @@ def read_timeline(db: Any, settings: Settings, *, horizon_days: int = 90, limit:
     """Everything the timeline draws, in one read on the database lane."""
     step = max(1, horizon_days // 45)
     days = [float(d) for d in range(0, horizon_days + 1, step)]
-    curves = forget.forgetting_curves(db, settings, days=days, limit=limit)
+    tables = forget.score_store(db, settings)  # scored once: the curves and the count due now both use it
+    threshold = forget.threshold(settings)
+    due_now = sum(int(np.count_nonzero(t.retention < threshold)) for t in tables.values())
+    lowest = sorted((t.row(int(n)) for t in tables.values() for n in np.argsort(t.retention)[:limit]),
+                    key=lambda s: s.retention)[:limit]
+    curves = [(s, forget.project(s, settings, days)) for s in lowest]
     events = forget.list_events(db, limit=200)
     labels = item_labels(db, [(s.item_type, s.item_id) for s, _ in curves] +
                          [(e.item_type, e.item_id) for e in events])
     drawn = [Curve(s.item_type, s.item_id, labels.get((s.item_type, s.item_id), PURGED), s.retention, values,
                    forget.days_until_forgotten(s, settings, horizon_days)) for s, values in curves]
     past = [PastEvent(e, labels.get((e.item_type, e.item_id), PURGED)) for e in events]
-    return TimelineView(days, forget.threshold(settings), drawn, past)
+    return TimelineView(days, threshold, drawn, past, due_now)
 
 
 def item_labels(db: Any, items: Sequence[tuple[str, int]]) -> dict[tuple[str, int], str]:
