@@ -5,6 +5,7 @@ Everything is created lazily on first use and handed down; nothing here is globa
 from __future__ import annotations
 
 import os
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -26,6 +27,9 @@ class Services:
     _loaded_chat: Any = field(default=None, repr=False)  # the engine this object loaded, with its model ref
     _loaded_ref: str = field(default="", repr=False)
     _learning_db: Database | None = field(default=None, repr=False)
+    # Lanes ask for these at the same time (the GUI's first panel and the db lane): each is built once, under a lock.
+    _locks: dict = field(default_factory=lambda: {name: threading.Lock() for name in ("db", "embedder", "chat")},
+                         repr=False)
 
     @classmethod
     def from_data_dir(cls, data_dir: Path | str | None = None, env: Mapping[str, str] | None = None) -> "Services":
@@ -44,16 +48,18 @@ class Services:
 
     @property
     def db(self) -> Database:
-        if self._db is None:
-            ensure_private_dir(self.data_dir)
-            self._db = open_db(self.db_path)
+        with self._locks["db"]:
+            if self._db is None:
+                ensure_private_dir(self.data_dir)
+                self._db = open_db(self.db_path)
         return self._db
 
     @property
     def embedder(self) -> Any:
-        if self._embedder is None:
-            from models.embeddings import load_embedder  # deferred: torch is slow to import
-            self._embedder = load_embedder(self.settings.embedder)
+        with self._locks["embedder"]:
+            if self._embedder is None:
+                from models.embeddings import load_embedder  # deferred: torch is slow to import
+                self._embedder = load_embedder(self.settings.embedder)
         return self._embedder
 
     @property
@@ -72,13 +78,14 @@ class Services:
         if self.chat is not None:
             return self.chat
         ref = self.settings.chat_model
-        if self._loaded_chat is None or self._loaded_ref != ref:
-            from models.chat import ChatEngine  # deferred: MLX is slow to import
-            folder = self.model_store().resolve(ref)  # ModelError with what to do when nothing is installed
-            self._unload_chat()
-            self._loaded_chat = ChatEngine.load(folder, context_tokens=self.settings.generation.context_tokens)
-            self._loaded_ref = ref
-        return self._loaded_chat
+        with self._locks["chat"]:
+            if self._loaded_chat is None or self._loaded_ref != ref:
+                from models.chat import ChatEngine  # deferred: MLX is slow to import
+                folder = self.model_store().resolve(ref)  # ModelError saying what to do when nothing is installed
+                self._unload_chat()
+                self._loaded_chat = ChatEngine.load(folder, context_tokens=self.settings.generation.context_tokens)
+                self._loaded_ref = ref
+            return self._loaded_chat
 
     def structured_model(self) -> Any:
         """JSON-Schema-constrained generation over the chat engine (shares its MLX thread); None without one."""
@@ -92,9 +99,10 @@ class Services:
     def learning_db(self) -> Database:
         """A second connection for store work on the model lane (learning after a turn): SQLite wants one
         connection per thread, and WAL lets it write while the db lane reads."""
-        if self._learning_db is None:
-            _ = self.db  # the main connection first: it creates the folder and applies migrations
-            self._learning_db = open_db(self.db_path)
+        _ = self.db  # the main connection first: it creates the folder and applies migrations
+        with self._locks["db"]:
+            if self._learning_db is None:
+                self._learning_db = open_db(self.db_path)
         return self._learning_db
 
     def assistant(self, *, db: Database | None = None, structured: Any = None) -> Any:

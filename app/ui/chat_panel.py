@@ -32,11 +32,20 @@ class ChatPanel(QWidget):
         self.window_ = context.window
         self.session_id: int | None = None
         self.reply: MessageWidget | None = None  # the reply being written
+        self._closed = False  # after shutdown, late results from the lanes change nothing
         self.turns = TurnController(self.services, self.runner, self)
         self._build()
         self._connect()
-        self.sessions.reload()
-        self.check_model()
+        QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query
+
+    def _first_load(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.sessions.reload()
+            self.check_model()
+        except RuntimeError:  # the lanes were shut down before the event loop ran: the window is closing
+            self._closed = True
 
     # -- layout --------------------------------------------------------------------------------------
 
@@ -261,6 +270,8 @@ class ChatPanel(QWidget):
         self.reply_finished.emit(reply)
 
     def _on_learned(self, report: Any) -> None:
+        if self._closed:
+            return
         self.learned.emit(report)
         changed = getattr(self.window_, "memories_changed", None)
         if changed is not None:
@@ -294,7 +305,7 @@ class ChatPanel(QWidget):
         """Answer again without this memory, and lower its weight for a stored reply."""
         if self.turns.busy:
             return
-        request = self.turns.retry_without(reply.request, memory_id)
+        request = self.turns.retry_without(reply.request, memory_id, reply.episode_id)
         self.turns.veto(reply.episode_id, memory_id, on_done=lambda _r: self._begin_reply(reply, request))
 
     def rate(self, reply: MessageWidget, rating: int | None) -> None:
@@ -343,4 +354,5 @@ class ChatPanel(QWidget):
                                          "Message Engram…  (Return sends, Shift+Return for a new line)")
 
     def shutdown(self) -> None:
+        self._closed = True
         self.turns.stop()

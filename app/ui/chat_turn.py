@@ -23,6 +23,7 @@ class TurnRequest:
     incognito: bool = False
     dial: str = "normal"
     exclude: tuple[int, ...] = ()
+    replaces: int | None = None  # a re-answer (after a veto) rewrites this stored reply instead of adding one
 
 
 @dataclass
@@ -84,7 +85,7 @@ class TurnController(QObject):
         assistant = self._assistant_now("db")
 
         def produce() -> Iterator[Any]:
-            steps = assistant.stream(prepared)
+            steps = assistant.stream(prepared, cancel=turn.cancel)
             try:
                 for chunk in steps:
                     yield chunk
@@ -107,13 +108,13 @@ class TurnController(QObject):
         reason = turn.finish_reason or ("cancelled" if turn.cancel.is_set() else "stop")
 
         def work() -> Any:
-            return self._assistant("db").finish(turn.prepared, turn.reply, reason)
+            return self._assistant("db").finish(turn.prepared, turn.reply, reason, replaces=turn.request.replaces)
 
         def done(record: Any) -> None:
             self.finished.emit(record, reason)
             self._end(turn)
-            if not turn.request.incognito:
-                self._learn(record)
+            if not turn.request.incognito and turn.request.replaces is None:
+                self._learn(record)  # a re-answer has nothing new from the user to learn
         self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
     def _learn(self, record: Any) -> None:
@@ -136,8 +137,9 @@ class TurnController(QObject):
         self.runner.submit("db", lambda: self._assistant("db").rate(episode_id, rating), on_done=on_done,
                            on_error=lambda exc: self.failed.emit(f"Could not save the rating: {exc}", False))
 
-    def retry_without(self, request: TurnRequest, memory_id: int) -> TurnRequest:
-        return replace(request, exclude=tuple(sorted({*request.exclude, int(memory_id)})))
+    def retry_without(self, request: TurnRequest, memory_id: int, episode_id: int | None) -> TurnRequest:
+        """The same question without that memory, rewriting the stored reply (if there is one)."""
+        return replace(request, exclude=tuple(sorted({*request.exclude, int(memory_id)})), replaces=episode_id)
 
     # -- plumbing ------------------------------------------------------------------------------------
 

@@ -1,0 +1,255 @@
+"""The chat panel, offscreen, against a real store, the real MiniLM embedder and the real tiny MLX model."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from app.services import Services  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.config import GenerationSettings, Settings  # noqa: E402
+from core.memory.conversation import load_conversation  # noqa: E402
+from core.store.episodes import add_episode  # noqa: E402
+from core.store.memories import add_memory  # noqa: E402
+from core.store.sessions import create_session, list_sessions, search_sessions, trash_session  # noqa: E402
+from tests.fakes import ScriptedStructuredModel  # noqa: E402
+
+TURN_MS = 120_000  # a whole turn on the tiny model, including loading the embedder's intents
+
+
+def _counts(db) -> dict[str, int]:
+    tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
+                                       "AND name NOT LIKE 'sqlite_%' AND name NOT LIKE '%fts%' "
+                                       "AND name NOT LIKE '%vec%'")]
+    return {t: db.scalar(f'SELECT count(*) FROM "{t}"') for t in tables}
+
+
+def _window(qtbot, tmp_path, *, chat=None, embedder=None, max_tokens=48) -> MainWindow:
+    settings = Settings().replace(generation=GenerationSettings(max_tokens=max_tokens))
+    services = Services(settings=settings, data_dir=tmp_path / "home", _embedder=embedder, chat=chat)
+    win = MainWindow(services)
+    qtbot.addWidget(win)
+    win.show()
+    return win
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, tiny_engine, embedder):
+    win = _window(qtbot, tmp_path, chat=tiny_engine, embedder=embedder)
+    yield win
+    win.panels["chat"].shutdown()
+    win.runner.shutdown(wait=True)
+    win.services.close()
+
+
+def on_db(window, fn, *args):
+    """Run fn(db, *args) on the window's db lane and wait: the store's connection belongs to that lane."""
+    return window.runner.submit("db", fn, window.services.db, *args).result(timeout=60)
+
+
+def scalar(window, sql: str, *params):
+    return on_db(window, lambda db: db.scalar(sql, params))
+
+
+def row(window, sql: str, *params):
+    return on_db(window, lambda db: db.query_one(sql, params))
+
+
+def _send_and_wait(qtbot, panel, text: str):
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
+        panel.send(text)
+    return finished.args[0]
+
+
+# -- the store side of the conversation list -----------------------------------------------------------
+
+def test_sessions_search_trash_and_history(db):
+    tea = create_session(db, "Tea")
+    trip = create_session(db, "Trip planning")
+    first = add_episode(db, "I like jasmine tea", "Noted!", session_id=tea)
+    add_episode(db, "Book a train to Lyon", "Done.", session_id=trip)
+    liked = add_memory(db, "User likes jasmine tea")
+    vetoed = add_memory(db, "User dislikes coffee")
+    db.execute("INSERT INTO reply_memories(episode_id, memory_id, rank) VALUES (?, ?, 0), (?, ?, 1)",
+               (first, liked, first, vetoed))
+    db.execute("UPDATE reply_memories SET vetoed_at = 1 WHERE memory_id = ?", (vetoed,))
+    assert [s.id for s in search_sessions(db, "lyon")] == [trip]  # found by a turn's text
+    assert [s.id for s in search_sessions(db, "TEA")] == [tea]  # and by title, any case
+    assert search_sessions(db, "100%") == []  # LIKE wildcards are literal
+    conversation = load_conversation(db, tea)
+    assert [(t.user_text, [u.id for u in t.used]) for t in conversation.turns] == [("I like jasmine tea", [liked])]
+    trash_session(db, trip)
+    assert [s.id for s in list_sessions(db)] == [tea]
+    assert {s.id for s in list_sessions(db, include_deleted=True)} == {tea, trip}  # hidden, not removed
+
+
+# -- widgets without a model ----------------------------------------------------------------------------
+
+def test_no_model_shows_the_way_to_the_models_panel(qtbot, tmp_path):
+    win = _window(qtbot, tmp_path)
+    panel = win.show_panel("chat")
+    qtbot.waitUntil(panel.banner.isVisible, timeout=20000)
+    assert "No chat model" in panel.banner_text.text()
+    qtbot.mouseClick(panel.models_button, Qt.LeftButton)
+    assert win.stack.currentWidget() is win.panels["models"]
+    win.show_panel("chat")
+    with qtbot.waitSignal(panel.turns.idle, timeout=20000):
+        panel.send("hello?")
+    assert "No chat model" in panel.replies()[-1].status.text()
+    win.runner.shutdown(wait=True)
+
+
+def test_return_sends_and_shift_return_adds_a_line(qtbot, tmp_path):
+    win = _window(qtbot, tmp_path)
+    panel = win.show_panel("chat")
+    sent = []
+    panel.composer.submitted.disconnect()
+    panel.composer.submitted.connect(sent.append)
+    qtbot.keyClicks(panel.composer, "first line")
+    qtbot.keyClick(panel.composer, Qt.Key_Return, Qt.ShiftModifier)
+    qtbot.keyClicks(panel.composer, "second")
+    assert sent == [] and panel.composer.toPlainText() == "first line\nsecond"
+    qtbot.keyClick(panel.composer, Qt.Key_Return)
+    assert sent == ["first line\nsecond"]
+    win.runner.shutdown(wait=True)
+
+
+def test_conversation_list_new_rename_delete_and_search(qtbot, tmp_path):
+    win = _window(qtbot, tmp_path)
+    a, b = on_db(win, create_session, "Cello lessons"), on_db(win, create_session, "Garden")
+    panel = win.show_panel("chat")
+    sessions = panel.sessions
+    sessions.reload()
+
+    def titles() -> list[str]:
+        return [sessions.list.item(i).text() for i in range(sessions.list.count())]
+    qtbot.waitUntil(lambda: titles() == ["Garden", "Cello lessons"], timeout=10000)
+    sessions.rename(a, "Cello with Ana")
+    qtbot.waitUntil(lambda: "Cello with Ana" in titles(), timeout=10000)
+    sessions.search.setText("ana")
+    qtbot.waitUntil(lambda: [s.id for s in sessions.sessions] == [a], timeout=10000)
+    sessions.search.clear()
+    qtbot.waitUntil(lambda: len(sessions.sessions) == 2, timeout=10000)
+    sessions.list.setCurrentRow([s.id for s in sessions.sessions].index(b))
+    assert panel.session_id == b
+    sessions.delete(b)
+    qtbot.waitUntil(lambda: [s.id for s in sessions.sessions] == [a], timeout=10000)
+    assert panel.session_id is None
+    win.new_chat()  # ⌘N
+    assert panel.session_id is None and not panel.message_widgets()
+    win.runner.shutdown(wait=True)
+
+
+# -- real turns on the tiny model -----------------------------------------------------------------------
+
+def test_reply_streams_is_stored_and_rated(qtbot, window):
+    panel = window.show_panel("chat")
+    on_db(window, add_memory, "User's favourite tea is jasmine")
+    chunks = []
+    panel.turns.chunk.connect(chunks.append)
+    reply = _send_and_wait(qtbot, panel, "Which tea should I buy?")
+    assert chunks and reply.text == "".join(chunks)
+    episode = row(window, "SELECT * FROM episodes ORDER BY id DESC LIMIT 1")
+    assert episode["id"] == reply.episode_id and episode["assistant_text"] == reply.text
+    assert panel.session_id == episode["session_id"]
+    chips = reply.chip_widgets()
+    assert [c.memory_id for c in chips] and "jasmine" in chips[0].open_button.toolTip()
+    assert scalar(window, "SELECT count(*) FROM reply_memories WHERE episode_id = ?", reply.episode_id) == len(chips)
+    qtbot.mouseClick(reply.thumb_up, Qt.LeftButton)
+    qtbot.waitUntil(lambda: scalar(window, "SELECT rating FROM episodes WHERE id = ?", reply.episode_id) == 1,
+                    timeout=10000)
+    qtbot.mouseClick(reply.thumb_down, Qt.LeftButton)
+    qtbot.waitUntil(lambda: scalar(window, "SELECT rating FROM episodes WHERE id = ?", reply.episode_id) == -1,
+                    timeout=10000)
+    assert reply.thumb_down.isChecked() and not reply.thumb_up.isChecked()
+
+
+def test_stop_stops_the_reply_and_keeps_what_was_said(qtbot, tmp_path, tiny_engine, embedder):
+    win = _window(qtbot, tmp_path, chat=tiny_engine, embedder=embedder, max_tokens=1000)
+    panel = win.show_panel("chat")
+    panel.turns.chunk.connect(lambda _text: panel.stop())  # Stop as soon as the first words arrive
+    with qtbot.waitSignal(panel.turns.finished, timeout=TURN_MS) as finished:
+        panel.send("Tell me a very long story")
+    record, reason = finished.args
+    assert reason == "cancelled"
+    assert panel.send_button.text() == "Send" and "Stopped" in panel.replies()[-1].status.text()
+    stored = row(win, "SELECT * FROM episodes WHERE id = ?", record.episode_id)
+    assert stored is not None and tiny_engine.count_tokens(stored["assistant_text"]) < 100
+    panel.shutdown()
+    win.runner.shutdown(wait=True)
+    win.services.close()
+
+
+def test_incognito_writes_nothing(qtbot, window):
+    on_db(window, add_memory, "User lives in Denver")
+    panel = window.show_panel("chat")
+    before = on_db(window, _counts)
+    panel.incognito.setChecked(True)
+    reply = _send_and_wait(qtbot, panel, "Where do I live?")
+    assert reply.text and reply.episode_id is None and not reply.thumb_up.isEnabled()
+    assert [c.memory_id for c in reply.chip_widgets()] == []  # incognito does not read memory either
+    qtbot.wait(300)  # a learning step, if one were wrongly queued, would have started by now
+    window.runner.submit("model", lambda: None).result(timeout=60)
+    assert on_db(window, _counts) == before
+    assert panel.session_id is None
+
+
+def test_a_turn_is_learned_and_the_graph_gains_nodes(qtbot, window):
+    services = window.services
+    facts = {"facts": [{"subject": "user", "relation": "plays", "object": "cello",
+                        "statement": "User plays the cello", "confidence": 90, "kind": "semantic",
+                        "critical": False, "source": "user_said", "when": ""}]}
+    services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [facts], "usefulness_rating": [{"useful": []}],
+         "reconcile_decision": [{"decision": "add", "target": 0}]})
+    graph = window.show_panel("graph")
+    qtbot.waitUntil(lambda: not graph._busy, timeout=20000)
+    assert len(graph.view.nodes) == 0
+    panel = window.show_panel("chat")
+    learned, failures = [], []
+    panel.learned.connect(learned.append)
+    panel.turns.failed.connect(lambda message, _no_model: failures.append(message))
+    panel.send("I play the cello every evening")
+    qtbot.waitUntil(lambda: bool(learned or failures), timeout=TURN_MS)
+    assert failures == [] and learned[0].errors == []
+    # the window's memories_changed makes the (hidden) graph redraw with the new fact
+    qtbot.waitUntil(lambda: "User plays the cello" in {n.label for n in graph.view.nodes}, timeout=20000)
+
+
+def test_veto_reanswers_without_the_memory(qtbot, window):
+    for text in ("User's favourite tea is jasmine", "User drinks tea at 5 pm", "User's teapot is blue"):
+        on_db(window, add_memory, text)
+    panel = window.show_panel("chat")
+    reply = _send_and_wait(qtbot, panel, "Make me a tea plan")
+    before = [c.memory_id for c in reply.chip_widgets()]
+    assert len(before) >= 2
+    episodes = scalar(window, "SELECT count(*) FROM episodes")
+    vetoed = before[0]
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS):
+        qtbot.mouseClick(reply.chip_widgets()[0].veto_button, Qt.LeftButton)
+    after = [c.memory_id for c in reply.chip_widgets()]
+    assert vetoed not in after and after
+    assert scalar(window, "SELECT count(*) FROM episodes") == episodes  # the reply was rewritten, not added
+    assert scalar(window, "SELECT vetoed_at FROM reply_memories WHERE episode_id = ? AND memory_id = ?",
+                  reply.episode_id, vetoed) is not None
+
+
+def test_chip_opens_the_memory_and_a_stored_conversation_reopens(qtbot, window):
+    memory = on_db(window, add_memory, "User's cat is called Miso")
+    panel = window.show_panel("chat")
+    reply = _send_and_wait(qtbot, panel, "What is my cat called?")
+    session = panel.session_id
+    chip = next(c for c in reply.chip_widgets() if c.memory_id == memory)
+    qtbot.mouseClick(chip.open_button, Qt.LeftButton)
+    memories = window.panels["memories"]
+    assert window.stack.currentWidget() is memories
+    qtbot.waitUntil(lambda: memories.selected_ids() == [memory], timeout=20000)
+    window.new_chat()
+    assert not panel.message_widgets()
+    panel.open_session(session)
+    qtbot.waitUntil(lambda: len(panel.message_widgets()) == 2, timeout=20000)
+    reopened = panel.replies()[0]
+    assert reopened.text == reply.text and memory in [c.memory_id for c in reopened.chip_widgets()]
+    assert reopened.thumb_up.isEnabled()
