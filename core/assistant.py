@@ -3,10 +3,11 @@
 API (stable; callers run the steps on different lanes, none of them touches Qt):
 
     assistant = Assistant(db, embedder, chat, structured, settings, clock)
-    prepared = assistant.prepare(session_id, user_text, incognito=False, dial="normal", exclude=())  # db lane
-    for chunk in assistant.stream(prepared, sampling=None, cancel=event): ...                        # model lane
-    record = assistant.finish(prepared, reply_text, finish_reason, replaces=None)                      # db lane
-    report = assistant.learn(record)                                                      # model lane, after the reply
+    prepared = assistant.prepare(session_id, user_text, incognito=False, dial="normal", exclude=(),
+                                 history=None)                                     # db lane
+    for chunk in assistant.stream(prepared, sampling=None, cancel=event): ...      # model lane
+    record = assistant.finish(prepared, reply_text, finish_reason, replaces=None)  # db lane
+    report = assistant.learn(record)  # after the reply is shown; it writes: give it its own connection
     assistant.veto(episode_id, memory_id)       # a chip removed: lower its edges; re-prepare with exclude=[memory_id]
     assistant.rate(episode_id, +1 | -1 | None)  # thumbs
     reply = assistant.reply(session_id, user_text, ...)  # all of the above in one call (CLI, tests)
@@ -131,7 +132,9 @@ class Assistant:
     # -- prepare (db lane; reads only) ---------------------------------------------------------------
 
     def prepare(self, session_id: int | None, user_text: str, *, incognito: bool = False, dial: str | None = None,
-                exclude: Sequence[int] = ()) -> PreparedTurn:
+                exclude: Sequence[int] = (), history: Sequence[tuple[str, str]] | None = None) -> PreparedTurn:
+        """`history`: (user, assistant) turns kept by the caller, oldest first — an incognito conversation's
+        earlier turns, which are never stored; by default the session's stored turns (none when incognito)."""
         user_text = clean_text(user_text, "message")
         dial = self.settings.memory_dial if dial is None else dial
         if dial not in DIALS:
@@ -141,11 +144,12 @@ class Assistant:
         now = self.clock()
         k = round(self.settings.recall.k * self._dial_share(dial))
         reading = k > 0 and not incognito
-        recent = self._session_episodes(session_id)
+        recent = [] if incognito else self._session_episodes(session_id)
         critical, intents = self._critical(user_text, excluded) if reading else ([], [])
         recalled = (self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical},
                                    {e.id for e in recent}) if reading else [])
-        history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
+        if history is None:
+            history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
         instructions = self._instructions(session) if reading else ""
         parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
                              instructions=instructions, profile=self._profile(instructions) if reading else (),
@@ -320,8 +324,9 @@ class Assistant:
     def reply(self, session_id: int | None, user_text: str, *, incognito: bool = False, dial: str | None = None,
               exclude: Sequence[int] = (), sampling: SamplingParams | None = None,
               cancel: threading.Event | None = None, on_chunk: Callable[[GenerationChunk], None] | None = None,
-              learn: bool = True) -> Reply:
-        prepared = self.prepare(session_id, user_text, incognito=incognito, dial=dial, exclude=exclude)
+              learn: bool = True, history: Sequence[tuple[str, str]] | None = None) -> Reply:
+        prepared = self.prepare(session_id, user_text, incognito=incognito, dial=dial, exclude=exclude,
+                                history=history)
         parts: list[str] = []
         reason: str | None = None
         for chunk in self.stream(prepared, sampling, cancel=cancel):

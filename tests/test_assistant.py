@@ -82,6 +82,9 @@ def test_incognito_neither_reads_nor_writes_memory(db, embedder, clock, store):
     assert "penicillin" not in chat.calls[0][0].content and reply.learned.skipped == "incognito"
     assert (table_counts(db), get_memories(db, list(store.values()))) == before
     assert structured.calls == []
+    followup = assistant.prepare(None, "And for a cold?", incognito=True,
+                                 history=[(reply.prepared.user_text, reply.text)])
+    assert [m.content for m in followup.messages[1:]] == [reply.prepared.user_text, reply.text, "And for a cold?"]
 
 
 def test_the_memory_dial_scales_recall_and_off_reads_nothing(db, embedder, clock, store):
