@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -37,13 +38,19 @@ def take_screenshots(out_dir: Path | str, *, data_dir: Path | str | None = None,
     from PySide6.QtWidgets import QApplication
 
     from app.services import Services
-    from app.ui.main_window import MainWindow
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     app = QApplication.instance() or QApplication(["engram"])
-    if data_dir is None:
-        data_dir = _sample_folder(embedder)
-    services = Services.from_data_dir(data_dir)
+    sample = _sample_folder(embedder) if data_dir is None else None
+    try:
+        return _shoot(app, Services.from_data_dir(sample or data_dir), out_dir, embedder)
+    finally:
+        if sample is not None:
+            shutil.rmtree(sample.parent, ignore_errors=True)  # a throwaway folder made for these pictures
+
+
+def _shoot(app: Any, services: Any, out_dir: Path, embedder: Any) -> list[Path]:
+    from app.ui.main_window import MainWindow
     if embedder is not None:
         services._embedder = embedder  # already loaded: the memory panel need not load it again
     services.db  # opened here, before panels start reading it from the database lane

@@ -56,3 +56,14 @@ def test_screenshots_writes_one_png_per_panel(qtbot, sample, tmp_path, capsys):
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
     assert capsys.readouterr().out.split() == [str(out / f"{spec.key}.png") for spec in PANELS]
+
+
+@pytest.mark.slow
+def test_without_a_data_folder_a_throwaway_sample_is_built_and_removed(qtbot, tmp_path, embedder, monkeypatch):
+    from app import screenshots
+    made = []
+    real = screenshots._sample_folder
+    monkeypatch.setattr(screenshots, "_sample_folder", lambda e: made.append(real(e)) or made[-1])
+    files = screenshots.take_screenshots(tmp_path / "shots", embedder=embedder)
+    assert len(files) == len(PANELS) and all(f.stat().st_size > 10_000 for f in files)
+    assert made and not made[0].parent.exists()
