@@ -15,7 +15,7 @@ from core.jobs import standard_specs  # noqa: E402
 from core.scheduler import Environment, Scheduler  # noqa: E402
 from core.store import jobs as store  # noqa: E402
 from core.store.jobs import Job  # noqa: E402
-from core.store.memories import add_memory  # noqa: E402
+from core.store.memories import add_memory, update_memory  # noqa: E402
 
 FACTS = ("The user's dog is named Rex.", "The user lives in Berlin.", "The user drinks green tea every morning.",
          "The user swims on Tuesdays.", "The user works as a music teacher.")
@@ -93,6 +93,19 @@ def test_adapters_activate_and_roll_back(qtbot, window):
     _refreshed(qtbot, panel, panel.on_rollback)
     assert versions.active_adapter(db) is None
     assert panel.active_label.text() == "In use: the base model"
+
+
+def test_a_stale_active_adapter_is_called_out(qtbot, window):
+    db = window.services.db
+    fact = add_memory(db, "User's dog is named Rex")
+    adapter = versions.record_adapter(db, name="adapter one", base_model="m", path="/a", status="accepted",
+                                      metrics=_metrics(2.0, 1.5), config={}, sources={"memory": [fact]})
+    versions.activate(db, adapter.id)
+    update_memory(db, fact, statement="User's dog is named Max")  # the store's trigger marks the adapter stale
+    panel = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
+    assert f"memory {fact} changed" in panel.active_label.text() and "roll back" in panel.active_label.text()
+    assert "stale" in panel.adapters.item(0, 5).text()
 
 
 def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, embedder):

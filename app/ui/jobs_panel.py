@@ -278,7 +278,11 @@ class JobsPanel(QWidget):
                 self.adapters.setItem(r, c, item)
             if adapter.id == keep:
                 self.adapters.selectRow(r)
-        self.active_label.setText(f"In use: {active.name}" if active else "In use: the base model")
+        text = f"In use: {active.name}" if active else "In use: the base model"
+        if active is not None and active.is_stale:  # lineage: it learned from something the user changed
+            text += f" — it learned from something you changed ({active.stale_reason}); roll back to stop using it"
+        self.active_label.setText(text)
+        self.active_label.setWordWrap(True)
 
     def _draw_loss(self, rows: Sequence[JobRow]) -> None:
         for row in rows:
