@@ -5,12 +5,15 @@ packaging/ copies resources/ there under the same name, so both cases resolve to
 """
 from __future__ import annotations
 
+import importlib.metadata
 import sys
+import tomllib
 from pathlib import Path
 
 from core.errors import NotFound
 
 APP_ICON = "engram.png"
+VERSION_FILE = "engram-version.txt"  # written into the bundle's resources by packaging/engram.spec
 
 
 def is_frozen() -> bool:
@@ -31,3 +34,19 @@ def resource_path(*parts: str) -> Path:
     if not path.exists():
         raise NotFound(f"resource {'/'.join(parts)} is missing from {resources_root()}")
     return path
+
+
+def engram_version() -> str:
+    """The installed package's version; from a checkout, pyproject.toml's; in a bundle, the file the spec wrote."""
+    try:
+        return importlib.metadata.version("engram")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    if is_frozen():
+        path = resources_root() / VERSION_FILE
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else "unknown"
+    pyproject = resources_root().parent / "pyproject.toml"
+    try:
+        return tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, KeyError, ValueError):
+        return "unknown"

@@ -29,7 +29,7 @@ FACTS = ("Ana lives in Lisbon and works as a nurse.",
          "Ana's dog is called Biscuit.",
          "Ana drinks green tea every morning.")
 QUESTION = "What is the name of Ana's dog?"
-PACKAGES = ("engram", "mlx", "mlx-lm", "apsw", "sqlite-vec", "llguidance", "sentence-transformers", "torch",
+PACKAGES = ("mlx", "mlx-lm", "apsw", "sqlite-vec", "llguidance", "sentence-transformers", "torch",
             "transformers", "PySide6-Essentials")
 
 
@@ -56,16 +56,28 @@ def check_store(ctx: Context) -> str:
 
 def check_recall(ctx: Context) -> str:
     from core.memory.index import index_memories
+    from core.memory.recall import recall
     from core.store.memories import add_memory
-    from core.store.vectors import knn
     from models.embeddings import load_embedder
     ctx.embedder = load_embedder("all-MiniLM-L6-v2")
     ids = [add_memory(ctx.db, fact) for fact in FACTS]
     index_memories(ctx.db, ctx.embedder, ids)
-    found = knn(ctx.db, "memory", ctx.embedder.embed([QUESTION])[0], 1)
-    if not found or found[0][0] != ids[1]:
-        raise AssertionError(f"recall of {QUESTION!r} found {found}, expected memory #{ids[1]}")
-    return f"{ctx.embedder.name} ({ctx.embedder.dimension} dims) recalled memory #{ids[1]}"
+    hits = recall(ctx.db, ctx.embedder, QUESTION, k=1, kinds=("memory",)).hits
+    if not hits or hits[0].id != ids[1]:
+        raise AssertionError(f"recall of {QUESTION!r} found {hits}, expected memory #{ids[1]}")
+    return f"{ctx.embedder.name} ({ctx.embedder.dimension} dims) recalled memory #{ids[1]} ({hits[0].why})"
+
+
+def check_metal(ctx: Context) -> str:
+    """On a Mac: a GPU computation, which needs mlx.metallib found next to libmlx (the classic bundle failure)."""
+    import mlx.core as mx
+    if not mx.metal.is_available():
+        return "no Metal device on this machine; MLX runs on the CPU"
+    x = mx.ones((64, 64), stream=mx.gpu)
+    total = float(mx.sum(x @ x, stream=mx.gpu).item())
+    if total != 64.0 ** 3:
+        raise AssertionError(f"a GPU matrix product gave {total}, expected {64.0 ** 3}")
+    return f"GPU kernels load ({mx.metal.device_info().get('device_name', 'Metal')})"
 
 
 def check_model(ctx: Context) -> str:
@@ -125,6 +137,7 @@ STEPS: tuple[tuple[str, Callable[[Context], str]], ...] = (
     ("resources", check_resources),
     ("store", check_store),
     ("embed+recall", check_recall),
+    *((("metal", check_metal),) if sys.platform == "darwin" else ()),
     ("mlx model", check_model),
     ("stream", check_stream),
     ("structured", check_structured),
@@ -133,7 +146,9 @@ STEPS: tuple[tuple[str, Callable[[Context], str]], ...] = (
 
 
 def versions() -> dict[str, str]:
-    found = {"python": platform.python_version(), "platform": f"{sys.platform}-{platform.machine()}"}
+    from app.resources import engram_version
+    found = {"engram": engram_version(), "python": platform.python_version(),
+             "platform": f"{sys.platform}-{platform.machine()}"}
     for name in PACKAGES:
         try:
             found[name] = importlib.metadata.version(name)

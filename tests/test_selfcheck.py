@@ -1,8 +1,11 @@
 """`engram --self-check` from source (the frozen build runs it in tests/test_packaging.py) and resource paths."""
 from __future__ import annotations
 
+import importlib.metadata
 import io
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
@@ -48,6 +51,18 @@ def test_resource_path_from_source_and_frozen(monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     monkeypatch.setattr(sys, "_MEIPASS", str(tmp_path), raising=False)
     assert resources.resource_path("engram.png") == tmp_path / "resources" / "engram.png"
+    (tmp_path / "resources" / resources.VERSION_FILE).write_text("9.8.7\n")
+    monkeypatch.setattr(importlib.metadata, "version", _not_installed)
+    assert resources.engram_version() == "9.8.7"
+
+
+def _not_installed(name: str) -> str:
+    raise importlib.metadata.PackageNotFoundError(name)
+
+
+def test_engram_version_from_a_checkout():
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    assert resources.engram_version() == pyproject["project"]["version"]
 
 
 def test_bundled_module_runner_only_runs_known_modules(monkeypatch, capsys):
