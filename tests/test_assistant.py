@@ -199,3 +199,10 @@ def test_bad_input_changes_nothing(db, embedder, clock, store):
     with pytest.raises(NotFound):
         assistant.reply(424242, "hello")
     assert table_counts(db) == before
+
+
+def test_without_session_instructions_the_confirmed_profile_appears_once(db, embedder, clock):
+    db.execute("INSERT INTO hypotheses(dimension, claim, confidence, status, created_at, updated_at) "
+               "VALUES ('style', 'The user prefers metric units.', 0.8, 'confirmed', 0, 0)")
+    prepared = make(db, embedder, clock).prepare(create_session(db), "How far is a marathon?")
+    assert prepared.messages[0].content.count("The user prefers metric units.") == 1
