@@ -2,7 +2,8 @@
 fine-tune, and the adapter versions with their gate scores (activate, roll back).
 
 The panel polls the store on the database lane while it is visible. A job the user starts is picked up by
-the app's background scheduler (app/ui/background_jobs.py) when it runs, else by JobHost's own thread. Pause and cancel are requests in the store, honoured by the job at its next checkpoint.
+the app's background scheduler (app/ui/background_jobs.py) when it runs, else by JobHost's own thread.
+Pause and cancel are requests in the store, honoured by the job at its next checkpoint.
 """
 from __future__ import annotations
 
@@ -157,6 +158,7 @@ class JobsPanel(QWidget):
         self.activate_button.clicked.connect(self.on_activate)
         self.rollback_button.clicked.connect(self.on_rollback)
         self.active_label = QLabel("")
+        self.active_label.setWordWrap(True)
         buttons = QHBoxLayout()
         for widget in (self.activate_button, self.rollback_button):
             buttons.addWidget(widget)
@@ -282,7 +284,6 @@ class JobsPanel(QWidget):
         if active is not None and active.is_stale:  # lineage: it learned from something the user changed
             text += f" — it learned from something you changed ({active.stale_reason}); roll back to stop using it"
         self.active_label.setText(text)
-        self.active_label.setWordWrap(True)
 
     def _draw_loss(self, rows: Sequence[JobRow]) -> None:
         for row in rows:
