@@ -51,6 +51,14 @@ def test_claims_are_grouped_by_dimension_with_goals(panel):
     assert not panel.empty.isVisible()
 
 
+def test_search_filters_claims(panel):
+    panel.focus_search()
+    panel.search.setText("climb")
+    assert [panel.tree.topLevelItem(i).text(0) for i in range(panel.tree.topLevelItemCount())] == ["Interests"]
+    panel.search.setText("")
+    assert panel.tree.topLevelItemCount() == 2
+
+
 def test_confirm_and_reject_from_the_panel(qtbot, panel, seeded):
     services, brief, climber, _ = seeded
     assert panel.select_hypothesis(brief)

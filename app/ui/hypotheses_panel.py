@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import Qt, QUrl, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QInputDialog, QLabel,
-                               QPushButton, QSplitter, QTabWidget, QTextBrowser, QTreeWidget, QTreeWidgetItem,
-                               QVBoxLayout, QWidget)
+                               QLineEdit, QPushButton, QSplitter, QTabWidget, QTextBrowser, QTreeWidget,
+                               QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, empty_state, when
 from core.store import goals, hypotheses
@@ -91,8 +91,13 @@ class HypothesesPanel(QWidget):
         self.status.addItems(STATUS_FILTERS)
         self.status.currentTextChanged.connect(lambda _text: self.reload())
         top = QHBoxLayout()
+        self.search = QLineEdit()
+        self.search.setPlaceholderText("Search claims")
+        self.search.setClearButtonEnabled(True)
+        self.search.textChanged.connect(lambda _text: self._show(self.view))
         top.addWidget(QLabel("What Engram believes about you"))
         top.addStretch(1)
+        top.addWidget(self.search, 1)
         top.addWidget(self.status)
         self.tree = self._tree()
         self.detail = QTextBrowser()
@@ -170,7 +175,9 @@ class HypothesesPanel(QWidget):
         keep = self.selected.id if self.selected else None
         self.view = view
         self.tree.clear()
-        for dimension, items in by_dimension(view.hypotheses).items():
+        needle = self.search.text().strip().lower()
+        shown = [h for h in view.hypotheses if needle in f"{h.dimension} {h.claim}".lower()]
+        for dimension, items in by_dimension(shown).items():
             group = QTreeWidgetItem([dimension.capitalize(), "", "", ""])
             group.setFirstColumnSpanned(True)
             group.setFlags(Qt.ItemIsEnabled)
@@ -305,4 +312,4 @@ class HypothesesPanel(QWidget):
         return text if ok else None
 
     def focus_search(self) -> None:
-        self.status.setFocus()
+        self.search.setFocus()
