@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -125,10 +125,3 @@ def critical_memory_ids(db: Database, relations: Sequence[str], limit: int) -> l
         f"SELECT id FROM active_memories WHERE relation IN ({marks}) "
         "ORDER BY critical DESC, confidence DESC, id DESC LIMIT ?", [*relations, int(limit)])]
 
-
-def intent_names(intents: Sequence[Intent]) -> list[str]:
-    return [i.name for i in intents]
-
-
-def relation_map() -> Mapping[str, tuple[str, ...]]:
-    return {i.name: i.relations for i in INTENTS}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from core.config import Settings
 from core.memory.critical import canonical_relation, is_critical
@@ -92,6 +92,3 @@ def _overlaps(phrase: str, text: str) -> bool:
     wanted = _words(phrase)
     return bool(wanted) and bool(wanted & _words(text))
 
-
-def facts_from_items(items: Sequence[dict[str, Any]], now: float) -> list[Fact]:
-    return [to_fact(i, now) for i in items]
