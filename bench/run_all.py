@@ -1,0 +1,185 @@
+"""Run every benchmark in bench/ and write docs/BENCHMARKS.md: `python -m bench.run_all [--from-json DIR]`.
+
+Each bench prints JSON. With --from-json DIR, a bench whose `<name>.json` is in DIR is not rerun: its saved
+result is used (so the page can be regenerated without rerunning a 10-minute bench). Every fresh result is
+saved to --save-json (default: the --from-json folder, else bench/results).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+HELPERS = {"__init__.py", "run_all.py", "synthetic.py", "embed_cache.py"}  # modules, not benchmarks
+
+
+@dataclass(frozen=True)
+class Bench:
+    name: str
+    command: list[str]  # arguments after `python`, run from the repository root
+    target: str
+    summary: Callable[[dict], str]
+
+
+def _get(result: dict, *path, default="—"):
+    for key in path:
+        if not isinstance(result, dict) or key not in result:
+            return default
+        result = result[key]
+    return result
+
+
+def _recall_summary(r: dict) -> str:
+    return (f"recall p50/p95/p99 {_ms(r, 'recall_ms')}; vector search {_ms(r, 'vector_knn_ms')}; exact numpy "
+            f"{_ms(r, 'exact_numpy_ms')}; prefilter recall@10 vs exact {_get(r, 'knn_recall_at_10_vs_exact')}; "
+            f"ingest {_get(r, 'ingest_rows_per_s')} rows/s; query embedding {_get(r, 'embed_query_ms')} ms")
+
+
+def _ms(r: dict, key: str) -> str:
+    values = r.get(key) or {}
+    return "/".join(str(values.get(p, "—")) for p in ("p50", "p95", "p99")) + " ms"
+
+
+def _turn_summary(r: dict) -> str:
+    parts = [f"N={n}: overhead {_ms(size, 'overhead_ms')}, recall alone {_ms(size, 'recall_alone_ms')}"
+             for n, size in (r.get("sizes") or {}).items()]
+    if "idle_pass" in r:
+        parts.append(f"idle pass at N={r.get('idle_pass_at_n')}: {_get(r, 'idle_pass', 'total_s')} s")
+    return "; ".join(parts) or _flat(r)
+
+
+def _generate_summary(r: dict) -> str:
+    return (f"streaming ratio {_get(r, 'streaming', 'ratio')}; structured: "
+            f"{_flat(r.get('structured', {}), limit=4)}")
+
+
+def _finetune_summary(r: dict) -> str:
+    return (f"Engram {_get(r, 'engram_tokens_per_second')} vs mlx_lm {_get(r, 'mlx_lm_tokens_per_second')} "
+            f"tokens/s, ratio {_get(r, 'ratio')}")
+
+
+def _locomo_summary(r: dict) -> str:
+    rows = []
+    for retriever in ("engram", "bm25", "dense"):
+        overall = _get(r, "results", retriever, "overall", default={})
+        rows.append(f"{retriever} " + "/".join(f"{v:.3f}" for v in overall.values()))
+    return f"R@{'/'.join(str(k) for k in r.get('k', []))}: " + "; ".join(rows) + f"; {_get(r, 'wall_seconds')} s"
+
+
+def _flat(r: dict, limit: int = 8) -> str:
+    """The first few scalar figures of a result we have no special summary for."""
+    items = [(k, v) for k, v in r.items() if isinstance(v, (int, float, str)) and k not in ("machine", "date")]
+    return ", ".join(f"{k} {v}" for k, v in items[:limit])
+
+
+BENCHES = (
+    Bench("recall-10k", ["bench/recall.py", "--n", "10000", "--json"], "p95 ≤ 10 ms at 100k", _recall_summary),
+    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--json"], "p95 ≤ 10 ms; recall@10 ≥ 0.98",
+          _recall_summary),
+    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--json"], "p95 ≤ 60 ms", _recall_summary),
+    Bench("turn", ["bench/turn.py", "--json"], "overhead p95 ≤ 25 ms at 100k", _turn_summary),
+    Bench("generate", ["bench/generate.py"], "streaming ratio ≥ 0.97", _generate_summary),
+    Bench("finetune", ["bench/finetune.py"], "ratio ≥ 0.95", _finetune_summary),
+    Bench("locomo", ["bench/locomo.py", "--json"], "R@10 ≥ 0.75 and > both baselines; R@50 ≥ 0.90; < 10 min",
+          _locomo_summary),
+    Bench("startup", ["bench/startup.py"], "window within 2 s", lambda r: _flat(r)),
+)
+
+
+def discovered() -> list[Bench]:
+    """The known benches, plus any other script in bench/ (run plainly, summarised generically)."""
+    known = {b.command[0] for b in BENCHES}
+    extra = [Bench(p.stem, [f"bench/{p.name}"], "—", lambda r: _flat(r))
+             for p in sorted((ROOT / "bench").glob("*.py")) if p.name not in HELPERS and f"bench/{p.name}" not in known]
+    return [b for b in BENCHES if (ROOT / b.command[0]).exists()] + extra
+
+
+def parse_json(stdout: str) -> dict:
+    """The JSON object a bench printed (the last top-level one; some print a log line before it)."""
+    start = stdout.rfind("\n{")
+    text = stdout[start + 1:] if start >= 0 else stdout[stdout.find("{"):]
+    return json.loads(text)
+
+
+def run_bench(bench: Bench, timeout: float) -> dict:
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, *bench.command], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+    if done.returncode != 0:
+        raise RuntimeError(f"{bench.name} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    result = parse_json(done.stdout)
+    result.setdefault("wall_seconds", round(time.perf_counter() - started, 1))
+    return result
+
+
+def collect(benches: list[Bench], source: Path | None, save: Path, timeout: float, log) -> dict[str, dict]:
+    results: dict[str, dict] = {}
+    save.mkdir(parents=True, exist_ok=True)
+    for bench in benches:
+        saved = source / f"{bench.name}.json" if source else None
+        if saved and saved.exists():
+            results[bench.name] = json.loads(saved.read_text(encoding="utf-8"))
+            continue
+        log(f"running {bench.name}: python {' '.join(bench.command)}")
+        try:
+            results[bench.name] = run_bench(bench, timeout)
+        except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
+            results[bench.name] = {"error": str(exc)[:300]}
+            continue
+        (save / f"{bench.name}.json").write_text(json.dumps(results[bench.name], indent=1), encoding="utf-8")
+    return results
+
+
+def render(benches: list[Bench], results: dict[str, dict], machine: str) -> str:
+    lines = ["# Benchmarks", "",
+             f"Generated by `python -m bench.run_all` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
+             f"Machine: {machine}. Shared with other work while measured: treat absolute times as upper bounds.",
+             "Each bench measures its baseline in the same run; raw JSON sits next to the command that made it.", "",
+             "| benchmark | result | target | measured | reproduce |", "|---|---|---|---|---|"]
+    for bench in benches:
+        result = results.get(bench.name)
+        if result is None:
+            continue
+        figure = f"not measured: {result['error']}" if "error" in result else bench.summary(result)
+        when = result.get("date", "—")
+        lines.append(f"| {bench.name} | {figure} | {bench.target} | {when} | `python {' '.join(bench.command)}` |")
+    if "locomo" in results and "results" in results["locomo"]:
+        from bench.locomo import table
+        lines += ["", "## LoCoMo evidence retrieval (dev split, 5 conversations)", "", table(results["locomo"])]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--from-json", type=Path, help="reuse <bench>.json files found in this folder")
+    parser.add_argument("--save-json", type=Path, help="where fresh results are saved")
+    parser.add_argument("--only", help="comma-separated bench names to include")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
+    parser.add_argument("--notes", type=Path, help="a Markdown file appended to the page (method, extrapolations)")
+    parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per bench")
+    args = parser.parse_args(argv)
+    benches = discovered()
+    if args.only:
+        wanted = {n.strip() for n in args.only.split(",")}
+        benches = [b for b in benches if b.name in wanted]
+    save = args.save_json or args.from_json or ROOT / "bench" / "results"
+    log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
+    results = collect(benches, args.from_json, save, args.timeout, log)
+    sys.path.insert(0, str(ROOT))
+    from bench.recall import machine
+    page = render(benches, results, machine())
+    if args.notes and args.notes.exists():
+        page += "\n" + args.notes.read_text(encoding="utf-8")
+    args.out.write_text(page, encoding="utf-8")
+    log(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
