@@ -46,6 +46,19 @@ def _metrics(before, after):
             "candidate": {"probe_loss": after, "general_ppl": 20.5}, "gate": {"accept": after < before}}
 
 
+def test_a_long_queue_keeps_the_selection_across_polls(qtbot, window):
+    db = window.services.db
+    for n in range(250):
+        store.enqueue(db, "forgetting", payload={"n": n})
+    panel = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
+    assert panel.jobs_model.rowCount() == 200  # the newest 200 open jobs, then recent finished ones
+    panel.jobs.selectRow(7)
+    chosen = panel.selected_job_id()
+    _refreshed(qtbot, panel)
+    assert panel.selected_job_id() == chosen and panel.cancel_button.isEnabled()
+
+
 def test_progress_messages_give_eta_and_loss_points():
     assert loss_point("step 12/40, loss 2.311, 850 tok/s, ETA 30s") == (12, 2.311)
     assert loss_point("scoring the new adapter") is None
@@ -63,7 +76,7 @@ def test_queue_conditions_pause_cancel_and_tonight(qtbot, window):
     _refreshed(qtbot, panel, panel.finetune_tonight)
     [row] = panel.snapshot.jobs
     assert row.job.kind == "finetune" and row.job.state == "queued" and not row.job.run_now
-    assert "waiting:" in panel.jobs.item(0, 4).text()
+    assert "waiting:" in panel.jobs_model.text(0, 4)
     panel.jobs.selectRow(0)
     assert panel.pause_button.isEnabled() and panel.cancel_button.isEnabled()
     _refreshed(qtbot, panel, panel.on_pause)
@@ -71,7 +84,7 @@ def test_queue_conditions_pause_cancel_and_tonight(qtbot, window):
     panel.jobs.selectRow(0)
     _refreshed(qtbot, panel, panel.on_cancel)
     assert store.get_job(db, row.job.id).state == "cancelled"
-    assert panel.jobs.item(0, 1).text() == "cancelled"
+    assert panel.jobs_model.text(0, 1) == "cancelled"
 
 
 def test_adapters_activate_and_roll_back(qtbot, window):
@@ -125,8 +138,8 @@ def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, 
     assert final.state == "done" and final.progress == 1.0, final.last_error
     assert "archived 1 facts" in final.message
     assert [e.item_id for e in forget.list_events(services.db)] == [stale]
-    qtbot.waitUntil(lambda: panel.jobs.rowCount() == 1 and panel.jobs.item(0, 1).text() == "done", timeout=10000)
-    assert panel.jobs.item(0, 2).data(BAR_ROLE) == 1.0
+    qtbot.waitUntil(lambda: panel.jobs_model.rowCount() == 1 and panel.jobs_model.text(0, 1) == "done", timeout=10000)
+    assert panel.jobs_model.index(0, 2).data(BAR_ROLE) == 1.0
 
 
 def _away(db, activity, gate):
@@ -157,8 +170,9 @@ def test_background_loop_learns_while_the_user_is_away(qtbot, window, embedder):
     panel = window.show_panel("jobs")
     qtbot.waitUntil(lambda: panel.snapshot is not None and panel.snapshot.conditions is not None, timeout=10000)
     assert panel.conditions.text().startswith("You have been away")
-    assert "waiting: outside quiet hours" in [panel.jobs.item(r, 4).text() for r in range(panel.jobs.rowCount())
-                                              if panel.jobs.item(r, 0).text().endswith("finetune")][0]
+    model = panel.jobs_model
+    assert "waiting: outside quiet hours" in [model.text(r, 4) for r in range(model.rowCount())
+                                              if model.text(r, 0).endswith("finetune")][0]
     window.background.stop()
     assert not window.background.running and window.background.error is None
 

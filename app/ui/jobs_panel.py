@@ -12,10 +12,12 @@ from typing import Any, Callable, Optional, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLayout, QHeaderView, QLabel,
-                               QPushButton, QSplitter, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+                               QPushButton, QSplitter, QTableView, QTableWidget, QTableWidgetItem, QVBoxLayout,
+                               QWidget)
 
 from app.ui.jobs_state import JobHost, JobRow, JobsSnapshot, LossHistory, SchedulerFactory, read_jobs
-from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, accent, duration, empty_state, themed_plot, when
+from app.ui.jobs_table import JobsTableModel
+from app.ui.panel_widgets import FractionBarDelegate, accent, empty_state, themed_plot, when
 from core.finetune import adapters as versions
 from core.jobs import FINETUNE
 from core.store import jobs as store
@@ -23,7 +25,6 @@ from core.store import jobs as store
 POLL_MS = 1000
 CONDITIONS_EVERY = 5.0  # seconds between reads of idle time and power (a subprocess on the Mac)
 POLL_RUNNING_MS = 300  # faster while a job runs, so progress and the loss curve move smoothly
-JOB_COLUMNS = ("Job", "State", "Progress", "ETA", "Status", "Started")
 ADAPTER_COLUMNS = ("Version", "Status", "Probe loss", "General ppl", "Created", "Notes")
 ID_ROLE = Qt.UserRole + 1
 
@@ -34,20 +35,6 @@ def adapter_scores(adapter: versions.Adapter) -> tuple[str, str]:
         return "—", "—"
     return (f"{m['baseline']['probe_loss']:.3f} → {m['candidate']['probe_loss']:.3f}",
             f"{m['baseline']['general_ppl']:.1f} → {m['candidate']['general_ppl']:.1f}")
-
-
-def job_status_text(row: JobRow) -> str:
-    job = row.job
-    parts = [job.message] if job.message else []
-    if row.waiting:
-        parts.append(f"waiting: {row.waiting}")
-    elif job.state == "queued":
-        parts.append("ready")
-    if job.requested:
-        parts.append(f"{job.requested} requested")
-    if job.last_error and job.state != "done":
-        parts.append(f"last error: {job.last_error}")
-    return " · ".join(parts)
 
 
 class JobsPanel(QWidget):
@@ -107,14 +94,17 @@ class JobsPanel(QWidget):
 
     def _queue_box(self) -> QGroupBox:
         box = QGroupBox("Queue")
-        self.jobs = self._table(JOB_COLUMNS)
+        self.jobs_model = JobsTableModel()
+        self.jobs = QTableView()
+        self.jobs.setModel(self.jobs_model)
+        self._look(self.jobs)
         self.jobs.setItemDelegateForColumn(2, FractionBarDelegate(self.jobs))
         header = self.jobs.horizontalHeader()
         header.setSectionResizeMode(4, QHeaderView.Stretch)
         for column in (0, 1, 5):
             header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
         self.jobs.setColumnWidth(2, 130)
-        self.jobs.itemSelectionChanged.connect(self._update_buttons)
+        self.jobs.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
         self.jobs_empty = empty_state("No jobs yet. Reflection, consolidation and forgetting run while you are "
                                       "away; a fine-tune runs in the quiet hours.")
         self.start_button = QPushButton("Run now")
@@ -180,12 +170,16 @@ class JobsPanel(QWidget):
     def _table(self, columns: Sequence[str]) -> QTableWidget:
         table = QTableWidget(0, len(columns))
         table.setHorizontalHeaderLabels(columns)
+        self._look(table)
+        return table
+
+    @staticmethod
+    def _look(table: QAbstractItemView) -> None:
         table.setSelectionBehavior(QAbstractItemView.SelectRows)
         table.setSelectionMode(QAbstractItemView.SingleSelection)
         table.setEditTriggers(QAbstractItemView.NoEditTriggers)
         table.verticalHeader().setVisible(False)
         table.setAlternatingRowColors(True)
-        return table
 
     # --- reading ----------------------------------------------------------------------------------------
     def _tick(self) -> None:
@@ -245,19 +239,10 @@ class JobsPanel(QWidget):
 
     def _fill_jobs(self, rows: Sequence[JobRow]) -> None:
         keep = self.selected_job_id()
-        self.jobs.setRowCount(len(rows))
-        for r, row in enumerate(rows):
-            job = row.job
-            values = (f"#{job.id} {job.kind}" + (" (run now)" if job.run_now else ""), job.state,
-                      f"{job.progress:.0%}", duration(row.eta_seconds), job_status_text(row), when(job.started_at))
-            for c, value in enumerate(values):
-                item = QTableWidgetItem(value)
-                item.setData(ID_ROLE, job.id)
-                item.setToolTip(values[4])
-                self.jobs.setItem(r, c, item)
-            self.jobs.item(r, 2).setData(BAR_ROLE, job.progress)
-            if job.id == keep:
-                self.jobs.selectRow(r)
+        self.jobs_model.set_rows(rows)
+        row = self.jobs_model.row_of(keep)
+        if row is not None:
+            self.jobs.selectRow(row)
         self.jobs_empty.setVisible(not rows)
         self.jobs.setVisible(bool(rows))
 
@@ -298,8 +283,8 @@ class JobsPanel(QWidget):
         self.loss_title.setText(f"Fine-tune #{job_id}: loss {values[-1]:.3f} at step {steps[-1]}")
 
     def selected_job_id(self) -> Optional[int]:
-        items = self.jobs.selectedItems()
-        return items[0].data(ID_ROLE) if items else None
+        rows = self.jobs.selectionModel().selectedRows()
+        return self.jobs_model.rows[rows[0].row()].job.id if rows else None
 
     def selected_adapter_id(self) -> Optional[int]:
         items = self.adapters.selectedItems()
