@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, TextIO
 
+from core.errors import EngramError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 
 HELP = "Commands: /new (new conversation), /incognito (toggle remembering), /quit. Ctrl-C stops a reply."
@@ -196,23 +197,29 @@ class ChatLoop:
         return name
 
     def reply(self, text: str) -> None:
-        """Stream one reply; Ctrl-C stops generation within a token and keeps what was said so far."""
+        """Stream one reply; Ctrl-C stops generation within a token and keeps what was said so far.
+
+        A turn that fails (say, a message too long for the model's window) is reported and the chat goes on."""
         cancel = threading.Event()
         parts: list[str] = []
         finish_reason = None
         self.stdout.write("engram> ")
-        stream = self.backend.stream(text, cancel)
         try:
-            for chunk in stream:
-                parts.append(chunk.text)
-                self.stdout.write(chunk.text)
-                self.stdout.flush()
-                finish_reason = chunk.finish_reason or finish_reason
-        except KeyboardInterrupt:
-            cancel.set()
-            finish_reason = "cancelled"
-        finally:
-            stream.close()
+            stream = self.backend.stream(text, cancel)
+            try:
+                for chunk in stream:
+                    parts.append(chunk.text)
+                    self.stdout.write(chunk.text)
+                    self.stdout.flush()
+                    finish_reason = chunk.finish_reason or finish_reason
+            except KeyboardInterrupt:
+                cancel.set()
+                finish_reason = "cancelled"
+            finally:
+                stream.close()
+        except EngramError as exc:
+            self.say(f"\n[{exc}]")
+            return
         self.say(" [stopped]" if finish_reason == "cancelled" else "")
         note = self.backend.finish(text, "".join(parts), finish_reason)
         if note:

@@ -91,3 +91,14 @@ def test_ctrl_c_stops_the_reply_not_the_chat(tiny_engine):
     second_reply = backend.history[3].content
     assert 0 < len(tiny_engine.tokenizer.encode(first_reply)) < 60  # cut short, and what was said is kept
     assert second_reply  # the next reply ran to its end
+
+
+def test_a_failed_turn_is_reported_and_the_chat_goes_on(tiny_engine):
+    backend = PlainBackend(tiny_engine, SamplingParams.greedy(8))
+    too_long = "memory " * 5000  # far beyond the tiny model's 2048-token window
+    out = io.StringIO()
+    code = ChatLoop(backend, io.StringIO(f"{too_long}\nhello\n"), out).run()
+    assert code == 0
+    assert "context window" in out.getvalue()
+    assert out.getvalue().count("engram> ") == 2
+    assert [m.content for m in backend.history[::2]] == ["hello"]  # the failed turn left nothing behind
