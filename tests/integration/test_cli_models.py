@@ -126,6 +126,10 @@ def test_bad_models_give_clear_errors_and_change_nothing(cli, tiny_model_dir, tm
     assert folder_digest(model_dir) == before
     assert (cli.data_dir / "settings.json").read_bytes() == settings_before
 
+    cli.hubs["tiny-org/flaky"].fail_after_files = None  # the connection is back: running it again completes it
+    assert cli("models", "download", "tiny-org/flaky", "--yes")[0] == 0
+    assert sorted(installed(cli)) == sorted([REPO, "tiny-org/flaky"])
+
 
 def test_ctrl_c_cancels_a_download_cleanly(cli, tiny_model_dir):
     gate = threading.Event()
