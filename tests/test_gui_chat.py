@@ -1,6 +1,8 @@
 """The chat panel, offscreen, against a real store, the real MiniLM embedder and the real tiny MLX model."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 pytest.importorskip("pytestqt")
@@ -9,6 +11,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
+from core.conditions import ModelGate  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
 from core.memory.conversation import load_conversation  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
@@ -147,10 +150,14 @@ def test_conversation_list_new_rename_delete_and_search(qtbot, tmp_path):
 def test_reply_streams_is_stored_and_rated(qtbot, window):
     panel = window.show_panel("chat")
     on_db(window, add_memory, "User's favourite tea is jasmine")
-    chunks = []
+    window.background = SimpleNamespace(model_gate=ModelGate(), stop=lambda: None)  # as the idle-time loop
+    chunks, gate_held = [], []
     panel.turns.chunk.connect(chunks.append)
-    reply = _send_and_wait(qtbot, panel, "Which tea should I buy?")
+    panel.turns.chunk.connect(lambda _text: gate_held.append(window.background.model_gate.chat_active()))
+    with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
+        reply = _send_and_wait(qtbot, panel, "Which tea should I buy?")
     assert chunks and reply.text == "".join(chunks)
+    assert all(gate_held) and not window.background.model_gate.chat_active()  # jobs gave way, then resume
     episode = row(window, "SELECT * FROM episodes ORDER BY id DESC LIMIT 1")
     assert episode["id"] == reply.episode_id and episode["assistant_text"] == reply.text
     assert panel.session_id == episode["session_id"]

@@ -33,7 +33,7 @@ class ChatPanel(QWidget):
         self.session_id: int | None = None
         self.reply: MessageWidget | None = None  # the reply being written
         self._closed = False  # after shutdown, late results from the lanes change nothing
-        self.turns = TurnController(self.services, self.runner, self)
+        self.turns = TurnController(self.services, self.runner, self, model_gate=self._model_gate)
         self._build()
         self._connect()
         QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query
@@ -135,6 +135,10 @@ class ChatPanel(QWidget):
         self.turns.learned.connect(self._on_learned)
         self.turns.failed.connect(self._on_failed)
         self.turns.idle.connect(lambda: self._set_streaming(False))
+
+    def _model_gate(self) -> Any:
+        background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
+        return getattr(background, "model_gate", None)
 
     # -- the model -----------------------------------------------------------------------------------
 

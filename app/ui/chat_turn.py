@@ -33,6 +33,7 @@ class _Turn:
     prepared: Any = None
     reply: str = ""
     finish_reason: str | None = None
+    gate: Any = None  # the ModelGate held while this turn (and its learning) uses the model
 
 
 class TurnController(QObject):
@@ -43,10 +44,12 @@ class TurnController(QObject):
     failed = Signal(str, bool)  # message, and whether it is because no chat model is available
     idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
 
-    def __init__(self, services: Any, runner: Any, parent: QObject | None = None) -> None:
+    def __init__(self, services: Any, runner: Any, parent: QObject | None = None, *,
+                 model_gate: Callable[[], Any] | None = None) -> None:
         super().__init__(parent)
         self.services = services
         self.runner = runner
+        self._model_gate = model_gate or (lambda: None)  # idle-time jobs that use the model give way to chat
         self._turn: _Turn | None = None
         self._assistants: dict[str, tuple[Any, Any]] = {}  # lane -> (chat engine it was built for, assistant)
 
@@ -57,7 +60,9 @@ class TurnController(QObject):
     def start(self, request: TurnRequest) -> None:
         if self._turn is not None:
             raise RuntimeError("a turn is already running")
-        turn = self._turn = _Turn(request)
+        turn = self._turn = _Turn(request, gate=self._model_gate())
+        if turn.gate is not None:
+            turn.gate.chat_started()
         self.runner.submit("model", self.services.chat_engine, on_done=lambda _engine: self._prepare(turn),
                            on_error=lambda exc: self._fail(turn, exc))
 
@@ -111,17 +116,25 @@ class TurnController(QObject):
             return self._assistant("db").finish(turn.prepared, turn.reply, reason, replaces=turn.request.replaces)
 
         def done(record: Any) -> None:
+            learning = not turn.request.incognito and turn.request.replaces is None
             self.finished.emit(record, reason)
-            self._end(turn)
-            if not turn.request.incognito and turn.request.replaces is None:
-                self._learn(record)  # a re-answer has nothing new from the user to learn
+            self._end(turn, release=not learning)
+            if learning:
+                self._learn(turn, record)  # a re-answer has nothing new from the user to learn
         self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
-    def _learn(self, record: Any) -> None:
+    def _learn(self, turn: _Turn, record: Any) -> None:
         def work() -> Any:
             return self._assistant("model").learn(record)
-        self.runner.submit("model", work, on_done=self.learned.emit,
-                           on_error=lambda exc: self.failed.emit(f"Learning from this turn failed: {exc}", False))
+
+        def done(report: Any) -> None:
+            self._release(turn)
+            self.learned.emit(report)
+
+        def failed(exc: BaseException) -> None:
+            self._release(turn)
+            self.failed.emit(f"Learning from this turn failed: {exc}", False)
+        self.runner.submit("model", work, on_done=done, on_error=failed)
 
     # -- veto and thumbs -----------------------------------------------------------------------------
 
@@ -164,8 +177,16 @@ class TurnController(QObject):
         self.failed.emit(str(exc) or type(exc).__name__, no_model)
         self._end(turn)
 
-    def _end(self, turn: _Turn) -> None:
+    def _end(self, turn: _Turn, *, release: bool = True) -> None:
+        if release:
+            self._release(turn)
         if self._turn is turn:
             self._turn = None
             self.idle.emit()
+
+    @staticmethod
+    def _release(turn: _Turn) -> None:
+        gate, turn.gate = turn.gate, None
+        if gate is not None:
+            gate.chat_finished()
 
