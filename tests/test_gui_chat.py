@@ -260,3 +260,17 @@ def test_chip_opens_the_memory_and_a_stored_conversation_reopens(qtbot, window):
     reopened = panel.replies()[0]
     assert reopened.text == reply.text and memory in [c.memory_id for c in reopened.chip_widgets()]
     assert reopened.thumb_up.isEnabled()
+
+
+def test_replies_render_markdown_and_code(qtbot):
+    from app.ui.chat_widgets import MessageWidget
+    reply = MessageWidget("assistant", "A **bold** claim:\n\n```python\nprint('hi')\n```\n")
+    qtbot.addWidget(reply)
+    reply.resize(500, 300)
+    html = reply.body.toHtml()
+    assert "font-weight:700" in html  # **bold**
+    assert "<pre" in html and "font-family:'monospace'" in html  # the fenced block, in a fixed-width font
+    assert "print('hi')" in reply.body.toPlainText() and "```" not in reply.body.toPlainText()
+    user = MessageWidget("user", "**not** markdown")
+    qtbot.addWidget(user)
+    assert user.body.toPlainText() == "**not** markdown"  # the user's own words are shown as typed
