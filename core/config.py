@@ -64,6 +64,7 @@ class ForgettingSettings:
     min_age_days: float = 7.0  # nothing younger is ever forgotten
     recency_half_life_days: float = 30.0  # 001: recency = 2^(−days since last use / half-life)
     context_episodes: int = 50  # 001: "recent context" = the centroid of the newest episodes
+    fact_half_life_factor: float = 3.0  # 001/KenLM: a fact fades this many times slower than a conversation turn
 
 
 @dataclass(frozen=True)

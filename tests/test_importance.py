@@ -13,6 +13,13 @@ from core.store.memories import add_memory, get_memory, invalidate_memory
 SETTINGS = Settings()
 
 
+def test_summary_links_do_not_count_for_pagerank(db):
+    fact, summary = add_memory(db, "The user's bike was stolen."), add_memory(db, "Summary.", kind="summary")
+    edges.set_edge(db, fact, summary, "summary", 0.5)
+    importance.update_importance(db, SETTINGS)
+    assert get_memory(db, fact).importance == 0
+
+
 def test_base_importance_grows_with_use_protection_evidence_and_freshness():
     one = np.array([1.0])
     zero = np.array([0.0])
@@ -30,12 +37,24 @@ def test_pagerank_feeds_importance_and_decay_is_gradual(db, clock):
         edges.set_edge(db, hub, other, "similarity", 0.9)
     report = importance.update_importance(db, SETTINGS)
     values = {m: get_memory(db, m).importance for m in (hub, a, loner)}
-    assert report.memories == 5 and report.updated == 5
-    assert values[hub] > values[a] > values[loner] > 0
+    assert report.memories == 5 and report.updated == 4
+    assert values[hub] > values[a] > values[loner] == 0  # freshness is added when retention is scored
     clock.advance(days=10)
     importance.update_importance(db, SETTINGS)
-    later = get_memory(db, hub).importance
-    assert later == pytest.approx(values[hub] * (1 - SETTINGS.hebbian.importance_decay_per_day) ** 10, rel=1e-6)
+    assert get_memory(db, hub).importance == pytest.approx(values[hub])  # still the hub: it keeps its share
+
+
+def test_importance_that_is_no_longer_earned_fades_gradually(db, clock):
+    episode = add_episode(db, "I always run before work")
+    memory = add_memory(db, "The user runs before work.", source_episode_ids=[episode])
+    hypothesis = hypotheses.add_hypothesis(db, "routine", "Exercises in the morning", 0.3, [episode])
+    importance.update_importance(db, SETTINGS)
+    earned = get_memory(db, memory).importance
+    hypotheses.decide(db, hypothesis, "rejected")
+    clock.advance(days=10)
+    importance.update_importance(db, SETTINGS)
+    later = get_memory(db, memory).importance
+    assert later == pytest.approx(earned * (1 - SETTINGS.hebbian.importance_decay_per_day) ** 10, rel=1e-6)
 
 
 def test_evidence_for_a_live_hypothesis_counts(db):

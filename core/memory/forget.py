@@ -4,11 +4,12 @@ Retention of an item (a memory or an episode) is a probability (`retention_proba
 
     P = 1 / (1 + exp(−(α·recency + β·relevance + γ·importance + bias)))
 
-- recency = 2^(−days since last use / recency_half_life_days), last use = last access or creation;
+- recency = 2^(−days since last use / half-life), last use = last access or creation; the half-life is
+  recency_half_life_days for a conversation turn and fact_half_life_factor times that for a fact;
 - relevance = how much closer than the median item the item's vector is to the centroid of the newest
   `context_episodes` episodes (what the user talks about lately), in [0, 1];
 - importance = core.memory.importance: PageRank share + log(1 + access count) + evidence for a hypothesis
-  + protection + freshness (for a memory, the larger of its stored importance and today's base score).
+  (for a memory, the larger of its stored importance and today's earned score) + freshness.
 
 An item is forgotten when P < threshold (scaled by Settings.forgetting.strength). Never forgotten: pinned,
 protected, permanent or critical memories, protected episodes, anything younger than min_age_days, and a
@@ -127,6 +128,12 @@ def recency_score(days_since_use: np.ndarray | float, half_life_days: float) -> 
     return np.power(0.5, np.maximum(days_since_use, 0.0) / max(half_life_days, 1e-9))
 
 
+def half_life(item_type: str, settings: Settings) -> float:
+    """Facts fade slower than the turns they came from (fact_half_life_factor x the episodes' half-life)."""
+    f = settings.forgetting
+    return f.recency_half_life_days * (f.fact_half_life_factor if item_type == "memory" else 1.0)
+
+
 def retention_probability(recency: np.ndarray | float, relevance: np.ndarray | float,
                           importance: np.ndarray | float, settings: Settings) -> np.ndarray:
     """001: P = σ(α·recency + β·relevance + γ·importance + bias)."""
@@ -202,10 +209,11 @@ def score_store(db: Database, settings: Settings, *, now: float | None = None) -
                                  ("episode", _eligible_episodes(db, cutoff), imp.episode_evidence(db))):
         ids = rows[:, 0].astype(np.int64)
         since_use = (now - rows[:, 1]) / SECONDS_PER_DAY
-        base = imp.base_importance(rows[:, 2], np.zeros(len(ids)), imp.lookup(evidence, ids),
-                                   (now - rows[:, 3]) / SECONDS_PER_DAY, settings)
-        importance = np.minimum(1.0, np.maximum(base, rows[:, 4]))
-        recency = recency_score(since_use, settings.forgetting.recency_half_life_days)
+        earned = imp.earned_importance(rows[:, 2], np.zeros(len(ids)), imp.lookup(evidence, ids), settings,
+                                       since_use)
+        fresh = imp.freshness((now - rows[:, 3]) / SECONDS_PER_DAY, settings)
+        importance = np.minimum(1.0, np.maximum(earned, rows[:, 4]) + fresh)
+        recency = recency_score(since_use, half_life(kind, settings))
         relevance = relevance_to(db, kind, ids, centroid)
         tables[kind] = ScoreTable(kind, ids, since_use, recency, relevance, importance,
                                   retention_probability(recency, relevance, importance, settings))
@@ -223,7 +231,7 @@ def preview(db: Database, settings: Settings, *, now: float | None = None) -> li
 def project(scored: Scored, settings: Settings, days: Sequence[float]) -> list[float]:
     """Retention on each future day if the item is not used again (the forgetting curve)."""
     ahead = np.asarray(days, dtype=np.float64)
-    recency = recency_score(scored.age_days + ahead, settings.forgetting.recency_half_life_days)
+    recency = recency_score(scored.age_days + ahead, half_life(scored.item_type, settings))
     importance = scored.importance * (1.0 - settings.hebbian.importance_decay_per_day) ** np.maximum(ahead, 0)
     return [float(p) for p in retention_probability(recency, scored.relevance, importance, settings)]
 

@@ -3,13 +3,17 @@
 Seeds: KenLM (002) gives the base score, 001 adds PageRank over the memory graph, MAGS the permanence
 threshold and the decay of edges and importance with time:
 
-    base       = w_access·log(1 + access) + w_protected·protected + w_evidence·is_evidence + w_fresh·exp(−age/τ)
-    importance = min(1, base + pagerank_weight · PageRank / max PageRank)
+    earned     = w_access·log(1 + access)·(1 − d)^(days since last use) + w_protected·protected
+                 + w_evidence·is_evidence
+                 + pagerank_weight · PageRank / max PageRank              (stored in memories.importance)
+    importance = min(1, earned + w_fresh·exp(−age/τ))                    (what forgetting uses)
 
 `is_evidence` is 1 when the item (an episode, or a memory through its source episodes) supports a hypothesis
-that was not rejected. The stored importance never drops faster than importance_decay_per_day allows, so a
-memory that mattered fades slowly instead of falling off a cliff; once it reaches permanence_threshold the
-memory becomes permanent (never forgotten) and a 'permanent' history row says why.
+that was not rejected. PageRank runs over the Hebbian and similarity edges (summary and supersedes links are
+bookkeeping, not evidence that a memory matters). The stored (earned) importance never drops faster than
+importance_decay_per_day allows, so a memory that mattered fades slowly instead of falling off a cliff; once
+it reaches permanence_threshold the memory becomes permanent (never forgotten) and a 'permanent' history row
+says why. Freshness is added when retention is scored, so it fades with the memory's real age.
 
 One pass over the whole store is `update_importance(db, settings)`: Hebbian edge decay (core.memory.hebbian),
 PageRank (networkx, scipy-backed), and a batch UPDATE of the rows whose importance changed. It runs in a few
@@ -31,6 +35,7 @@ from core.store.db import Database
 SECONDS_PER_DAY = 86400.0
 PASS_META_KEY = "importance_pass_at"
 CHANGE_EPSILON = 1e-4  # smaller changes are not written back
+RANKED_EDGES = ("hebbian", "similarity")
 
 
 @dataclass(frozen=True)
@@ -41,19 +46,31 @@ class ImportanceReport:
     made_permanent: tuple[int, ...]
 
 
+def earned_importance(access: np.ndarray, protected: np.ndarray, evidence: np.ndarray, settings: Settings,
+                      days_since_use: np.ndarray | float = 0.0) -> np.ndarray:
+    """The part of KenLM's importance a memory earns: use, the user's protection, evidence for a hypothesis.
+    What use earned fades at importance_decay_per_day since the last use, so a burst of early use wears off."""
+    w = settings.importance
+    use = np.log1p(np.maximum(access, 0)) * decayed(1.0, days_since_use, settings)
+    return w.access * use + w.protected * (protected > 0) + w.evidence * (evidence > 0)
+
+
+def freshness(age_days: np.ndarray, settings: Settings) -> np.ndarray:
+    """The part that fades with age alone: w_fresh·exp(−age/τ)."""
+    w = settings.importance
+    return w.freshness * np.exp(-np.maximum(age_days, 0.0) / max(w.freshness_tau_days, 1e-9))
+
+
 def base_importance(access: np.ndarray, protected: np.ndarray, evidence: np.ndarray, age_days: np.ndarray,
                     settings: Settings) -> np.ndarray:
     """KenLM's importance: use, the user's protection, evidence for a hypothesis, and freshness."""
-    w = settings.importance
-    freshness = np.exp(-np.maximum(age_days, 0.0) / max(w.freshness_tau_days, 1e-9))
-    return (w.access * np.log1p(np.maximum(access, 0)) + w.protected * (protected > 0)
-            + w.evidence * (evidence > 0) + w.freshness * freshness)
+    return earned_importance(access, protected, evidence, settings) + freshness(age_days, settings)
 
 
 def pagerank_share(db: Database, ids: np.ndarray) -> np.ndarray:
     """Each memory's PageRank over the weighted edge graph, divided by the largest (0 off the graph)."""
     graph = nx.Graph()
-    for a, b, weight in edges.all_edges(db):
+    for a, b, weight in edges.all_edges(db, RANKED_EDGES):
         if weight > 0:
             graph.add_edge(a, b, weight=weight + graph.get_edge_data(a, b, {}).get("weight", 0.0))
     share = np.zeros(len(ids))
@@ -87,24 +104,24 @@ def lookup(counts: dict[int, int], ids: Sequence[int] | np.ndarray) -> np.ndarra
     return np.fromiter((counts.get(int(i), 0) for i in ids), dtype=np.float64, count=len(ids))
 
 
-def decayed(old: np.ndarray, days: float, settings: Settings) -> np.ndarray:
-    """Stored importance after `days` without a pass: exponential fade at importance_decay_per_day."""
-    return old * (1.0 - settings.hebbian.importance_decay_per_day) ** max(days, 0.0)
+def decayed(old: np.ndarray | float, days: np.ndarray | float, settings: Settings) -> np.ndarray:
+    """Importance after `days`: exponential fade at importance_decay_per_day."""
+    return old * (1.0 - settings.hebbian.importance_decay_per_day) ** np.maximum(days, 0.0)
 
 
 def update_importance(db: Database, settings: Settings, *, now: float | None = None) -> ImportanceReport:
     """One pass: decay Hebbian edges, recompute every active memory's importance, promote to permanent."""
     now = db.now() if now is None else now
     dropped = hebbian.decay_edges(db, settings.hebbian, now=now)
-    rows = db.execute("SELECT id, access_count, protected, created_at, importance, permanent "
+    rows = db.execute("SELECT id, access_count, protected, coalesce(last_access, created_at), importance, permanent "
                       "FROM active_memories ORDER BY id").fetchall()
     if not rows:
         _mark_pass(db, now)
         return ImportanceReport(0, 0, dropped, ())
     table = np.array(rows, dtype=np.float64)
     ids = table[:, 0].astype(np.int64)
-    age_days = (now - table[:, 3]) / SECONDS_PER_DAY
-    computed = base_importance(table[:, 1], table[:, 2], lookup(memory_evidence(db), ids), age_days, settings)
+    since_use = (now - table[:, 3]) / SECONDS_PER_DAY
+    computed = earned_importance(table[:, 1], table[:, 2], lookup(memory_evidence(db), ids), settings, since_use)
     computed = np.minimum(1.0, computed + settings.hebbian.pagerank_weight * pagerank_share(db, ids))
     new = np.maximum(computed, decayed(table[:, 4], _days_since_pass(db, now), settings))
     changed = np.abs(new - table[:, 4]) > CHANGE_EPSILON
