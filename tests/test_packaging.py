@@ -1,0 +1,75 @@
+"""The packaged app: build the onedir bundle with PyInstaller (packaging/engram.spec) and run its --self-check.
+
+Slow (a few minutes: PyInstaller analyses torch, Qt and MLX), so it is marked slow; CI runs it. On macOS the
+same spec makes Engram.app and the binary inside the bundle is checked.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD_TIMEOUT = 45 * 60
+
+
+def bundle_binary(dist: Path) -> Path:
+    if sys.platform == "darwin":
+        return dist / "Engram.app" / "Contents" / "MacOS" / "engram"
+    return dist / "engram" / "engram"
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file() and not p.is_symlink())
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    pytest.importorskip("PyInstaller")
+    work = tmp_path_factory.mktemp("pyinstaller")
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "PyInstaller", str(ROOT / "packaging" / "engram.spec"), "--noconfirm",
+         "--log-level", "WARN", "--distpath", str(work / "dist"), "--workpath", str(work / "build")],
+        cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-4000:]
+    binary = bundle_binary(work / "dist")
+    assert binary.is_file()
+    print(f"\nbundle built in {time.monotonic() - started:.0f} s, {folder_bytes(binary.parent) / 2**20:.0f} MB")
+    return binary
+
+
+def run_bundled(binary: Path, *args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "ENGRAM_HOME": str(home), "QT_QPA_PLATFORM": "offscreen", "HF_HUB_OFFLINE": "1"}
+    env.pop("PYTHONPATH", None)  # the bundle must not borrow modules from this checkout or the venv
+    return subprocess.run([str(binary), *args], cwd=home, env=env, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(BUILD_TIMEOUT + 900)
+def test_bundle_self_check_passes(bundle, tmp_path):
+    done = run_bundled(bundle, "--self-check", home=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr[-4000:]
+    last = done.stdout.strip().splitlines()[-1]
+    assert last.startswith("OK ") and "mlx=" in last
+    for step in ("resources", "store", "embed+recall", "mlx model", "stream", "structured", "qt"):
+        assert f"ok {step}" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_bundle_runs_the_command_line_and_leaves_out_unused_parts(bundle, tmp_path):
+    done = run_bundled(bundle, "models", "list", "--json", home=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert len(json.loads(done.stdout)["models"]) >= 5
+    done = run_bundled(bundle, "-m", "nothing.here", home=tmp_path)
+    assert done.returncode == 2  # only the fine-tune worker may be run by module name
+    internal = bundle.parent / "_internal" if sys.platform != "darwin" else bundle.parents[1] / "Frameworks"
+    for unused in ("torch/include", "torch/test", "tkinter", "PySide6/Qt/lib/libQt6Quick.so.6"):
+        assert not (internal / unused).exists(), unused
+    assert [p.name for p in (internal / "torch" / "bin").iterdir()] == ["torch_shm_manager"]  # no test binaries
