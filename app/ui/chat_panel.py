@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea,
-                               QSplitter, QVBoxLayout, QWidget)
+                               QSizePolicy, QSplitter, QVBoxLayout, QWidget)
 
 from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_turn import TurnController, TurnRequest
@@ -96,6 +96,7 @@ class ChatPanel(QWidget):
     def _top_bar(self) -> QHBoxLayout:
         self.title = QLabel("New conversation")
         self.title.setStyleSheet("font-size: 15px; font-weight: 600;")
+        self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # a long title never widens the window
         self.incognito = QCheckBox("Incognito")
         self.incognito.setToolTip("Nothing from these messages is stored or learned")
         self.dial = QComboBox()

@@ -51,6 +51,8 @@ class SessionList(QWidget):
         self.search.textChanged.connect(lambda _text: self._search_timer.start())
         self.list = QListWidget()
         self.list.setObjectName("conversations")
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # long titles are elided instead
+        self.list.setTextElideMode(Qt.ElideRight)
         self.list.currentItemChanged.connect(self._on_current)
         self.list.itemChanged.connect(self._on_edited)
         self.empty = QLabel("No conversations yet.\nPress ⌘N or type below to start one.")

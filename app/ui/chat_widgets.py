@@ -227,6 +227,10 @@ class MessageWidget(QFrame):
             if item.widget() is not None:
                 item.widget().deleteLater()
         self.used = list(used)
+        if self.used:
+            caption = QLabel("Memories used:")
+            caption.setForegroundRole(QPalette.PlaceholderText)
+            self.chips.addWidget(caption)
         for memory in self.used:
             chip = MemoryChip(int(memory.id), str(memory.text), str(getattr(memory, "why", "") or ""))
             chip.opened.connect(self.memory_opened)
@@ -235,7 +239,8 @@ class MessageWidget(QFrame):
         self.chips_box.setVisible(bool(self.used))
 
     def chip_widgets(self) -> list[MemoryChip]:
-        return [self.chips.itemAt(i).widget() for i in range(self.chips.count())]
+        widgets = (self.chips.itemAt(i).widget() for i in range(self.chips.count()))
+        return [w for w in widgets if isinstance(w, MemoryChip)]
 
     def set_episode(self, episode_id: int | None, rating: int | None = None) -> None:
         """Thumbs work once the turn is stored (never in incognito, where nothing is)."""
