@@ -147,3 +147,13 @@ def test_pinned_flag_does_not_resurrect_a_trashed_memory(db, embedder, facts):
     set_flag(db, tea, "pinned", True)
     trash_memory(db, tea)
     assert tea not in _memories(recall(db, embedder, "green tea"))
+
+
+def test_a_turn_by_the_person_the_query_names_ranks_first(db, embedder):
+    session = create_session(db, "chat")
+    tom = add_episode(db, "I went hiking in the Alps last weekend", speaker="Tom", session_id=session)
+    ana = add_episode(db, "I went hiking in the Alps last weekend", speaker="Ana", session_id=session)
+    index_episodes(db, embedder, [tom, ana])
+    hits = recall(db, embedder, "Where did Ana go hiking?", kinds=("episode",)).hits
+    assert hits[0].id == ana and hits[0].breakdown["speaker"] > 0 and "said by Ana" in hits[0].why
+    assert hits[1].breakdown["speaker"] == 0

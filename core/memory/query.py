@@ -26,6 +26,7 @@ class QueryAnalysis:
     text: str  # the query as given, validated
     terms: tuple[str, ...]  # lower-cased content words, in order, without repeats
     names: tuple[str, ...]  # capitalised words not at the start: likely people, places, things
+    words: tuple[str, ...] = ()  # every word as written, stop words included
 
     @property
     def fts_query(self) -> str | None:
@@ -39,7 +40,7 @@ def analyse(query: object) -> QueryAnalysis:
     words = WORD.findall(text)
     terms = _unique(w.lower() for w in words if _is_content(w))
     names = _unique(w for i, w in enumerate(words) if i > 0 and w[:1].isupper() and w.lower() not in STOP_WORDS)
-    return QueryAnalysis(text=text, terms=terms, names=names)
+    return QueryAnalysis(text=text, terms=terms, names=names, words=tuple(words))
 
 
 def _is_content(word: str) -> bool:

@@ -23,7 +23,7 @@ from core.store.db import Database
 
 KINDS = ("memory", "episode")
 MAX_K = 1000
-OVERFETCH = 2  # inactive rows are dropped after the search, so ask each retriever for more
+OVERFETCH = 2  # inactive rows are dropped after the full-text search, so ask it for more
 
 
 @dataclass(frozen=True)
@@ -74,8 +74,9 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
             context = _episode_context(db, vector, found, own, weights, include_history, vetoed, skip)
         else:
             context = _graph_context(db, vector, found, own, weights, settings, include_history, vetoed)
-        scored.extend(_rescore(c, own.get(i, 0.0), context.get(i, {}), weights, settings, now or db.now())
-                      for i, c in found.items())
+        speakers = _named_speakers(analysis, found) if kind == "episode" else set()
+        scored.extend(_rescore(c, own.get(i, 0.0), context.get(i, {}) | {"speaker": i in speakers}, weights,
+                               settings, now or db.now()) for i, c in found.items())
     scored.sort(key=lambda s: (-s.score, s.candidate.kind, s.candidate.id))
     relevant = [s for s in scored if s.breakdown["relevance"] > 0]  # recency alone is no reason to recall
     hits = [_hit(s, analysis) for s in relevant[:k]]
@@ -113,7 +114,7 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
             pool: int) -> dict[int, Candidate]:
     found: dict[int, Candidate] = {}
     if vector is not None:
-        for i, distance in sources.vector_candidates(db, kind, vector, pool * OVERFETCH).items():
+        for i, distance in sources.vector_candidates(db, kind, vector, pool).items():
             found[i] = Candidate(kind, i, distance=distance)
     for i, bm25 in sources.bm25_candidates(db, kind, analysis.fts_query, pool * OVERFETCH).items():
         found.setdefault(i, Candidate(kind, i)).bm25 = bm25
@@ -206,11 +207,18 @@ def _graph_context(db: Database, vector: np.ndarray | None, found: dict[int, Can
     return {i: c for i, c in context.items() if i in found}
 
 
+def _named_speakers(analysis: QueryAnalysis, found: dict[int, Candidate]) -> set[int]:
+    """Episodes spoken by someone the query names."""
+    words = {w.lower() for w in analysis.words}
+    return {i for i, c in found.items() if str(c.row.get("speaker", "")).lower() in words}
+
+
 def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.ScoringWeights,
              settings: Settings, now: float) -> _Scored:
     row = candidate.row
     neighbour, session, graph = context.get("neighbour", 0.0), context.get("session", 0.0), context.get("graph", 0.0)
-    relevance = scoring.with_context(own, neighbour, session, weights) + graph
+    speaker = scoring.speaker_bonus(own, context.get("speaker", False), weights)
+    relevance = scoring.with_context(own, neighbour, session, weights) + graph + speaker
     last_seen = max(row["created_at"] or 0.0, row["last_access"] or 0.0)
     recency = scoring.recency(now - last_seen, settings.recall.recency_half_life_days, weights.recency_cap)
     type_weight = weights.type_weights.get(row["type"], 1.0)
@@ -219,7 +227,8 @@ def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.S
     breakdown = {
         "similarity": round(_similarity(candidate, weights), 4),
         "bm25": float(-candidate.bm25) if candidate.bm25 is not None else 0.0,
-        "own": own, "neighbour": neighbour, "session": session, "graph": graph, "relevance": relevance,
+        "own": own, "neighbour": neighbour, "session": session, "graph": graph, "speaker": speaker,
+        "relevance": relevance,
         "recency": recency, "type_weight": type_weight, "importance": float(row["importance"]),
         "confidence": float(row["confidence"]), "score": score}
     links = {"neighbour_id": context.get("neighbour_id", 0), "graph_from": context.get("graph_from", 0)}
@@ -253,6 +262,8 @@ def explain(scored: _Scored, analysis: QueryAnalysis, text: str) -> str:
         parts.append(f"next to matching turn #{scored.links['neighbour_id']}")
     if b["graph"] > 0:
         parts.append(f"linked to memory #{scored.links['graph_from']} (edge {scored.links['edge']:.2f})")
+    if b.get("speaker", 0) > 0:
+        parts.append(f"said by {scored.candidate.row['speaker']}, whom the query names")
     if b["session"] > 0 and not parts:
         parts.append("from a conversation that matched")
     if b["recency"] > 0.05:

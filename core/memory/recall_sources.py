@@ -122,5 +122,4 @@ def strong_edges(db: Database, seeds: Sequence[int], min_weight: float) -> list[
 
 def distances_to(db: Database, kind: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
     """Exact cosine distance from the query to each given row that has a vector."""
-    found = vectors.get_vectors(db, kind, list(ids))  # type: ignore[arg-type]
-    return {i: d for i, d in vectors.rescore(query, found, len(found))} if found else {}
+    return vectors.distances(db, kind, query, list(ids))  # type: ignore[arg-type]

@@ -25,6 +25,7 @@ class ScoringWeights:
     similarity_floor: float = 0.1  # cosine below this counts as no semantic match at all
     neighbour_weight: float = 0.3  # share of the best adjacent turn's score an episode inherits
     session_weight: float = 0.1  # share of its session's best score an episode inherits
+    speaker_weight: float = 0.1  # bonus share for a turn whose speaker the query names ("what did Ana say...")
     graph_weight: float = 0.3  # share of a seed memory's score passed along a strong edge (× edge weight)
     recency_cap: float = 0.15  # recency of a brand-new item; keeps relevance dominant
     importance_weight: float = 0.2  # final × (1 + w · importance)
@@ -76,6 +77,11 @@ def fused(similarity: float, bm25: float, weights: ScoringWeights) -> float:
 def with_context(own: float, neighbour: float, session: float, weights: ScoringWeights) -> float:
     """An episode's relevance: its own score plus a share of its best adjacent turn's and its session's."""
     return own + weights.neighbour_weight * neighbour + weights.session_weight * session
+
+
+def speaker_bonus(own: float, named: bool, weights: ScoringWeights) -> float:
+    """A turn by the person the query asks about counts a little more (a share of its own relevance)."""
+    return weights.speaker_weight * own if named else 0.0
 
 
 def graph_boost(seed_score: float, edge_weight: float, weights: ScoringWeights) -> float:
