@@ -14,6 +14,7 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from core.conditions import ModelGate  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
 from core.memory.conversation import load_conversation  # noqa: E402
+from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
 from core.store.sessions import create_session, list_sessions, search_sessions, trash_session  # noqa: E402
@@ -274,3 +275,21 @@ def test_replies_render_markdown_and_code(qtbot):
     user = MessageWidget("user", "**not** markdown")
     qtbot.addWidget(user)
     assert user.body.toPlainText() == "**not** markdown"  # the user's own words are shown as typed
+
+
+def test_quitting_mid_reply_stores_what_was_said(qtbot, tmp_path, tiny_engine, embedder):
+    win = _window(qtbot, tmp_path, chat=tiny_engine, embedder=embedder, max_tokens=1000)
+    panel = win.show_panel("chat")
+    chunks = []
+    panel.turns.chunk.connect(chunks.append)
+    panel.send("Tell me everything about cellos")
+    qtbot.waitUntil(lambda: bool(chunks), timeout=TURN_MS)
+    path = win.services.db_path
+    win.close()  # closeEvent: the panel stores the partial reply before the lanes and the store shut down
+    db = open_db(path)
+    try:
+        stored = db.query("SELECT user_text, assistant_text, metadata FROM episodes")
+    finally:
+        db.close()
+    assert [r["user_text"] for r in stored] == ["Tell me everything about cellos"]
+    assert stored[0]["assistant_text"].startswith("".join(chunks)) and "cancelled" in stored[0]["metadata"]

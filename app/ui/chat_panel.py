@@ -360,4 +360,4 @@ class ChatPanel(QWidget):
 
     def shutdown(self) -> None:
         self._closed = True
-        self.turns.stop()
+        self.turns.shutdown()

@@ -7,6 +7,7 @@ wants one connection per thread, and WAL lets it write while the db lane reads.
 from __future__ import annotations
 
 import threading
+from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
@@ -31,9 +32,12 @@ class _Turn:
     request: TurnRequest
     cancel: threading.Event = field(default_factory=threading.Event)
     prepared: Any = None
-    reply: str = ""
     finish_reason: str | None = None
     gate: Any = None  # the ModelGate held while this turn (and its learning) uses the model
+    streamed: list[str] = field(default_factory=list)  # the reply as the model lane produced it
+    streaming: Future | None = None
+    produced_reason: str | None = None
+    finishing: Future | None = None  # the store step, once submitted (by the GUI or at quit)
 
 
 class TurnController(QObject):
@@ -93,27 +97,31 @@ class TurnController(QObject):
             steps = assistant.stream(prepared, cancel=turn.cancel)
             try:
                 for chunk in steps:
+                    turn.streamed.append(chunk.text)  # kept here too, so a quit mid-reply can still store it
+                    turn.produced_reason = chunk.finish_reason or turn.produced_reason
                     yield chunk
                     if turn.cancel.is_set() and chunk.finish_reason is None:
                         yield GenerationChunk("", finish_reason="cancelled")
                         return
             finally:
                 steps.close()  # leaving early stops generation on the MLX thread
-        self.runner.stream("model", produce, on_item=lambda c: self._on_chunk(turn, c),
-                           on_done=lambda: self._finish(turn), on_error=lambda e: self._fail(turn, e))
+        turn.streaming = self.runner.stream("model", produce, on_item=lambda c: self._on_chunk(turn, c),
+                                            on_done=lambda: self._finish(turn),
+                                            on_error=lambda e: self._fail(turn, e))
 
     def _on_chunk(self, turn: _Turn, chunk: Any) -> None:
         if chunk.text:
-            turn.reply += chunk.text
             self.chunk.emit(chunk.text)
         if chunk.finish_reason:
             turn.finish_reason = chunk.finish_reason
 
     def _finish(self, turn: _Turn) -> None:
+        if turn.finishing is not None:
+            return  # stored at quit already
         reason = turn.finish_reason or ("cancelled" if turn.cancel.is_set() else "stop")
 
         def work() -> Any:
-            return self._assistant("db").finish(turn.prepared, turn.reply, reason, replaces=turn.request.replaces)
+            return self._store(turn, reason)
 
         def done(record: Any) -> None:
             learning = not turn.request.incognito and turn.request.replaces is None
@@ -121,7 +129,7 @@ class TurnController(QObject):
             self._end(turn, release=not learning)
             if learning:
                 self._learn(turn, record)  # a re-answer has nothing new from the user to learn
-        self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
+        turn.finishing = self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
     def _learn(self, turn: _Turn, record: Any) -> None:
         def work() -> Any:
@@ -135,6 +143,29 @@ class TurnController(QObject):
             self._release(turn)
             self.failed.emit(f"Learning from this turn failed: {exc}", False)
         self.runner.submit("model", work, on_done=done, on_error=failed)
+
+    def _store(self, turn: _Turn, reason: str) -> Any:
+        return self._assistant("db").finish(turn.prepared, "".join(turn.streamed), reason,
+                                            replaces=turn.request.replaces)
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """The app is quitting: stop the reply and store what was said so far, waiting for both (learning from
+        it is left out: the idle-time jobs still see the stored turn)."""
+        turn = self._turn
+        if turn is None:
+            return
+        turn.cancel.set()
+        if turn.streaming is None or turn.request.incognito:
+            return
+        try:
+            turn.streaming.result(timeout)
+            if turn.finishing is None:
+                turn.finishing = self.runner.submit("db", self._store, turn, turn.produced_reason or "cancelled")
+            turn.finishing.result(timeout)
+        except Exception:  # noqa: BLE001 - the failure was already delivered to the runner's error list
+            return
+        finally:
+            self._release(turn)
 
     # -- veto and thumbs -----------------------------------------------------------------------------
 
