@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import random
 import sys
 import tempfile
@@ -31,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.recall import _embeddings, _percentiles, machine  # noqa: E402
 from bench import synthetic  # noqa: E402
 from bench.synthetic import queries, sentences  # noqa: E402
 from core.assistant import Assistant  # noqa: E402
@@ -218,6 +219,28 @@ def _time_passes(db, embedder, log) -> dict:
             "summaries": consolidated.summaries, "similarity_edges": consolidated.similarity_edges,
             "made_permanent": consolidated.made_permanent, "scored": forgot.scored,
             "archived": len(forgot.archived), "compacted_episodes": len(forgot.compacted)}
+
+
+def _embeddings(embedder, texts: list[str], cache: Path, log) -> tuple[np.ndarray, float | None]:
+    """Sentence vectors, cached per N in the same files as bench/recall.py (same sentences, same model)."""
+    path = cache / f"synthetic-{embedder.name}-{len(texts)}.npy"
+    if path.exists():
+        return np.load(path), None
+    log(f"embedding {len(texts)} sentences (cached afterwards in {path})")
+    started = time.perf_counter()
+    matrix = embedder.embed(texts)
+    cache.mkdir(parents=True, exist_ok=True)
+    np.save(path, matrix)
+    return matrix, len(texts) / (time.perf_counter() - started)
+
+
+def _percentiles(times: list[float]) -> dict[str, float]:
+    p50, p95, p99 = np.percentile(times, [50, 95, 99])
+    return {"p50": round(float(p50), 2), "p95": round(float(p95), 2), "p99": round(float(p99), 2)}
+
+
+def machine() -> str:
+    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def _log(*parts) -> None:
