@@ -235,6 +235,10 @@ def test_veto_reanswers_without_the_memory(qtbot, window):
     assert len(before) >= 2
     episodes = scalar(window, "SELECT count(*) FROM episodes")
     vetoed = before[0]
+    edge_sql = "SELECT sum(weight) FROM edges WHERE kind = 'hebbian' AND ? IN (a_id, b_id)"
+    qtbot.mouseClick(reply.thumb_up, Qt.LeftButton)  # a good answer: its memories' edges grow
+    qtbot.waitUntil(lambda: (scalar(window, edge_sql, vetoed) or 0) > 0, timeout=10000)
+    weight = scalar(window, edge_sql, vetoed)
     with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS):
         qtbot.mouseClick(reply.chip_widgets()[0].veto_button, Qt.LeftButton)
     after = [c.memory_id for c in reply.chip_widgets()]
@@ -242,6 +246,15 @@ def test_veto_reanswers_without_the_memory(qtbot, window):
     assert scalar(window, "SELECT count(*) FROM episodes") == episodes  # the reply was rewritten, not added
     assert scalar(window, "SELECT vetoed_at FROM reply_memories WHERE episode_id = ? AND memory_id = ?",
                   reply.episode_id, vetoed) is not None
+    assert scalar(window, edge_sql, vetoed) < weight  # its links to the reply's other memories weakened
+
+
+def test_memory_dial_off_recalls_nothing(qtbot, window):
+    on_db(window, add_memory, "User's favourite tea is jasmine")
+    panel = window.show_panel("chat")
+    panel.dial.setCurrentText("off")
+    reply = _send_and_wait(qtbot, panel, "Which tea do I like?")
+    assert reply.chip_widgets() == [] and reply.episode_id is not None  # stored, but no memory was read
 
 
 def test_chip_opens_the_memory_and_a_stored_conversation_reopens(qtbot, window):
