@@ -72,3 +72,17 @@ def tiny_engine(tiny_model_dir):
     engine = ChatEngine.load(tiny_model_dir, context_tokens=2048)
     yield engine
     engine.unload()
+
+
+@pytest.fixture
+def window_db(window):
+    """The test's own connection to the store of the module's `window` fixture.
+
+    The window's connection belongs to its db lane (and the jobs panel polls on it), so a test that read or wrote
+    through it from the test thread would race the lane; a second connection is what a CLI beside the app would use.
+    """
+    from core.store.db import open_db
+    main = window.services.db  # opened and migrated by the services first
+    database = open_db(main.path, clock=main.clock)
+    yield database
+    database.close()

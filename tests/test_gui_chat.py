@@ -19,6 +19,7 @@ from core.store.episodes import add_episode  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
 from core.store.sessions import create_session, list_sessions, search_sessions, trash_session  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
+from tests.guikit import on_db_lane  # noqa: E402
 
 TURN_MS = 120_000  # a whole turn on the tiny model, including loading the embedder's intents
 
@@ -48,9 +49,7 @@ def window(qtbot, tmp_path, tiny_engine, embedder):
     win.services.close()
 
 
-def on_db(window, fn, *args):
-    """Run fn(db, *args) on the window's db lane and wait: the store's connection belongs to that lane."""
-    return window.runner.submit("db", fn, window.services.db, *args).result(timeout=60)
+on_db = on_db_lane  # the store's connection belongs to the window's db lane
 
 
 def scalar(window, sql: str, *params):

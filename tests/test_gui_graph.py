@@ -57,8 +57,8 @@ def window(qtbot, tmp_path):
     win.runner.shutdown(wait=True)
 
 
-def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window):
-    db = window.services.db
+def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window, window_db):
+    db = window_db
     panel = window.show_panel("graph")
     qtbot.waitUntil(lambda: not panel._busy, timeout=10000)
     assert len(panel.view.nodes) == 0
@@ -71,8 +71,8 @@ def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window):
     assert panel.around_button.isEnabled()
 
 
-def test_graph_panel_draws_two_thousand_nodes(qtbot, window):
-    db = window.services.db
+def test_graph_panel_draws_two_thousand_nodes(qtbot, window, window_db):
+    db = window_db
     with db.transaction():
         ids = [add_memory(db, f"memory {i}", importance=(i % 10) / 10) for i in range(2000)]
         for x, y in zip(ids[::2], ids[1::2]):

@@ -9,6 +9,7 @@ from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.store import goals, hypotheses  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
+from tests.guikit import on_db_lane  # noqa: E402
 
 
 @pytest.fixture
@@ -64,11 +65,11 @@ def test_confirm_and_reject_from_the_panel(qtbot, panel, seeded):
     assert panel.select_hypothesis(brief)
     assert panel.confirm_button.isEnabled()
     _act(qtbot, panel, panel.on_confirm)
-    confirmed = hypotheses.get_hypothesis(services.db, brief)
+    confirmed = on_db_lane(panel, hypotheses.get_hypothesis, brief)
     assert confirmed.status == "confirmed" and confirmed.decided_at is not None
     assert panel.select_hypothesis(climber)
     _act(qtbot, panel, panel.on_reject)
-    assert hypotheses.get_hypothesis(services.db, climber).status == "rejected"
+    assert on_db_lane(panel, hypotheses.get_hypothesis, climber).status == "rejected"
     _act(qtbot, panel, lambda: panel.status.setCurrentText("rejected"))
     assert [h.id for h in panel.view.hypotheses] == [climber]
 
@@ -88,7 +89,7 @@ def test_edit_rewords_the_claim(qtbot, panel, seeded):
     assert panel.select_hypothesis(brief)
     panel.ask_text = lambda title, current: "Prefers answers of one or two sentences"
     _act(qtbot, panel, panel.on_edit)
-    assert hypotheses.get_hypothesis(services.db, brief).claim == "Prefers answers of one or two sentences"
+    assert on_db_lane(panel, hypotheses.get_hypothesis, brief).claim == "Prefers answers of one or two sentences"
 
 
 def test_ready_to_confirm_and_answering_a_goal(qtbot, panel, seeded):
@@ -100,7 +101,7 @@ def test_ready_to_confirm_and_answering_a_goal(qtbot, panel, seeded):
     assert panel.answer_button.isEnabled()
     panel.ask_text = lambda title, current: "Movement RiNo"
     _act(qtbot, panel, panel.on_answer)
-    assert goals.list_goals(services.db, status="open") == []
+    assert on_db_lane(panel, lambda db: goals.list_goals(db, status="open")) == []
     assert panel.closed_goals.topLevelItemCount() == 2
 
 

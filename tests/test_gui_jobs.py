@@ -46,8 +46,8 @@ def _metrics(before, after):
             "candidate": {"probe_loss": after, "general_ppl": 20.5}, "gate": {"accept": after < before}}
 
 
-def test_a_long_queue_keeps_the_selection_across_polls(qtbot, window):
-    db = window.services.db
+def test_a_long_queue_keeps_the_selection_across_polls(qtbot, window, window_db):
+    db = window_db
     for n in range(250):
         store.enqueue(db, "forgetting", payload={"n": n})
     panel = window.show_panel("jobs")
@@ -67,8 +67,8 @@ def test_progress_messages_give_eta_and_loss_points():
     assert eta(Job(id=2, kind="finetune", state="running", message="step 1/9, loss 3.0, ETA 42s"), 0) == 42.0
 
 
-def test_queue_conditions_pause_cancel_and_tonight(qtbot, window):
-    db = window.services.db
+def test_queue_conditions_pause_cancel_and_tonight(qtbot, window, window_db):
+    db = window_db
     panel = window.show_panel("jobs")
     qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
     assert "background work starts after" in panel.conditions.text()
@@ -87,8 +87,8 @@ def test_queue_conditions_pause_cancel_and_tonight(qtbot, window):
     assert panel.jobs_model.text(0, 1) == "cancelled"
 
 
-def test_adapters_activate_and_roll_back(qtbot, window):
-    db = window.services.db
+def test_adapters_activate_and_roll_back(qtbot, window, window_db):
+    db = window_db
     older = versions.record_adapter(db, name="adapter one", base_model="m", path="/a", status="accepted",
                                     metrics=_metrics(2.0, 1.5), config={}, sources={})
     newer = versions.record_adapter(db, name="adapter two", base_model="m", path="/b", status="rejected",
@@ -108,8 +108,8 @@ def test_adapters_activate_and_roll_back(qtbot, window):
     assert panel.active_label.text() == "In use: the base model"
 
 
-def test_a_stale_active_adapter_is_called_out(qtbot, window):
-    db = window.services.db
+def test_a_stale_active_adapter_is_called_out(qtbot, window, window_db):
+    db = window_db
     fact = add_memory(db, "User's dog is named Rex")
     adapter = versions.record_adapter(db, name="adapter one", base_model="m", path="/a", status="accepted",
                                       metrics=_metrics(2.0, 1.5), config={}, sources={"memory": [fact]})
@@ -121,7 +121,7 @@ def test_a_stale_active_adapter_is_called_out(qtbot, window):
     assert "stale" in panel.adapters.item(0, 5).text()
 
 
-def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, embedder):
+def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, window_db, embedder):
     import time
     from core.memory import forget
     from core.store.db import open_db
@@ -137,7 +137,7 @@ def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, 
     final = finished.args[0]
     assert final.state == "done" and final.progress == 1.0, final.last_error
     assert "archived 1 facts" in final.message
-    assert [e.item_id for e in forget.list_events(services.db)] == [stale]
+    assert [e.item_id for e in forget.list_events(window_db)] == [stale]
     qtbot.waitUntil(lambda: panel.jobs_model.rowCount() == 1 and panel.jobs_model.text(0, 1) == "done", timeout=10000)
     assert panel.jobs_model.index(0, 2).data(BAR_ROLE) == 1.0
 
@@ -150,7 +150,7 @@ def _away(db, activity, gate):
                        localtime=lambda _t: noon, model_gate=gate)
 
 
-def test_background_loop_learns_while_the_user_is_away(qtbot, window, embedder):
+def test_background_loop_learns_while_the_user_is_away(qtbot, window, window_db, embedder):
     import time
     from PySide6.QtWidgets import QApplication
 
@@ -163,9 +163,9 @@ def test_background_loop_learns_while_the_user_is_away(qtbot, window, embedder):
     stale = add_memory(old, "User once asked about a parking app", importance=0.0)
     old.close()
     window.background = BackgroundJobs(services, poll_seconds=0.1, environment=_away).start(QApplication.instance())
-    qtbot.waitUntil(lambda: store.last_finished(services.db, "forgetting") is not None, timeout=60000)
-    assert [e.item_id for e in forget.list_events(services.db)] == [stale]
-    finetune = store.list_jobs(services.db, kind="finetune")
+    qtbot.waitUntil(lambda: store.last_finished(window_db, "forgetting") is not None, timeout=60000)
+    assert [e.item_id for e in forget.list_events(window_db)] == [stale]
+    finetune = store.list_jobs(window_db, kind="finetune")
     assert finetune and finetune[0].state == "queued"  # planned, but it waits for the quiet hours
     panel = window.show_panel("jobs")
     qtbot.waitUntil(lambda: panel.snapshot is not None and panel.snapshot.conditions is not None, timeout=10000)
@@ -194,9 +194,9 @@ def test_input_in_the_app_counts_as_activity(qtbot, window):
 
 
 @pytest.mark.slow
-def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, tiny_model_dir):
+def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, window_db, tiny_model_dir):
     from models.finetune import FineTuner, TrainConfig
-    db = window.services.db
+    db = window_db
     for statement in FACTS:
         add_memory(db, statement, subject="user", relation="fact", confidence=0.9)
 

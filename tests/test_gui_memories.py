@@ -10,6 +10,7 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from core.memory.manage import MemoryManager  # noqa: E402
 from core.store import history  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
+from tests.guikit import on_db_lane  # noqa: E402
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def test_pin_delete_and_restore_from_the_table(qtbot, panel, seeded):
     assert panel.select_memory(denver)
     _act(qtbot, panel, panel.on_restore)
     assert services.manager().get(denver).status == "active"
-    actions = [h.action for h in history.history(services.db, denver)]
+    actions = [h.action for h in on_db_lane(panel, history.history, denver)]
     assert actions == ["create", "pin", "delete", "restore"]
 
 
@@ -75,7 +76,7 @@ def test_bulk_protect_applies_to_every_selected_row(qtbot, panel, seeded):
 def test_edit_keeps_the_old_text_in_history(qtbot, panel, seeded):
     services, (denver, _, _) = seeded
     _act(qtbot, panel, lambda: panel.edit_statement(denver, "User lives in Denver, Colorado"))
-    entries = history.history(services.db, denver)
+    entries = on_db_lane(panel, history.history, denver)
     assert entries[-1].action == "update"
     assert entries[-1].old_value["statement"] == "User lives in Denver"
 
@@ -89,7 +90,7 @@ def test_purge_asks_first_and_then_erases(qtbot, panel, seeded):
     assert services.manager().get(short).status == "trashed"  # declined: nothing purged
     panel.confirm = lambda question: True
     _act(qtbot, panel, panel.on_purge)
-    assert services.db.scalar("SELECT count(*) FROM memories WHERE id = ?", (short,)) == 0
+    assert on_db_lane(panel, lambda db: db.scalar("SELECT count(*) FROM memories WHERE id = ?", (short,))) == 0
 
 
 def test_detail_pane_shows_history_and_source(qtbot, panel, seeded):

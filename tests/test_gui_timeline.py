@@ -13,6 +13,7 @@ from app.ui.main_window import MainWindow  # noqa: E402
 from core.memory import forget  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.memories import add_memory, get_memory  # noqa: E402
+from tests.guikit import on_db_lane  # noqa: E402
 
 DAY = 86400.0
 
@@ -67,7 +68,7 @@ def test_curves_threshold_and_past_events(panel, seeded):
     assert panel.past.rowCount() == len(view.past)
     upcoming = view.upcoming
     assert upcoming and panel.upcoming.rowCount() == len(upcoming)
-    assert view.due_now == len(forget.preview(services.db, services.settings)) == 0  # the pass just ran
+    assert view.due_now == len(on_db_lane(panel, forget.preview, services.settings)) == 0  # the pass just ran
 
 
 def test_what_a_pass_would_take_now_is_shown_as_due(qtbot, panel, seeded):
@@ -76,7 +77,7 @@ def test_what_a_pass_would_take_now_is_shown_as_due(qtbot, panel, seeded):
     stale = add_memory(back, "User once owned a red bicycle", importance=0.0)
     back.close()
     _act(qtbot, panel, panel.reload)
-    assert panel.view.due_now == 1 == len(forget.preview(services.db, services.settings))
+    assert panel.view.due_now == 1 == len(on_db_lane(panel, forget.preview, services.settings))
     row = next(r for r in range(panel.upcoming.rowCount()) if panel.upcoming.item(r, 0).text().endswith("bicycle"))
     assert panel.upcoming.item(row, 3).text() == "at the next forgetting pass"
     assert panel.select_item(f"memory:{stale}") and panel.pin_button.isEnabled()
@@ -85,12 +86,12 @@ def test_what_a_pass_would_take_now_is_shown_as_due(qtbot, panel, seeded):
 def test_restore_a_past_forgetting(qtbot, panel, seeded):
     services, ids, _ = seeded
     sourdough = ids["User tried a sourdough recipe"]
-    assert get_memory(services.db, sourdough).status == "forgotten"
+    assert on_db_lane(panel, get_memory, sourdough).status == "forgotten"
     event = next(p.event for p in panel.view.past if p.event.item_id == sourdough)
     assert panel.select_event(event.id) and panel.restore_button.isEnabled()
     _act(qtbot, panel, panel.on_restore)
-    assert get_memory(services.db, sourdough).status == "active"
-    assert forget.get_event(services.db, event.id).restored_at is not None
+    assert on_db_lane(panel, get_memory, sourdough).status == "active"
+    assert on_db_lane(panel, forget.get_event, event.id).restored_at is not None
     assert panel.select_event(event.id) and not panel.restore_button.isEnabled()
     assert panel.past.item(panel.past.currentRow(), 6).text() != ""
 
@@ -111,7 +112,7 @@ def test_pin_from_the_plot_takes_the_item_out_of_forgetting(qtbot, panel, seeded
     _click_curve(qtbot, panel, curve)
     assert panel.selected is not None and panel.selected.key == curve.key and panel.pin_button.isEnabled()
     _act(qtbot, panel, panel.on_pin)
-    assert get_memory(services.db, curve.item_id).pinned
+    assert on_db_lane(panel, get_memory, curve.item_id).pinned
     assert curve.key not in {c.key for c in panel.view.curves}
 
 
