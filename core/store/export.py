@@ -221,6 +221,16 @@ def _integer(value: Any, low: int = 0) -> tuple[bool, Any]:
     return (True, value) if good else (False, f"expected a whole number >= {low}")
 
 
+def _rating(value: Any) -> tuple[bool, Any]:
+    good = value in (None, 1, -1) and not isinstance(value, bool)
+    return (True, value) if good else (False, "expected 1, -1 or null")
+
+
+def _id_list(value: Any) -> tuple[bool, Any]:
+    good = isinstance(value, list) and all(_integer(i, 1)[0] for i in value)
+    return (True, value) if good else (False, "expected a list of ids")
+
+
 def _choice(options: tuple[str, ...]) -> Callable[[Any], tuple[bool, Any]]:
     return lambda v: (True, v) if v in options else (False, f"expected one of {', '.join(options)}")
 
@@ -229,9 +239,9 @@ _CHECKS: dict[str, Callable[[Any], tuple[bool, Any]]] = {
     "text": _text, "number": _number, "int": _integer, "id": lambda v: _integer(v, 1),
     "bool": lambda v: (True, v) if isinstance(v, bool) else (False, "expected true or false"),
     "unit": lambda v: (True, float(v)) if _number(v)[0] and 0 <= v <= 1 else (False, "expected 0 to 1"),
-    "rating": lambda v: (True, v) if v in (None, 1, -1) and not isinstance(v, bool) else (False, "expected 1, -1 or null"),
+    "rating": _rating,
     "object": lambda v: (True, v) if isinstance(v, dict) else (False, "expected an object"),
-    "ids": lambda v: (True, v) if isinstance(v, list) and all(_integer(i, 1)[0] for i in v) else (False, "expected a list of ids"),
+    "ids": _id_list,
     "kind": _choice(MEMORY_KINDS), "action": _choice(HISTORY_ACTIONS), "edge_kind": _choice(EDGE_KINDS),
 }
 
