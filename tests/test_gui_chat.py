@@ -203,26 +203,50 @@ def test_incognito_writes_nothing(qtbot, window):
     assert panel.session_id is None
 
 
+def _fact(subject: str, relation: str, obj: str, statement: str) -> dict:
+    return {"subject": subject, "relation": relation, "object": obj, "statement": statement, "confidence": 90,
+            "kind": "semantic", "critical": False, "source": "user_said", "when": ""}
+
+
 def test_a_turn_is_learned_and_the_graph_gains_nodes(qtbot, window):
+    """Turns sent through the chat panel grow the memory graph live, without anyone calling refresh.
+
+    The reply streams from the real tiny MLX model; extraction runs the real learning pipeline but with the scripted
+    structured model from tests/fakes.py, because the random tiny model yields no deterministic facts. The graph's
+    own 5 s timer is stopped, so only the turn (the window's memories_changed) can redraw it.
+    """
     services = window.services
-    facts = {"facts": [{"subject": "user", "relation": "plays", "object": "cello",
-                        "statement": "User plays the cello", "confidence": 90, "kind": "semantic",
-                        "critical": False, "source": "user_said", "when": ""}]}
     services.structured_model = lambda: ScriptedStructuredModel(
-        {"engram_facts": [facts], "usefulness_rating": [{"useful": []}],
-         "reconcile_decision": [{"decision": "add", "target": 0}]})
-    graph = window.show_panel("graph")
-    qtbot.waitUntil(lambda: not graph._busy, timeout=20000)
-    assert len(graph.view.nodes) == 0
-    panel = window.show_panel("chat")
-    learned, failures = [], []
-    panel.learned.connect(learned.append)
-    panel.turns.failed.connect(lambda message, _no_model: failures.append(message))
-    panel.send("I play the cello every evening")
+        {"engram_facts": [{"facts": [_fact("user", "plays", "cello", "User plays the cello")]},
+                          {"facts": [_fact("user", "owns", "bicycle", "User owns a red bicycle")]}],
+         "usefulness_rating": [{"useful": []}],
+         "reconcile_decision": [{"decision": "new", "target": 0, "reason": "a different fact"}]})
+    on_db(window, add_memory, "User lives in Lisbon")
+    chat = window.panels["chat"]
+    graph = window.show_panel("graph")  # the user watches the graph while the reply streams
+    qtbot.waitUntil(lambda: not graph._busy and len(graph.view.nodes) > 0, timeout=20000)
+    graph.timer.stop()
+    before = len(graph.view.nodes)
+    chunks, learned, failures, drawn = [], [], [], []
+    chat.turns.chunk.connect(chunks.append)
+    chat.learned.connect(learned.append)
+    chat.turns.failed.connect(lambda message, _no_model: failures.append(message))
+    graph.drawn.connect(drawn.append)
+    chat.send("I play the cello every evening")
     qtbot.waitUntil(lambda: bool(learned or failures), timeout=TURN_MS)
-    assert failures == [] and learned[0].errors == []
-    # the window's memories_changed makes the (hidden) graph redraw with the new fact
-    qtbot.waitUntil(lambda: "User plays the cello" in {n.label for n in graph.view.nodes}, timeout=20000)
+    assert failures == [] and learned[0].errors == [] and chunks  # the reply streamed, then was learned from
+    qtbot.waitUntil(lambda: bool(drawn) and drawn[-1] > before, timeout=20000)
+    assert "User plays the cello" in {n.label for n in graph.view.nodes}
+    assert "cello" in {n.label for n in graph.view.nodes if n.kind == "entity"}
+    # a turn while the graph is hidden: it is redrawn as soon as it is shown again
+    window.show_panel("chat")
+    shown = len(graph.view.nodes)
+    chat.send("My bicycle is red")
+    qtbot.waitUntil(lambda: len(learned) == 2 or bool(failures), timeout=TURN_MS)
+    assert failures == [] and learned[1].errors == []
+    with qtbot.waitSignal(graph.drawn, timeout=20000) as redrawn:
+        window.show_panel("graph")
+    assert redrawn.args[0] > shown and "User owns a red bicycle" in {n.label for n in graph.view.nodes}
 
 
 def test_veto_reanswers_without_the_memory(qtbot, window):

@@ -6,6 +6,9 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+from PySide6.QtGui import QColor, QPalette  # noqa: E402
+from PySide6.QtWidgets import QApplication  # noqa: E402
+
 from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.memory.graph_view import layout, load_graph  # noqa: E402
@@ -80,3 +83,42 @@ def test_graph_panel_draws_two_thousand_nodes(qtbot, window, window_db):
     panel = window.show_panel("graph")
     qtbot.waitUntil(lambda: len(panel.view.nodes) == 2000, timeout=60000)
     assert panel.graph.scatter.data.shape[0] == 2000
+
+
+def _scheme(window_colour: str, base: str, text: str) -> QPalette:
+    palette = QPalette()
+    for role, colour in ((QPalette.Window, window_colour), (QPalette.Base, base), (QPalette.Text, text),
+                         (QPalette.WindowText, text)):
+        palette.setColor(role, QColor(colour))
+    return palette
+
+
+@pytest.fixture
+def restore_palette():
+    app = QApplication.instance()
+    original = app.palette()
+    yield app
+    app.setPalette(original)
+
+
+def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db, restore_palette):
+    app = restore_palette
+    app.setPalette(_scheme("#1e1e1e", "#262626", "#eeeeee"))  # dark mode before the panel exists
+    a, b = add_memory(window_db, "User sails on Sundays"), add_memory(window_db, "User's boat is called Wren")
+    _edge(window_db, a, b, 0.9)
+    graph = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(graph.view.nodes) >= 2, timeout=10000)
+    timeline = window.show_panel("timeline")
+
+    def backgrounds() -> set[str]:
+        return {p.backgroundBrush().color().name() for p in (graph.plot, timeline.plot)}
+
+    def edge_colour() -> str:
+        pen = graph.graph.pen[0]
+        return QColor(int(pen["red"]), int(pen["green"]), int(pen["blue"])).name()
+    assert backgrounds() == {"#262626"} and edge_colour() == "#eeeeee"
+    app.setPalette(_scheme("#f0f0f0", "#ffffff", "#202020"))  # the user switches to light mode
+    qtbot.waitUntil(lambda: backgrounds() == {"#ffffff"}, timeout=5000)
+    assert edge_colour() == "#202020"
+    axis = timeline.plot.getAxis("left")
+    assert axis.textPen().color().name() == "#202020"

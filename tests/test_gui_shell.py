@@ -1,11 +1,14 @@
 """The main window, the task runner and the settings panel, offscreen."""
 from __future__ import annotations
 
+import sys
 import threading
 
 import pytest
 
 pytest.importorskip("pytestqt")
+
+from PySide6.QtGui import QKeySequence  # noqa: E402
 
 from app.services import Services  # noqa: E402
 from app.tasks import TaskRunner  # noqa: E402
@@ -81,3 +84,26 @@ def test_settings_panel_saves_to_the_data_folder(window):
 def test_preferences_shortcut_opens_settings(window, qtbot):
     window.open_settings()
     assert window.stack.currentWidget() is window.panels["settings"]
+
+
+def _press(qtbot, window, sequence: QKeySequence) -> None:
+    """Types the platform's key combination for `sequence` (⌘ on the Mac, Ctrl elsewhere) into the window."""
+    combination = QKeySequence(sequence)[0]
+    qtbot.keyClick(window.focusWidget() or window, combination.key(), combination.keyboardModifiers())
+
+
+def test_keyboard_shortcuts_new_chat_search_and_settings(qtbot, window):
+    window.activateWindow()
+    qtbot.waitUntil(window.isActiveWindow, timeout=5000)
+    _press(qtbot, window, QKeySequence(QKeySequence.Preferences) if sys.platform == "darwin"
+           else QKeySequence("Ctrl+,"))
+    assert window.stack.currentWidget() is window.panels["settings"]
+    _press(qtbot, window, QKeySequence(QKeySequence.New))  # ⌘N: a fresh conversation, from any panel
+    chat = window.panels["chat"]
+    assert window.stack.currentWidget() is chat and chat.session_id is None
+    qtbot.waitUntil(chat.composer.hasFocus, timeout=5000)
+    _press(qtbot, window, QKeySequence(QKeySequence.Find))  # ⌘F: the current panel's search field
+    qtbot.waitUntil(chat.sessions.search.hasFocus, timeout=5000)
+    memories = window.show_panel("memories")
+    _press(qtbot, window, QKeySequence(QKeySequence.Find))
+    qtbot.waitUntil(memories.search.hasFocus, timeout=5000)

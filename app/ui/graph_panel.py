@@ -6,13 +6,17 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
+from app.ui.panel_widgets import PaletteFollower, palette, themed_plot
 from core.memory.graph_view import GraphView, layout, load_graph
 
 KIND_COLOURS = {"semantic": (66, 133, 244), "episodic": (52, 168, 83), "summary": (251, 188, 5),
                 "entity": (154, 160, 166)}
 REFRESH_MS = 5000  # live view: re-read the graph this often while the panel is visible
+HINT = "Click a node to inspect it, then show its neighbourhood."
+EMPTY = "No memories yet: the graph grows as you chat."
 
 
 def node_sizes(view: GraphView) -> np.ndarray:
@@ -26,11 +30,12 @@ def node_sizes(view: GraphView) -> np.ndarray:
     return 8.0 + 22.0 * np.clip(importance, 0.0, 1.0)
 
 
-def edge_pens(view: GraphView) -> np.ndarray:
+def edge_pens(view: GraphView, colour: tuple[int, int, int] = (120, 120, 120)) -> np.ndarray:
+    """One pen per edge in `colour` (the palette's text colour, so edges read in light and dark mode)."""
     pens = np.empty(len(view.edges), dtype=[("red", np.ubyte), ("green", np.ubyte), ("blue", np.ubyte),
                                             ("alpha", np.ubyte), ("width", float)])
     for i, edge in enumerate(view.edges):
-        pens[i] = (120, 120, 120, 160, 0.5 + 4.0 * min(max(edge.weight, 0.0), 1.0))
+        pens[i] = (*colour, 110, 0.5 + 4.0 * min(max(edge.weight, 0.0), 1.0))
     return pens
 
 
@@ -48,10 +53,11 @@ class GraphPanel(QWidget):
         self.center: int | None = None
         self.selected = None  # the GraphNode last clicked
         self._busy = False
+        self._stale = False  # the store changed while the panel was hidden: redraw when it is shown
         self._build()
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
-        self.timer.timeout.connect(self.refresh)
+        self.timer.timeout.connect(self._tick)
         self.timer.start()
         self.refresh()
 
@@ -70,14 +76,15 @@ class GraphPanel(QWidget):
         top = QHBoxLayout()
         for widget in (self.search, self.hops, self.around_button, self.clear_button):
             top.addWidget(widget)
-        self.plot = pg.PlotWidget()
+        self.plot = themed_plot(grid=False)
         self.plot.hideAxis("left")
         self.plot.hideAxis("bottom")
         self.plot.setAspectLocked(True)
         self.graph = pg.GraphItem()
         self.plot.addItem(self.graph)
         self.graph.scatter.sigClicked.connect(self._on_click)
-        self.info = QLabel("Click a node to inspect it, then show its neighbourhood.")
+        PaletteFollower(self.plot, self._paint)  # edges and outlines take the new mode's colours
+        self.info = QLabel(HINT)
         self.info.setWordWrap(True)
         layout_ = QVBoxLayout(self)
         layout_.addLayout(top)
@@ -85,14 +92,22 @@ class GraphPanel(QWidget):
         layout_.addWidget(self.info)
 
     def refresh(self) -> None:
-        if self._busy or not self.isVisible() and self.view.nodes:
-            return  # one layout at a time; a hidden panel is not redrawn once it has a picture
-        self._busy = True
+        if not self.isVisible() and self.view.nodes:
+            self._stale = True  # a hidden panel is not redrawn once it has a picture, until it is shown
+            return
+        if self._busy:
+            self._stale = True  # one layout at a time: the next one starts when this one is drawn
+            return
+        self._busy, self._stale = True, False
         search, center, hops, previous = self.search.text(), self.center, self.hops.value(), dict(self.positions)
 
         def work() -> GraphView:
             return layout(load_graph(self.services.db, search=search, around=center, hops=hops), previous)
         self.runner.submit("db", work, on_done=self._draw, on_error=self._failed)
+
+    def _tick(self) -> None:
+        if self.isVisible() and not self._busy:  # a slow layout is not queued behind itself
+            self.refresh()
 
     def focus_on(self, memory_id: int) -> None:
         self.center = memory_id
@@ -106,20 +121,34 @@ class GraphPanel(QWidget):
     def focus_search(self) -> None:
         self.search.setFocus()
 
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if self._stale:
+            self.refresh()
+
     def _draw(self, view: GraphView) -> None:
         self._busy = False
         self.view = view
         self.positions = {n.key: (float(x), float(y)) for n, (x, y) in zip(view.nodes, view.positions)}
+        self._paint()
+        self.drawn.emit(len(view.nodes))
+        if self._stale:
+            self.refresh()  # the store changed during that layout
+
+    def _paint(self) -> None:
+        view = self.view
         if not view.nodes:
             self.graph.setData(pos=np.zeros((0, 2)), adj=np.zeros((0, 2), dtype=int))
-            self.info.setText("No memories yet: the graph grows as you chat.")
+            self.info.setText(EMPTY)
         else:
             adj = np.array([(e.a, e.b) for e in view.edges], dtype=int).reshape(-1, 2)
             brushes = [pg.mkBrush(*KIND_COLOURS.get(n.kind, (200, 200, 200))) for n in view.nodes]
+            if self.info.text() == EMPTY:
+                self.info.setText(HINT)
+            text, base = palette().color(QPalette.Text), palette().color(QPalette.Base)
+            pens = edge_pens(view, (text.red(), text.green(), text.blue())) if len(adj) else None
             self.graph.setData(pos=view.positions, adj=adj, size=node_sizes(view), symbolBrush=brushes,
-                               pen=edge_pens(view) if len(adj) else None, pxMode=True,
-                               data=np.arange(len(view.nodes)))
-        self.drawn.emit(len(view.nodes))
+                               symbolPen=pg.mkPen(base), pen=pens, pxMode=True, data=np.arange(len(view.nodes)))
 
     def _failed(self, exc: BaseException) -> None:
         self._busy = False

@@ -1,12 +1,13 @@
-"""Small widgets the hypotheses, forgetting and jobs panels share: a confidence bar, palette-aware plots."""
+"""Small widgets the panels share: a confidence bar, empty states, plots that follow light and dark mode."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Callable
 
-from PySide6.QtCore import QRect, Qt
+from PySide6.QtCore import QEvent, QObject, QRect, Qt
 from PySide6.QtGui import QColor, QPainter, QPalette
-from PySide6.QtWidgets import QApplication, QLabel, QStyle, QStyledItemDelegate, QStyleOptionViewItem
+from PySide6.QtWidgets import (QApplication, QLabel, QStyle, QStyledItemDelegate, QStyleOptionViewItem,
+                               QWidget)
 
 BAR_ROLE = Qt.UserRole + 10  # a float in [0, 1] drawn as a bar by FractionBarDelegate
 
@@ -83,17 +84,47 @@ def empty_state(text: str) -> QLabel:
     return label
 
 
-def themed_plot(**kwargs: Any) -> Any:
-    """A pyqtgraph PlotWidget drawn in the window's palette, so it follows light and dark mode."""
+def themed_plot(*, grid: bool = True, **kwargs: Any) -> Any:
+    """A pyqtgraph PlotWidget drawn in the window's palette, following light and dark mode as they switch."""
     import pyqtgraph as pg  # deferred: the window opens before pyqtgraph is imported
+    plot = pg.PlotWidget(**kwargs)
+    apply_plot_theme(plot)
+    if grid:
+        plot.showGrid(x=True, y=True, alpha=0.15)
+    PaletteFollower(plot, lambda: apply_plot_theme(plot))
+    return plot
+
+
+def apply_plot_theme(plot: Any) -> None:
+    """The plot's background in the palette's Base colour and its axes in its Text colour."""
+    import pyqtgraph as pg
     pal = palette()
-    plot = pg.PlotWidget(background=pal.color(QPalette.Base), **kwargs)
+    plot.setBackground(pal.color(QPalette.Base))
     text = pal.color(QPalette.Text)
     for axis in ("left", "bottom"):
         plot.getAxis(axis).setPen(pg.mkPen(text))
         plot.getAxis(axis).setTextPen(pg.mkPen(text))
-    plot.showGrid(x=True, y=True, alpha=0.15)
-    return plot
+
+
+class PaletteFollower(QObject):
+    """Calls `on_change` when the application's palette switches (macOS light/dark mode), once per new palette.
+
+    Parented to the watched widget, so it lives and dies with it.
+    """
+
+    def __init__(self, widget: QWidget, on_change: Callable[[], None]) -> None:
+        super().__init__(widget)
+        self.on_change = on_change
+        self.base = palette().color(QPalette.Base).rgba()
+        widget.installEventFilter(self)
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
+            base = palette().color(QPalette.Base).rgba()
+            if base != self.base:  # a restyle can itself send palette events: act once per real change
+                self.base = base
+                self.on_change()
+        return False
 
 
 def accent(index: int) -> QColor:
