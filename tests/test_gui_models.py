@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.services import Services  # noqa: E402
-from app.ui.main_window import MainWindow  # noqa: E402
+from app.ui.main_window import MainWindow, open_main_window  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from models.download import ModelStore  # noqa: E402
 from models.registry import CURATED, GB  # noqa: E402
@@ -43,20 +43,44 @@ def test_registry_rows_carry_fit_labels_and_a_first_start_offer(qtbot, window):
     assert panel.selected_repo() == panel.recommended.repo_id
 
 
+def test_first_start_opens_on_models_with_the_recommended_model(qtbot, tmp_path):
+    win = open_main_window(Services.from_data_dir(tmp_path / "fresh"))
+    qtbot.addWidget(win)
+    win.show()
+    panel = win.panels["models"]
+    assert win.stack.currentWidget() is panel
+    qtbot.waitUntil(lambda: panel.recommended is not None, timeout=10000)
+    assert panel.banner.isVisible() and panel.recommended.name in panel.banner.text()
+    assert "Recommended for this Mac" in panel.banner.text()
+    win.runner.shutdown(wait=True)
+    chosen = Services.from_data_dir(tmp_path / "chosen")
+    chosen.settings = chosen.settings.replace(chat_model=CURATED[0].repo_id)
+    win = open_main_window(chosen)
+    qtbot.addWidget(win)
+    assert win.stack.currentWidget() is win.panels["chat"] and "models" not in win.panels
+    win.runner.shutdown(wait=True)
+
+
 def test_download_shows_progress_installs_and_can_be_chosen(qtbot, window, tiny_model_dir):
-    repo = CURATED[0].repo_id
+    repo, other = CURATED[0].repo_id, CURATED[1].repo_id
     _use_hub(window, FakeHub(tiny_model_dir, repo))
     panel = _panel(qtbot, window)
     panel.select_repo(repo)
+    progress = []
+    panel.progress.valueChanged.connect(progress.append)
     with qtbot.waitSignal(panel.download_finished, timeout=60000) as done:
         panel.on_download()
-    assert done.args == [True]
+    assert done.args == [True] and progress and max(progress) == 1000
     qtbot.waitUntil(lambda: repo in panel.installed, timeout=10000)
     assert "Installed" in panel.message.text()
+    assert load_settings(window.services.data_dir).chat_model == repo  # the first model is ready to chat
+    assert not panel.banner.isVisible()
+    panel.select_repo(other)
+    panel.on_use()  # not installed: refused, the choice stays
+    assert "Download the model" in panel.message.text()
     panel.select_repo(repo)
     panel.on_use()
     assert load_settings(window.services.data_dir).chat_model == repo
-    assert not panel.banner.isVisible()
 
 
 def test_cancel_stops_the_download_and_installs_nothing(qtbot, window, tiny_model_dir):

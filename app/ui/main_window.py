@@ -162,10 +162,17 @@ def launch(argv: list[str] | None = None) -> int:
     app.setApplicationName("Engram")
     app.setOrganizationName("Engram")
     services = Services.from_data_dir()
-    window = MainWindow(services)
+    window = open_main_window(services)
     from app.ui.background_jobs import BackgroundJobs
     window.background = BackgroundJobs(services).start(app)  # idle-time learning while the app is open
-    if not services.settings.chat_model:
-        window.show_panel("models")  # first start: offer the model recommended for this Mac
     window.show()
     return app.exec()
+
+
+def open_main_window(services: Any) -> MainWindow:
+    """The window on its first panel: Chat, or on a first start (no model chosen) Models, which offers the model
+    recommended for this Mac."""
+    window = MainWindow(services)
+    if not services.settings.chat_model:
+        window.show_panel("models")
+    return window

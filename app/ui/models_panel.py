@@ -152,11 +152,14 @@ class ModelsPanel(QWidget):
         if repo_id not in self.installed:
             self.message.setText("Download the model before choosing it.")
             return
+        self._activate(repo_id)
+        self.message.setText(f"Engram will chat with {repo_id}.")
+        self.refresh()
+
+    def _activate(self, repo_id: str) -> None:
         settings = self.services.settings.replace(chat_model=repo_id)
         save_settings(settings, self.services.data_dir)
         self.services.settings = settings
-        self.message.setText(f"Engram will chat with {repo_id}.")
-        self.refresh()
 
     def on_remove(self) -> None:
         repo_id = self.selected_repo()
@@ -179,7 +182,11 @@ class ModelsPanel(QWidget):
 
     def _on_downloaded(self, model: Any) -> None:
         self._downloading(False)
-        self.message.setText(f"Installed {model.repo_id} ({human_bytes(model.size_bytes)}).")
+        message = f"Installed {model.repo_id} ({human_bytes(model.size_bytes)})."
+        if not self.services.settings.chat_model:  # the first model: ready to chat without another click
+            self._activate(model.repo_id)
+            message += " Engram chats with it now: open Chat to start."
+        self.message.setText(message)
         self.download_finished.emit(True)
         self.refresh()
 
