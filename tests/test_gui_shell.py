@@ -1,14 +1,17 @@
 """The main window, the task runner and the settings panel, offscreen."""
 from __future__ import annotations
 
+import shutil
 import sys
 import threading
+from importlib import metadata
 
 import pytest
 
 pytest.importorskip("pytestqt")
 
 from PySide6.QtGui import QKeySequence  # noqa: E402
+from PySide6.QtWidgets import QLabel  # noqa: E402
 
 from app.services import Services  # noqa: E402
 from app.tasks import TaskRunner  # noqa: E402
@@ -70,11 +73,13 @@ def test_window_lists_the_panels_of_this_build(window):
     assert "Settings" in titles
 
 
-def test_settings_panel_saves_to_the_data_folder(window):
+def test_settings_panel_saves_to_the_data_folder(qtbot, window):
     panel = window.show_panel("settings")
     panel.dial.setCurrentText("eager")
     panel.idle_minutes.setValue(25)
-    panel.save()
+    with qtbot.waitSignal(panel.saved, timeout=10000) as saved_signal:
+        panel.save()
+    assert saved_signal.args == [True]
     saved = load_settings(window.services.data_dir)
     assert saved.memory_dial == "eager"
     assert saved.scheduler.idle_minutes == 25
@@ -107,3 +112,35 @@ def test_keyboard_shortcuts_new_chat_search_and_settings(qtbot, window):
     memories = window.show_panel("memories")
     _press(qtbot, window, QKeySequence(QKeySequence.Find))
     qtbot.waitUntil(memories.search.hasFocus, timeout=5000)
+
+
+def test_settings_refuse_a_model_that_is_not_here_and_change_nothing(qtbot, window, tiny_model_dir):
+    panel = window.show_panel("settings")
+    before = window.services.settings
+    panel.chat_model.setCurrentText("no-such-org/no-such-model")
+    panel.dial.setCurrentText("light")
+    with qtbot.waitSignal(panel.saved, timeout=10000) as saved:
+        panel.save()
+    assert saved.args == [False] and "Not saved" in panel.saved_label.text()
+    assert window.services.settings == before and load_settings(window.services.data_dir) == before
+    panel.embedder.setText(str(window.services.data_dir / "missing-embedder"))
+    panel.chat_model.setCurrentText(str(tiny_model_dir))  # a local MLX model folder is fine
+    with qtbot.waitSignal(panel.saved, timeout=60000) as saved:
+        panel.save()
+    assert saved.args == [False] and "embedding model" in panel.saved_label.text()
+    panel.embedder.setText(before.embedder)
+    with qtbot.waitSignal(panel.saved, timeout=10000) as saved:
+        panel.save()
+    assert saved.args == [True] and load_settings(window.services.data_dir).chat_model == str(tiny_model_dir)
+
+
+def test_settings_offer_installed_models_and_show_versions(qtbot, window, tiny_model_dir, tmp_path):
+    shutil.copytree(tiny_model_dir, tmp_path / "tiny")
+    window.services.models_dir.mkdir(parents=True)
+    window.services.model_store().install(tmp_path / "tiny", repo_id="tiny-org/tiny-4bit")
+    panel = window.show_panel("settings")
+    offered = lambda: [panel.chat_model.itemText(i) for i in range(panel.chat_model.count())]  # noqa: E731
+    qtbot.waitUntil(lambda: offered() == ["tiny-org/tiny-4bit"], timeout=10000)
+    about = {label.text() for label in panel.findChildren(QLabel)}
+    assert {"mlx", "apsw", "sqlite-vec", "PySide6-Essentials", "Python"} <= about
+    assert metadata.version("apsw") in about and metadata.version("mlx") in about

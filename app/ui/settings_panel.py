@@ -1,4 +1,8 @@
-"""Settings: data folder, model, embedder, scheduler windows, forgetting strength, memory dial; About."""
+"""Settings: data folder, model, embedder, scheduler windows, forgetting strength, memory dial; About.
+
+Saving checks the chosen chat and embedding models off the GUI thread first: a name that does not resolve on this
+machine is refused with the reason, and nothing is written.
+"""
 from __future__ import annotations
 
 import platform
@@ -6,11 +10,11 @@ import sys
 from importlib import metadata
 from typing import Any
 
-from PySide6.QtCore import Qt, QTime
+from PySide6.QtCore import Qt, QTime, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QLineEdit,
                                QPushButton, QTimeEdit, QVBoxLayout, QWidget)
 
-from core.config import ForgettingSettings, SchedulerSettings, Settings, load_settings, save_settings
+from core.config import ForgettingSettings, SchedulerSettings, Settings, save_settings
 
 DIAL_CHOICES = ("off", "light", "normal", "eager")
 FORGETTING_CHOICES = ("gentle", "normal", "strong")
@@ -29,11 +33,23 @@ def package_versions() -> dict[str, str]:
     return found
 
 
+def check_models(services: Any, settings: Settings) -> None:
+    """Raises a ModelError naming the problem when the chat or a changed embedding model is not on this machine."""
+    if settings.chat_model:
+        services.model_store().resolve(settings.chat_model)
+    if settings.embedder != services.settings.embedder:
+        from models.embeddings import load_embedder  # deferred: torch; only when the user changed it
+        load_embedder(settings.embedder)
+
+
 class SettingsPanel(QWidget):
+    saved = Signal(bool)  # True once written; False when the models did not check out
+
     def __init__(self, context: Any) -> None:
         super().__init__()
         self.context = context
         self.services = context.services
+        self.runner = context.runner
         layout = QVBoxLayout(self)
         layout.addWidget(self._general_box())
         layout.addWidget(self._scheduler_box())
@@ -51,8 +67,9 @@ class SettingsPanel(QWidget):
         form = QFormLayout(box)
         self.data_dir = QLabel("")
         self.data_dir.setTextInteractionFlags(Qt.TextSelectableByMouse)
-        self.chat_model = QLineEdit()
-        self.chat_model.setPlaceholderText("choose one in Models")
+        self.chat_model = QComboBox()
+        self.chat_model.setEditable(True)  # an installed model, or the path of a local MLX model folder
+        self.chat_model.lineEdit().setPlaceholderText("download one in Models")
         self.embedder = QLineEdit()
         self.dial = QComboBox()
         self.dial.addItems(DIAL_CHOICES)
@@ -91,7 +108,8 @@ class SettingsPanel(QWidget):
 
     def load(self, settings: Settings) -> None:
         self.data_dir.setText(str(self.services.data_dir))
-        self.chat_model.setText(settings.chat_model)
+        self.chat_model.setCurrentText(settings.chat_model)
+        self._list_installed()
         self.embedder.setText(settings.embedder)
         self.dial.setCurrentText(settings.memory_dial if settings.memory_dial in DIAL_CHOICES else "normal")
         self.forgetting.setCurrentText(settings.forgetting.strength)
@@ -107,12 +125,41 @@ class SettingsPanel(QWidget):
                                       quiet_hours_end=self.quiet_end.time().toString("HH:mm"),
                                       require_ac_power=self.require_ac.isChecked())
         forgetting = ForgettingSettings(**{**old.forgetting.__dict__, "strength": self.forgetting.currentText()})
-        return old.replace(chat_model=self.chat_model.text().strip(), embedder=self.embedder.text().strip()
+        return old.replace(chat_model=self.chat_model.currentText().strip(), embedder=self.embedder.text().strip()
                            or old.embedder, memory_dial=self.dial.currentText(), scheduler=scheduler,
                            forgetting=forgetting)
 
+    def _list_installed(self) -> None:
+        def fill(models: list[Any]) -> None:
+            current = self.chat_model.currentText()
+            self.chat_model.clear()
+            self.chat_model.addItems([m.repo_id for m in models])
+            self.chat_model.setCurrentText(current)
+        # the db lane, not io: a download can hold the io lane for many minutes; a folder listing is quick
+        self.runner.submit("db", lambda: self.services.model_store().installed(), on_done=fill,
+                           on_error=lambda exc: self.saved_label.setText(f"Could not list the models: {exc}"))
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        self._list_installed()  # a model downloaded meanwhile is offered
+
     def save(self) -> None:
         settings = self.current()
+        self.save_button.setEnabled(False)
+        self.saved_label.setText("Checking the models…")
+        self.runner.submit("db", check_models, self.services, settings, on_done=lambda _: self._write(settings),
+                           on_error=self._refused)
+
+    def _write(self, settings: Settings) -> None:
+        embedder_changed = settings.embedder != self.services.settings.embedder
         save_settings(settings, self.services.data_dir)
         self.services.settings = settings
-        self.saved_label.setText("Saved. A new embedding model applies after a re-embed.")
+        self.save_button.setEnabled(True)
+        self.saved_label.setText("Saved." + (" The new embedding model applies after `engram memory reembed`."
+                                             if embedder_changed else ""))
+        self.saved.emit(True)
+
+    def _refused(self, exc: BaseException) -> None:
+        self.save_button.setEnabled(True)
+        self.saved_label.setText(f"Not saved: {exc}")
+        self.saved.emit(False)
