@@ -5,6 +5,8 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+from PySide6.QtCore import Qt  # noqa: E402
+
 from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.memory.manage import MemoryManager  # noqa: E402
@@ -37,6 +39,11 @@ def panel(qtbot, seeded):
     window.runner.shutdown(wait=True)
 
 
+def _memory(panel, memory_id):
+    """The memory as stored, read on the panel's db lane (the window's connection belongs to it)."""
+    return on_db_lane(panel, lambda db: MemoryManager(db, None).get(memory_id))
+
+
 def _act(qtbot, panel, action):
     with qtbot.waitSignal(panel.loaded, timeout=10000):
         action()
@@ -50,31 +57,31 @@ def test_table_shows_memories_and_filters_by_search(panel):
 
 
 def test_pin_delete_and_restore_from_the_table(qtbot, panel, seeded):
-    services, (denver, _, _) = seeded
+    _, (denver, _, _) = seeded
     assert panel.select_memory(denver)
     _act(qtbot, panel, panel.on_pin)
-    assert services.manager().get(denver).pinned
+    assert _memory(panel, denver).pinned
     assert panel.select_memory(denver)
     _act(qtbot, panel, panel.on_delete)
-    assert services.manager().get(denver).status == "trashed"
+    assert _memory(panel, denver).status == "trashed"
     assert denver not in [m.id for m in panel.model.memories]  # the active view no longer lists it
     _act(qtbot, panel, lambda: panel.status.setCurrentText("trashed"))
     assert panel.select_memory(denver)
     _act(qtbot, panel, panel.on_restore)
-    assert services.manager().get(denver).status == "active"
+    assert _memory(panel, denver).status == "active"
     actions = [h.action for h in on_db_lane(panel, history.history, denver)]
     assert actions == ["create", "pin", "delete", "restore"]
 
 
 def test_bulk_protect_applies_to_every_selected_row(qtbot, panel, seeded):
-    services, ids = seeded
+    _, ids = seeded
     panel.table.selectAll()
     _act(qtbot, panel, panel.on_protect)
-    assert all(services.manager().get(i).protected for i in ids)
+    assert all(_memory(panel, i).protected for i in ids)
 
 
 def test_edit_keeps_the_old_text_in_history(qtbot, panel, seeded):
-    services, (denver, _, _) = seeded
+    _, (denver, _, _) = seeded
     _act(qtbot, panel, lambda: panel.edit_statement(denver, "User lives in Denver, Colorado"))
     entries = on_db_lane(panel, history.history, denver)
     assert entries[-1].action == "update"
@@ -82,12 +89,12 @@ def test_edit_keeps_the_old_text_in_history(qtbot, panel, seeded):
 
 
 def test_purge_asks_first_and_then_erases(qtbot, panel, seeded):
-    services, (_, _, short) = seeded
+    _, (_, _, short) = seeded
     panel.select_memory(short)
     _act(qtbot, panel, panel.on_delete)
     panel.confirm = lambda question: False
     panel.on_purge()
-    assert services.manager().get(short).status == "trashed"  # declined: nothing purged
+    assert _memory(panel, short).status == "trashed"  # declined: nothing purged
     panel.confirm = lambda question: True
     _act(qtbot, panel, panel.on_purge)
     assert on_db_lane(panel, lambda db: db.scalar("SELECT count(*) FROM memories WHERE id = ?", (short,))) == 0
@@ -99,3 +106,38 @@ def test_detail_pane_shows_history_and_source(qtbot, panel, seeded):
     qtbot.waitUntil(lambda: "History" in panel.detail.toPlainText(), timeout=5000)
     text = panel.detail.toPlainText()
     assert "I moved to Denver last spring" in text and "create" in text
+
+
+def test_filters_and_sorting_by_value(qtbot, panel, seeded):
+    _, (denver, penicillin, short) = seeded
+    _act(qtbot, panel, lambda: panel.flag.setCurrentText("critical"))
+    assert [m.id for m in panel.model.memories] == [penicillin]
+    _act(qtbot, panel, lambda: panel.flag.setCurrentText("any flags"))
+    _act(qtbot, panel, lambda: panel.kind.setCurrentText("episodic"))
+    assert panel.model.rowCount() == 0 and not panel.empty.isVisibleTo(panel)  # a filter, not an empty store
+    _act(qtbot, panel, lambda: panel.kind.setCurrentText("all kinds"))
+    on_db_lane(panel, lambda db: db.execute("UPDATE memories SET confidence = ? WHERE id = ?", (0.05, short)))
+    _act(qtbot, panel, panel.reload)
+    panel.table.sortByColumn(3, Qt.AscendingOrder)  # confidence, as numbers
+    first = panel.proxy.mapToSource(panel.proxy.index(0, 0)).row()
+    assert panel.model.memory_at(first).id == short
+
+
+def test_export_then_import_into_another_store(qtbot, panel, seeded, tmp_path, embedder):
+    path = tmp_path / "export.json"
+    _act(qtbot, panel, lambda: panel.export_to(str(path)))
+    assert "Exported 3 memories" in panel.message.text() and path.is_file()
+    other = Services.from_data_dir(tmp_path / "other")
+    other._embedder = embedder
+    window = MainWindow(other)
+    qtbot.addWidget(window)
+    target = window.show_panel("memories")
+    qtbot.waitUntil(lambda: target.empty.isVisibleTo(target), timeout=5000)  # an empty store says so
+    target.import_from(str(path))
+    qtbot.waitUntil(lambda: target.model.rowCount() == 3, timeout=30000)
+    assert "Imported 3 memories" in target.message.text()
+    assert sorted(m.statement for m in target.model.memories) == sorted(m.statement for m in panel.model.memories)
+    target.import_from(str(tmp_path / "missing.json"))
+    qtbot.waitUntil(lambda: "Could not do that" in target.message.text(), timeout=10000)
+    assert target.model.rowCount() == 3
+    window.runner.shutdown(wait=True)
