@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
+from app.ui.panel_widgets import accent  # noqa: E402
 from core.memory.graph_view import layout, load_graph  # noqa: E402
 from core.store.entities import link, upsert_entity  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
@@ -109,6 +110,8 @@ def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db, re
     graph = window.show_panel("graph")
     qtbot.waitUntil(lambda: len(graph.view.nodes) >= 2, timeout=10000)
     timeline = window.show_panel("timeline")
+    jobs = window.show_panel("jobs")
+    dark_accent = accent(0).name()
 
     def backgrounds() -> set[str]:
         return {p.backgroundBrush().color().name() for p in (graph.plot, timeline.plot)}
@@ -122,3 +125,5 @@ def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db, re
     assert edge_colour() == "#202020"
     axis = timeline.plot.getAxis("left")
     assert axis.textPen().color().name() == "#202020"
+    assert jobs.loss_plot.backgroundBrush().color().name() == "#ffffff"
+    assert jobs.loss_curve.opts["pen"].color().name() == accent(0).name() != dark_accent

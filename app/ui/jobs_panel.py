@@ -17,7 +17,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLay
 
 from app.ui.jobs_state import JobHost, JobRow, JobsSnapshot, LossHistory, SchedulerFactory, read_jobs
 from app.ui.jobs_table import JobsTableModel
-from app.ui.panel_widgets import FractionBarDelegate, accent, empty_state, themed_plot, when
+from app.ui.panel_widgets import (FractionBarDelegate, PaletteFollower, accent, empty_state, themed_plot,
+                                  when)
 from core.finetune import adapters as versions
 from core.jobs import FINETUNE
 from core.store import jobs as store
@@ -129,8 +130,9 @@ class JobsPanel(QWidget):
         self.loss_plot.setLabel("left", "training loss")
         self.loss_plot.setLabel("bottom", "step")
         self.loss_plot.setMinimumWidth(280)
-        self.loss_curve = self.loss_plot.plot([], [], pen={"color": accent(0), "width": 2}, symbol="o",
-                                              symbolSize=5, symbolBrush=accent(0))
+        self.loss_curve = self.loss_plot.plot([], [], symbol="o", symbolSize=5)
+        self._colour_loss()
+        PaletteFollower(self.loss_plot, self._colour_loss)  # accent colours differ in light and dark mode
         self.loss_title = QLabel("Training loss")
         self.loss_empty = empty_state("The loss curve of a fine-tune appears here while it trains. "
                                       "Start one with Run now, or queue one with Fine-tune tonight.")
@@ -269,6 +271,10 @@ class JobsPanel(QWidget):
         if active is not None and active.is_stale:  # lineage: it learned from something the user changed
             text += f" — it learned from something you changed ({active.stale_reason}); roll back to stop using it"
         self.active_label.setText(text)
+
+    def _colour_loss(self) -> None:
+        self.loss_curve.setPen({"color": accent(0), "width": 2})
+        self.loss_curve.setSymbolBrush(accent(0))
 
     def _draw_loss(self, rows: Sequence[JobRow]) -> None:
         for row in rows:

@@ -13,7 +13,7 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from app.ui.panel_widgets import accent, empty_state, palette, themed_plot, when
+from app.ui.panel_widgets import PaletteFollower, accent, empty_state, palette, themed_plot, when
 from app.ui.timeline_state import Curve, PastEvent, TimelineView, days_text, read_timeline
 from core.memory import forget
 from core.memory.manage import MemoryManager
@@ -80,6 +80,7 @@ class TimelinePanel(QWidget):
         self.plot.setLabel("left", "retention")
         self.plot.setLabel("bottom", "days from now")
         self.plot.setYRange(0.0, 1.0)
+        PaletteFollower(self.plot, lambda: self._draw(self.view))  # curve colours are picked for light or dark mode
         self.plot.setMouseEnabled(x=True, y=False)
         self.plot_empty = empty_state("Nothing is old enough to be forgotten yet. Memories unused for a while "
                                       "fade; pinned, protected and critical ones never do.")
