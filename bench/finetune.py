@@ -24,6 +24,7 @@ from core.finetune.dataset import build_training_set  # noqa: E402
 from core.store.db import open_memory_db  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
 from models.finetune import run_worker  # noqa: E402
+from bench.meta import stamp  # noqa: E402
 
 # One line of mlx-lm's training table: "  10    2.345 ▼    1,234    12.3k".
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -82,6 +83,7 @@ def main() -> None:
     parser.add_argument("--facts", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()
+    header = stamp("finetune")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         model = args.model
@@ -94,7 +96,7 @@ def main() -> None:
             plain += mlx_lm_rates(model, tmp / "data", tmp / f"plain{r}", args.iters)[1:]
             engram += engram_rates(model, tmp / "data", tmp / f"engram{r}", args.iters)[1:]
     e, p = statistics.median(engram), statistics.median(plain)
-    print(json.dumps({"bench": "finetune", "model": args.model or "tiny-4bit", "examples": examples,
+    print(json.dumps({**header, "model": args.model or "tiny-4bit", "examples": examples,
                       "iters": args.iters, "repeats": args.repeats, "settings": SETTINGS,
                       "engram_tokens_per_second": round(e, 1), "mlx_lm_tokens_per_second": round(p, 1),
                       "ratio": round(e / p, 3), "target_ratio": 0.95, "meets_target": e / p >= 0.95}, indent=2))

@@ -216,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-json", type=Path, help="where fresh results are saved")
     parser.add_argument("--only", help="comma-separated bench names to include")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
-    parser.add_argument("--notes", type=Path, help="a Markdown file appended to the page (method, extrapolations)")
+    parser.add_argument("--notes", type=Path, default=ROOT / "bench" / "notes.md",
+                        help="a Markdown file appended to the page (method, why a target is missed)")
     parser.add_argument("--saved-only", action="store_true", help="run nothing: a bench without saved JSON "
                         "is listed as not measured")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per bench")

@@ -96,11 +96,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from bench.meta import stamp
+    header = stamp("startup")
     baseline = measure(BASELINE, args.repeats)
     first_start = measure(DRIVER, args.repeats)
     with_model = measure(DRIVER, args.repeats, with_model=True)
     worst = max(first_start["median_s"], with_model["median_s"])
-    print(json.dumps({"benchmark": "startup", "target_s": TARGET_SECONDS, "baseline_empty_qt_window": baseline,
+    print(json.dumps({**header, "target_s": TARGET_SECONDS, "baseline_empty_qt_window": baseline,
                       "engram_first_start": first_start, "engram_with_model_chosen": with_model,
                       "overhead_over_baseline_s": round(worst - baseline["median_s"], 3),
                       "meets_target": worst <= TARGET_SECONDS}, indent=2))

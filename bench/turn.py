@@ -19,8 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import sys
 import tempfile
@@ -34,6 +32,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import synthetic  # noqa: E402
+from bench.meta import stamp  # noqa: E402
 from bench.synthetic import queries, sentences  # noqa: E402
 from core.assistant import Assistant  # noqa: E402
 from core.config import Settings  # noqa: E402
@@ -75,8 +74,7 @@ def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, embed
         log=print) -> dict:
     from models.embeddings import load_embedder
     embedder = load_embedder()
-    result = {"bench": "turn", "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-              "turns": turns, "target_p95_ms_at_100k": 25.0, "sizes": {}}
+    result = {**stamp("turn"), "turns": turns, "target_p95_ms_at_100k": 25.0, "sizes": {}}
     for n in sizes:
         with tempfile.TemporaryDirectory() as folder:
             db = open_db(Path(folder) / "bench.db")
@@ -237,10 +235,6 @@ def _embeddings(embedder, texts: list[str], cache: Path, log) -> tuple[np.ndarra
 def _percentiles(times: list[float]) -> dict[str, float]:
     p50, p95, p99 = np.percentile(times, [50, 95, 99])
     return {"p50": round(float(p50), 2), "p95": round(float(p95), 2), "p99": round(float(p99), 2)}
-
-
-def machine() -> str:
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def _log(*parts) -> None:

@@ -1,0 +1,175 @@
+"""Generation benchmark: prints JSON.
+
+1. Engram's streaming (ChatEngine on its MLX thread, chunks handed across a queue) against plain
+   mlx_lm.stream_generate on the same model, prompt and greedy settings, in this run. Target ratio >= 0.97.
+2. The per-token cost of JSON-Schema-constrained generation (llguidance mask each step) with a realistic
+   131,072-token vocabulary: end to end against unconstrained generation on the same model, and the time spent
+   inside the grammar processor itself (consume the sampled token, fill llguidance's bitmask, mask the logits;
+   the forward pass is finished before its clock starts).
+
+The models are built locally (random 4-bit qwen2 weights, a BPE tokenizer trained here): no network.
+Run: cd /work/main && python bench/generate.py [--tokens 200] [--repeats 3]
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.protocols import ChatMessage, SamplingParams  # noqa: E402
+from models.chat import ChatEngine  # noqa: E402
+from models import structured  # noqa: E402
+from models.structured import StructuredGenerator  # noqa: E402
+from models.testing import TinyModelSpec, build_tiny_model, build_tokenizer  # noqa: E402
+from bench.meta import stamp  # noqa: E402
+
+BIG_VOCAB = 131072
+# Big enough that a token costs what a small real model costs on a CPU (milliseconds, not microseconds).
+BENCH_SPEC = TinyModelSpec(hidden_size=512, num_layers=8, num_heads=8, num_kv_heads=4, intermediate_size=1536,
+                           context_length=4096, weight_scale=2.0)
+PROMPT = [ChatMessage("system", "You are Engram, a helpful assistant."),
+          ChatMessage("user", "Tell me about the city where I live and the coffee I like in the morning.")]
+SCHEMA = {
+    "type": "object",
+    "properties": {"facts": {"type": "array", "minItems": 8, "maxItems": 8, "items": {
+        "type": "object",
+        "properties": {"subject": {"type": "string", "minLength": 8, "maxLength": 12},
+                       "predicate": {"type": "string", "enum": ["likes", "lives_in", "works_as"]},
+                       "confidence": {"type": "integer", "minimum": 0, "maximum": 100}},
+        "required": ["subject", "predicate", "confidence"], "additionalProperties": False}}},
+    "required": ["facts"], "additionalProperties": False,
+}
+
+
+def decode_rate(stamps: list[float]) -> float:
+    """Tokens per second between the first and the last token seen by the consumer (prompt excluded)."""
+    return (len(stamps) - 1) / (stamps[-1] - stamps[0])
+
+
+def plain_run(engine: ChatEngine, prompt: list[int], tokens: int) -> float:
+    import mlx.core as mx
+    from mlx_lm import stream_generate
+
+    def run(model, tokenizer):
+        stamps = []
+        for _ in stream_generate(model, tokenizer, mx.array(prompt), max_tokens=tokens):
+            stamps.append(time.perf_counter())
+        return stamps
+    # Plain mlx-lm runs on the same MLX thread but is consumed right there, with no queue in between.
+    return decode_rate(engine.run(run))
+
+
+def engram_run(engine: ChatEngine, tokens: int) -> float:
+    stamps = []
+    for _ in engine.stream(PROMPT, SamplingParams.greedy(tokens)):
+        stamps.append(time.perf_counter())
+    return decode_rate(stamps)
+
+
+def streaming_bench(engine: ChatEngine, tokens: int, repeats: int) -> dict:
+    prompt = engine.render(PROMPT)
+    plain_run(engine, prompt, 16)  # warm-up
+    engram_run(engine, 16)
+    plain, engram = [], []
+    for _ in range(repeats):  # interleaved so both see the same machine load
+        plain.append(plain_run(engine, prompt, tokens))
+        engram.append(engram_run(engine, tokens))
+    plain_tps, engram_tps = statistics.median(plain), statistics.median(engram)
+    return {"tokens": tokens, "repeats": repeats, "plain_mlx_lm_tokens_per_s": round(plain_tps, 2),
+            "engram_tokens_per_s": round(engram_tps, 2), "ratio": round(engram_tps / plain_tps, 4),
+            "target_ratio": 0.97, "meets_target": engram_tps / plain_tps >= 0.97}
+
+
+class TimedGrammarProcessor(structured.GrammarProcessor):
+    """The real processor, with the wall time of each call added up (the bench's own instrument)."""
+    seconds = 0.0
+    calls = 0
+
+    def __call__(self, tokens, logits):
+        import mlx.core as mx
+        mx.eval(tokens, logits)  # MLX is lazy: finish the forward pass first, so it is not counted here
+        start = time.perf_counter()
+        masked = super().__call__(tokens, logits)
+        mx.eval(masked)  # and count the masking work here, not in the next forward pass
+        TimedGrammarProcessor.seconds += time.perf_counter() - start
+        TimedGrammarProcessor.calls += 1
+        return masked
+
+
+@contextlib.contextmanager
+def timed_processor():
+    original = structured.GrammarProcessor
+    structured.GrammarProcessor = TimedGrammarProcessor
+    try:
+        yield TimedGrammarProcessor
+    finally:
+        structured.GrammarProcessor = original
+
+
+def structured_bench(engine: ChatEngine, repeats: int) -> dict:
+    import mlx.core as mx
+    from mlx_lm import stream_generate
+
+    generator = StructuredGenerator(engine)
+    generator.generate_json(PROMPT, SCHEMA, max_tokens=600)  # warm-up, builds the llguidance tokenizer
+    prompt = engine.render(PROMPT)
+    constrained, free = [], []
+    produced = 0
+    with timed_processor() as timer:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            value = generator.generate_json(PROMPT, SCHEMA, max_tokens=600)
+            elapsed = time.perf_counter() - start
+            produced = len(engine.tokenizer.encode(json.dumps(value, separators=(",", ":")),
+                                                   add_special_tokens=False))
+            constrained.append(elapsed / produced)
+            # the same number of unconstrained tokens, prompt processing included in both
+            start = time.perf_counter()
+            engine.run(lambda model, tokenizer: [r for r in stream_generate(model, tokenizer, mx.array(prompt),
+                                                                              max_tokens=produced)])
+            free.append((time.perf_counter() - start) / produced)
+    constrained_ms, free_ms = statistics.median(constrained) * 1e3, statistics.median(free) * 1e3
+    return {"vocab_size": BIG_VOCAB, "tokens_per_object": produced,
+            "constrained_ms_per_token": round(constrained_ms, 3),
+            "unconstrained_ms_per_token": round(free_ms, 3),
+            "overhead_ms_per_token": round(constrained_ms - free_ms, 3),
+            "grammar_processor_ms_per_token": round(timer.seconds / max(timer.calls, 1) * 1e3, 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tokens", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args(argv)
+    header = stamp("generate")
+    with tempfile.TemporaryDirectory(prefix="engram-bench-") as tmp:
+        tokenizer_dir = Path(tmp) / "tokenizer"
+        started = time.perf_counter()
+        build_tokenizer(tokenizer_dir, BIG_VOCAB, extra_words=200_000)
+        model_dir = build_tiny_model(Path(tmp) / "model", BENCH_SPEC, tokenizer_dir=tokenizer_dir)
+        build_seconds = time.perf_counter() - started
+        engine = ChatEngine.load(model_dir, context_tokens=4096, use_prompt_cache=False)
+        try:
+            result = {
+                **header,
+                "model": {"architecture": "qwen2", "bits": 4, "hidden": BENCH_SPEC.hidden_size,
+                          "layers": BENCH_SPEC.num_layers, "vocab_size": len(engine.tokenizer.vocab),
+                          "build_seconds": round(build_seconds, 1)},
+                "streaming": streaming_bench(engine, args.tokens, args.repeats),
+                "structured": structured_bench(engine, args.repeats),
+            }
+        finally:
+            engine.unload()
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
