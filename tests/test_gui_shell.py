@@ -16,6 +16,7 @@ from PySide6.QtWidgets import QLabel  # noqa: E402
 from app.services import Services  # noqa: E402
 from app.tasks import TaskRunner  # noqa: E402
 from app.ui.main_window import MainWindow, available_panels  # noqa: E402
+from app.ui.settings_panel import package_versions  # noqa: E402
 from core.config import load_settings  # noqa: E402
 
 
@@ -144,3 +145,5 @@ def test_settings_offer_installed_models_and_show_versions(qtbot, window, tiny_m
     about = {label.text() for label in panel.findChildren(QLabel)}
     assert {"mlx", "apsw", "sqlite-vec", "PySide6-Essentials", "Python"} <= about
     assert metadata.version("apsw") in about and metadata.version("mlx") in about
+    engram = package_versions()["engram"]
+    assert engram[0].isdigit() and engram in about  # installed, or this checkout's pyproject version

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import platform
 import sys
+import tomllib
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from PySide6.QtCore import Qt, QTime, Signal
@@ -29,8 +31,18 @@ def package_versions() -> dict[str, str]:
         try:
             found[name] = metadata.version(name)
         except metadata.PackageNotFoundError:
-            found[name] = "not installed"
+            found[name] = source_version() if name == "engram" else "not installed"
     return found
+
+
+def source_version() -> str:
+    """Engram's own version when it runs from a source checkout (not pip-installed): pyproject.toml's."""
+    pyproject = Path(__file__).resolve().parents[2] / "pyproject.toml"
+    try:
+        version = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]["version"]
+    except (OSError, KeyError, tomllib.TOMLDecodeError):
+        return "unknown"
+    return f"{version} (source)"
 
 
 def check_models(services: Any, settings: Settings) -> None:
