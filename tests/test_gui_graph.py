@@ -75,6 +75,32 @@ def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window, window_db):
     assert panel.around_button.isEnabled()
 
 
+def test_unchanged_store_is_not_laid_out_again(qtbot, window, window_db, monkeypatch):
+    """The 5 s live refresh re-reads the store but lays out (seconds at 2,000 nodes, on the db lane the chat also
+    uses) only when the graph changed."""
+    import app.ui.graph_panel as graph_panel
+    calls = []
+    monkeypatch.setattr(graph_panel, "layout", lambda *a, **k: calls.append(1) or layout(*a, **k))
+    add_memory(window_db, "User is learning the cello")
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 1 and not panel._busy, timeout=10000)
+    laid_out, positions = len(calls), panel.positions
+    for _ in range(2):
+        with qtbot.waitSignal(panel.drawn, timeout=10000) as drawn:
+            panel.refresh()
+        assert drawn.args == [1]
+    assert len(calls) == laid_out and panel.positions is positions
+    add_memory(window_db, "User's teacher is called Ana")
+    with qtbot.waitSignal(panel.drawn, timeout=10000) as drawn:
+        panel.refresh()
+    assert drawn.args == [2] and len(calls) == laid_out + 1
+
+
+def test_empty_graph_says_how_it_grows(qtbot, window):
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: panel.info.text().startswith("No memories yet"), timeout=10000)
+
+
 def test_graph_panel_draws_two_thousand_nodes(qtbot, window, window_db):
     db = window_db
     with db.transaction():

@@ -39,6 +39,11 @@ def edge_pens(view: GraphView, colour: tuple[int, int, int] = (120, 120, 120)) -
     return pens
 
 
+def same_graph(loaded: GraphView, shown: GraphView) -> bool:
+    """Whether a fresh read has the nodes and edges already drawn (positions aside)."""
+    return loaded.nodes == shown.nodes and loaded.edges == shown.edges
+
+
 class GraphPanel(QWidget):
     drawn = Signal(int)  # number of nodes drawn, after each refresh
     node_clicked = Signal(object)  # the GraphNode
@@ -100,9 +105,13 @@ class GraphPanel(QWidget):
             return
         self._busy, self._stale = True, False
         search, center, hops, previous = self.search.text(), self.center, self.hops.value(), dict(self.positions)
+        shown = self.view
 
-        def work() -> GraphView:
-            return layout(load_graph(self.services.db, search=search, around=center, hops=hops), previous)
+        def work() -> GraphView | None:
+            loaded = load_graph(self.services.db, search=search, around=center, hops=hops)
+            if same_graph(loaded, shown):
+                return None  # reading is cheap, laying out 2,000 nodes takes seconds: only when something changed
+            return layout(loaded, previous)
         self.runner.submit("db", work, on_done=self._draw, on_error=self._failed)
 
     def _tick(self) -> None:
@@ -126,12 +135,15 @@ class GraphPanel(QWidget):
         if self._stale:
             self.refresh()
 
-    def _draw(self, view: GraphView) -> None:
+    def _draw(self, view: GraphView | None) -> None:
+        """Show a new layout; None means the store still holds what the picture shows."""
         self._busy = False
-        self.view = view
-        self.positions = {n.key: (float(x), float(y)) for n, (x, y) in zip(view.nodes, view.positions)}
-        self._paint()
-        self.drawn.emit(len(view.nodes))
+        if view is not None:
+            self.view = view
+            self.positions = {n.key: (float(x), float(y)) for n, (x, y) in zip(view.nodes, view.positions)}
+        if view is not None or not self.view.nodes:  # an empty store still needs its empty-state text
+            self._paint()
+        self.drawn.emit(len(self.view.nodes))
         if self._stale:
             self.refresh()  # the store changed during that layout
 
