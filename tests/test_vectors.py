@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from core.errors import EmbedderMismatch, InvalidInput
+from core.store import vector_clusters as clusters
 from core.store import vectors
 
 SENTENCES = ["My sister lives in Lisbon", "I am allergic to peanuts", "The car needs new tyres",
@@ -34,17 +35,58 @@ def test_knn_matches_exact_cosine_and_orders_nearest_first(bound, embedder):
     assert fast[0][1] == pytest.approx(1 - float(embedder.embed(SENTENCES[3:4])[0] @ query), abs=1e-5)
 
 
-def test_prefilter_keeps_recall_against_exact_search_on_real_sentences(db, embedder):
+@pytest.fixture(scope="module")
+def synthetic(embedder):
+    """2,000 memory sentences and 30 questions, embedded once for the module."""
     from bench.synthetic import queries, sentences
-    texts = sentences(2000)
-    vectors.bind_embedder(db, embedder.name, embedder.dimension)
-    matrix = embedder.embed(texts)
-    vectors.upsert_vectors(db, "memory", list(range(1, len(texts) + 1)), matrix)
+    return embedder.embed(sentences(2000)), embedder.embed(queries(30))
+
+
+def _recall_against_exact(db, matrix: np.ndarray, questions: np.ndarray) -> float:
     overlaps = []
-    for query in embedder.embed(queries(30)):
+    for query in questions:
         exact = {i + 1 for i in np.argsort(-(matrix @ query))[:10]}
         overlaps.append(len(exact & {i for i, _ in vectors.knn(db, "memory", query, 10)}) / 10)
-    assert np.mean(overlaps) >= 0.98
+    return float(np.mean(overlaps))
+
+
+def test_prefilter_keeps_recall_against_exact_search_on_real_sentences(db, embedder, synthetic):
+    matrix, questions = synthetic
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, len(matrix) + 1)), matrix)
+    assert _recall_against_exact(db, matrix, questions) >= 0.98
+
+
+def test_a_clustered_table_scans_only_the_nearest_clusters_and_keeps_recall(db, embedder, synthetic):
+    matrix, questions = synthetic
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, len(matrix) + 1)), matrix)
+    assert clusters.cluster(db, "memory_vec", vectors.sign_bits, clusters=64) == 64
+    partitions = {p for (p,) in db.execute("SELECT DISTINCT shard FROM memory_vec")}
+    assert min(partitions) >= clusters.CLUSTER_BASE and len(partitions) > 32  # every row moved to a cluster
+    assert _recall_against_exact(db, matrix, questions) >= 0.95  # 8 of 64 clusters: ~1/8 of the rows scanned
+
+
+def test_a_table_is_clustered_once_it_grows_and_new_rows_join_their_nearest_cluster(db, embedder, synthetic,
+                                                                                   monkeypatch):
+    matrix, _ = synthetic
+    monkeypatch.setattr(clusters, "CLUSTER_AT", 300)
+    monkeypatch.setattr(clusters, "CLUSTERS", 16)
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 251)), matrix[:250])
+    assert clusters.centroids(db, "memory_vec") is None
+    vectors.upsert_vectors(db, "memory", list(range(251, 401)), matrix[250:400])
+    centres = clusters.centroids(db, "memory_vec")
+    assert centres is not None and centres.shape == (16, embedder.dimension)
+    fresh = embedder.embed(["My grandmother taught me to bake baklava in Izmir"])
+    vectors.upsert_vectors(db, "memory", [5000], fresh)
+    expected = int(clusters.nearest_clusters(centres, fresh)[0])
+    assert db.scalar("SELECT shard FROM memory_vec WHERE id = 5000") == expected
+    assert vectors.knn(db, "memory", embedder.embed(["baking baklava with grandma"])[0], 1)[0][0] == 5000
+    vectors.delete_vectors(db, "memory", [5000])
+    assert 5000 not in [i for i, _ in vectors.knn(db, "memory", fresh[0], 5)]
+    vectors.reembed(db, embedder.name, embedder.dimension, lambda table: [], embedder.embed)
+    assert clusters.centroids(db, "memory_vec") is None  # a re-embed learns new clusters when it grows again
 
 
 def test_upsert_replaces_and_delete_removes_both_copies(bound, embedder):
