@@ -96,6 +96,28 @@ def test_unchanged_store_is_not_laid_out_again(qtbot, window, window_db, monkeyp
     assert drawn.args == [2] and len(calls) == laid_out + 1
 
 
+def test_layout_runs_off_the_db_lane(qtbot, window, window_db, monkeypatch):
+    """While a (slow) layout runs, the db lane, where the chat's recall runs too, stays free."""
+    import threading
+
+    import app.ui.graph_panel as graph_panel
+    release, threads = threading.Event(), []
+
+    def slow_layout(*args, **kwargs):
+        threads.append(threading.current_thread().name)
+        release.wait(20)
+        return layout(*args, **kwargs)
+    monkeypatch.setattr(graph_panel, "layout", slow_layout)
+    add_memory(window_db, "User is learning the cello")
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: bool(threads), timeout=10000)
+    assert window.runner.submit("db", lambda: "free").result(timeout=5) == "free"
+    assert panel._busy and threads[0].startswith("engram-graph-layout")
+    with qtbot.waitSignal(panel.drawn, timeout=10000) as drawn:
+        release.set()
+    assert drawn.args == [1]
+
+
 def test_empty_graph_says_how_it_grows(qtbot, window):
     panel = window.show_panel("graph")
     qtbot.waitUntil(lambda: panel.info.text().startswith("No memories yet"), timeout=10000)

@@ -1,6 +1,9 @@
-"""Memory graph: node size = importance, edge width = Hebbian weight, colour = kind; laid out off the GUI thread."""
+"""Memory graph: node size = importance, edge width = Hebbian weight, colour = kind.
+
+Read on the db lane, laid out on the panel's own thread (never the GUI thread), redrawn as turns add memories."""
 from __future__ import annotations
 
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -59,6 +62,7 @@ class GraphPanel(QWidget):
         self.selected = None  # the GraphNode last clicked
         self._busy = False
         self._stale = False  # the store changed while the panel was hidden: redraw when it is shown
+        self._layouts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-graph-layout")
         self._build()
         self.timer = QTimer(self)
         self.timer.setInterval(REFRESH_MS)
@@ -107,12 +111,34 @@ class GraphPanel(QWidget):
         search, center, hops, previous = self.search.text(), self.center, self.hops.value(), dict(self.positions)
         shown = self.view
 
-        def work() -> GraphView | None:
+        def read() -> GraphView | None:
             loaded = load_graph(self.services.db, search=search, around=center, hops=hops)
-            if same_graph(loaded, shown):
-                return None  # reading is cheap, laying out 2,000 nodes takes seconds: only when something changed
-            return layout(loaded, previous)
-        self.runner.submit("db", work, on_done=self._draw, on_error=self._failed)
+            return None if same_graph(loaded, shown) else loaded  # reading takes ms; laying out takes seconds
+        self.runner.submit("db", read, on_done=lambda loaded: self._lay_out(loaded, previous),
+                           on_error=self._failed)
+
+    def _lay_out(self, loaded: GraphView | None, previous: dict[str, tuple[float, float]]) -> None:
+        """Lay out on the panel's own thread: 2,000 nodes take seconds, which the db lane (the chat's recall runs
+        there) must not wait for."""
+        if loaded is None:
+            self._draw(None)
+            return
+        future = self._layouts.submit(layout, loaded, previous)
+        future.add_done_callback(lambda done: self._deliver(self._laid_out, done))
+
+    def _deliver(self, callback: Any, *args: Any) -> None:
+        try:
+            self.runner.post(callback, *args)
+        except RuntimeError:  # the window closed while the layout ran: nobody to show it to
+            pass
+
+    def _laid_out(self, future: Future) -> None:
+        if future.cancelled():
+            self._busy = False
+        elif future.exception() is not None:
+            self._failed(future.exception())
+        else:
+            self._draw(future.result())
 
     def _tick(self) -> None:
         if self.isVisible() and not self._busy:  # a slow layout is not queued behind itself
@@ -179,3 +205,4 @@ class GraphPanel(QWidget):
 
     def shutdown(self) -> None:
         self.timer.stop()
+        self._layouts.shutdown(wait=False, cancel_futures=True)
