@@ -11,6 +11,7 @@ from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.memory.manage import MemoryManager  # noqa: E402
 from core.store import history  # noqa: E402
+from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from tests.guikit import on_db_lane  # noqa: E402
 
@@ -141,3 +142,26 @@ def test_export_then_import_into_another_store(qtbot, panel, seeded, tmp_path, e
     qtbot.waitUntil(lambda: "Could not do that" in target.message.text(), timeout=10000)
     assert target.model.rowCount() == 3
     window.runner.shutdown(wait=True)
+
+
+def test_changes_elsewhere_show_when_the_panel_is_shown_again(qtbot, panel, seeded):
+    """An idle-time job (its own connection) changes the store; coming back to Memories shows it, and an edit made
+    here redraws the memory graph too."""
+    services, (denver, _, _) = seeded
+    window = panel.context.window
+    window.show()
+    window.show_panel("memories")
+    graph = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len([n for n in graph.view.nodes if n.kind != "entity"]) == 3, timeout=20000)
+    other = open_db(services.db_path)
+    MemoryManager(other, None).delete(denver, "forgotten while idle")
+    other.close()
+    with qtbot.waitSignal(panel.loaded, timeout=10000):
+        window.show_panel("memories")
+    assert denver not in [m.id for m in panel.model.memories]
+    graph.timer.stop()  # only the edit's signal may redraw the graph now
+    with qtbot.waitSignal(graph.drawn, timeout=20000) as drawn:
+        panel.select_memory(panel.model.memories[0].id)
+        panel.on_delete()
+        window.show_panel("graph")
+    assert len([n for n in graph.view.nodes if n.kind != "entity"]) == 1 and drawn.args[0] >= 1

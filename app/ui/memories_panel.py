@@ -83,6 +83,7 @@ class MemoriesPanel(QWidget):
         self.model = MemoryTableModel()
         self.proxy = MemoryFilterProxy()
         self.proxy.setSourceModel(self.model)
+        self._shown_once = False
         self._build()
         self.reload()
 
@@ -272,8 +273,18 @@ class MemoriesPanel(QWidget):
 
     def _done(self, text: str) -> None:
         self.message.setText(text)
-        self.reload()
+        changed = getattr(self.context.window, "memories_changed", None)
+        if changed is not None:
+            changed.emit()  # this table reloads with the other views of the store (the graph)
+        else:
+            self.reload()
         self._show_detail()
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)
+        if self._shown_once:
+            self.reload()  # idle-time jobs may have forgotten or merged memories meanwhile
+        self._shown_once = True
 
     def _on_error(self, exc: BaseException) -> None:
         self.message.setText(f"Could not do that: {exc}")
