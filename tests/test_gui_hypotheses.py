@@ -8,6 +8,7 @@ pytest.importorskip("pytestqt")
 from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.store import goals, hypotheses  # noqa: E402
+from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from tests.guikit import on_db_lane  # noqa: E402
 
@@ -115,3 +116,18 @@ def test_empty_store_shows_the_hint(qtbot, tmp_path):
     assert panel.empty.isVisible()
     assert panel.tree.topLevelItemCount() == 0
     window.runner.shutdown(wait=True)
+
+
+def test_a_claim_formed_while_idle_shows_when_the_panel_is_shown_again(qtbot, panel, seeded):
+    """Reflection writes hypotheses on the idle-time loop's own connection; the panel re-reads when shown."""
+    services, talks = seeded[0], seeded[3]
+    window = panel.context.window
+    window.show()
+    window.show_panel("hypotheses")
+    window.show_panel("chat")
+    other = open_db(services.db_path)
+    hypotheses.add_hypothesis(other, "interests", "Plays the cello", 0.5, talks[:1])
+    other.close()
+    with qtbot.waitSignal(panel.loaded, timeout=10000):
+        window.show_panel("hypotheses")
+    assert "Plays the cello" in [h.claim for h in panel.view.hypotheses]

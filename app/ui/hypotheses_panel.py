@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
                                QLineEdit, QPushButton, QSplitter, QTabWidget, QTextBrowser, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, empty_state, when
+from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, ReloadOnShow, empty_state, when
 from core.store import goals, hypotheses
 from core.store.episodes import get_episodes
 from core.types import Episode, Hypothesis, LearningGoal
@@ -70,7 +70,7 @@ def episode_html(episode: Episode) -> str:
             f"<p><b>You:</b> {html.escape(episode.user_text)}</p>{reply}")
 
 
-class HypothesesPanel(QWidget):
+class HypothesesPanel(ReloadOnShow, QWidget):
     loaded = Signal()  # after each reload, for tests
     episode_shown = Signal(int)
 

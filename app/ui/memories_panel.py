@@ -14,6 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxL
                                QVBoxLayout, QWidget)
 
 from app.ui.memory_table import MemoryFilterProxy, MemoryTableModel, when
+from app.ui.panel_widgets import ReloadOnShow
 from core.store.episodes import get_episodes
 from core.types import Episode
 
@@ -71,7 +72,7 @@ def _change_text(old: dict | None, new: dict | None) -> str:
     return (" (" + "; ".join(parts) + ")") if parts else ""
 
 
-class MemoriesPanel(QWidget):
+class MemoriesPanel(ReloadOnShow, QWidget):
     loaded = Signal()  # after each reload, for tests and the graph panel
 
     def __init__(self, context: Any) -> None:
@@ -83,7 +84,6 @@ class MemoriesPanel(QWidget):
         self.model = MemoryTableModel()
         self.proxy = MemoryFilterProxy()
         self.proxy.setSourceModel(self.model)
-        self._shown_once = False
         self._build()
         self.reload()
 
@@ -279,13 +279,6 @@ class MemoriesPanel(QWidget):
         else:
             self.reload()
         self._show_detail()
-
-    def showEvent(self, event: Any) -> None:
-        super().showEvent(event)
-        if self._shown_once:
-            self.reload()  # idle-time jobs may have forgotten or merged memories meanwhile
-        self._shown_once = True
-
     def _on_error(self, exc: BaseException) -> None:
         self.message.setText(f"Could not do that: {exc}")
 

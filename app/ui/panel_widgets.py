@@ -75,6 +75,18 @@ class FractionBarDelegate(QStyledItemDelegate):
         painter.restore()
 
 
+class ReloadOnShow:
+    """Mixin for a panel that reads the store: shown again, it reloads, since idle-time jobs (reflection,
+    consolidation, forgetting) change the store on their own connection without telling the panels."""
+    _shown_before = False
+
+    def showEvent(self, event: Any) -> None:
+        super().showEvent(event)  # type: ignore[misc]
+        if self._shown_before:
+            self.reload()  # type: ignore[attr-defined]
+        self._shown_before = True
+
+
 def empty_state(text: str) -> QLabel:
     """The centred grey hint a panel shows when it has nothing to show yet."""
     label = QLabel(text)

@@ -13,7 +13,8 @@ from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton,
                                QSplitter, QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from app.ui.panel_widgets import PaletteFollower, accent, empty_state, palette, themed_plot, when
+from app.ui.panel_widgets import (PaletteFollower, ReloadOnShow, accent, empty_state, palette, themed_plot,
+                                  when)
 from app.ui.timeline_state import Curve, PastEvent, TimelineView, days_text, read_timeline
 from core.memory import forget
 from core.memory.manage import MemoryManager
@@ -46,7 +47,7 @@ def _fill(table: QTableWidget, rows: Sequence[Sequence[str]], keys: Sequence[Any
             table.setItem(r, c, item)
 
 
-class TimelinePanel(QWidget):
+class TimelinePanel(ReloadOnShow, QWidget):
     loaded = Signal()  # after each reload, for tests
 
     def __init__(self, context: Any) -> None:
