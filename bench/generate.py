@@ -28,7 +28,7 @@ from models.chat import ChatEngine  # noqa: E402
 from models import structured  # noqa: E402
 from models.structured import StructuredGenerator  # noqa: E402
 from models.testing import TinyModelSpec, build_tiny_model, build_tokenizer  # noqa: E402
-from bench.meta import stamp  # noqa: E402
+from bench.meta import load_average, stamp  # noqa: E402
 
 BIG_VOCAB = 131072
 # Big enough that a token costs what a small real model costs on a CPU (milliseconds, not microseconds).
@@ -167,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
             }
         finally:
             engine.unload()
+    result["load_average_1m_at_end"] = load_average()
     print(json.dumps(result, indent=2))
     return 0
 

@@ -27,7 +27,12 @@ def code_version() -> dict:
             "uncommitted_source_files": sorted(line[3:] for line in changed)}
 
 
+def load_average() -> float:
+    """Runnable processes over the last minute (2 cores here: above 2, a bench waited for a core)."""
+    return round(os.getloadavg()[0], 2)
+
+
 def stamp(name: str) -> dict:
     """The header of a bench's JSON. The load average shows whether other work shared the cores meanwhile."""
     return {"bench": name, "machine": machine(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "load_average_1m_at_start": round(os.getloadavg()[0], 2), **code_version()}
+            "load_average_1m_at_start": load_average(), **code_version()}

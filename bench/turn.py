@@ -11,7 +11,9 @@ through core.assistant.Assistant with a scripted chat model (the model's own gen
 Reported next to it, measured in the same run: the query's embedding (paid inside recall; the turn's query
 vectors are cached first so the overhead measures the store's work, as bench/recall.py does), the episode's
 embedding written after the reply (learn), recall alone on the same query (most of prepare), and a baseline:
-a bare vector KNN of the same queries.
+a bare vector KNN of the same queries. The overhead is also given as this thread's CPU time (overhead_cpu_ms):
+the turn's memory work is single-threaded, so on a machine shared with other work that figure shows what the
+wall time would be with a core to itself (the target is judged on wall time).
 At the largest N it also times one consolidation pass and one forgetting pass over the whole store
 (helper B2's core.memory.consolidate.consolidation_pass and core.memory.forget.forgetting_pass).
 """
@@ -32,7 +34,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench import synthetic  # noqa: E402
-from bench.meta import stamp  # noqa: E402
+from bench.meta import load_average, stamp  # noqa: E402
 from bench.synthetic import queries, sentences  # noqa: E402
 from core.assistant import Assistant  # noqa: E402
 from core.config import Settings  # noqa: E402
@@ -84,6 +86,7 @@ def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, embed
                 result["idle_pass_at_n"] = n
                 result["idle_pass"] = _time_passes(db, embedder, log)
             db.close()
+    result["load_average_1m_at_end"] = load_average()
     return result
 
 
@@ -161,8 +164,8 @@ def _time_turns(db, embedder, turns: int, log) -> dict:
     for text, vector in zip(asked, query_vectors):  # the query's embedding is reported on its own
         embedder._cache[text] = vector  # noqa: SLF001 - the cache a repeated query hits
     session = create_session(db, "bench")
-    rows = {"overhead": [], "prepare": [], "finish": [], "graph": [], "episode_embed": [], "knn_baseline": [],
-            "recall_alone": []}
+    rows = {"overhead": [], "overhead_cpu": [], "prepare": [], "finish": [], "graph": [], "episode_embed": [],
+            "knn_baseline": [], "recall_alone": []}
     for i, text in enumerate(asked):
         timing = _one_turn(db, embedder, assistant, session, text, query_vectors[i])
         if i == 0:
@@ -171,7 +174,8 @@ def _time_turns(db, embedder, turns: int, log) -> dict:
             rows[key].append(value)
     log(f"turn overhead p95 {np.percentile(rows['overhead'], 95):.1f} ms")
     used = db.scalar("SELECT avg(c) FROM (SELECT count(*) c FROM reply_memories GROUP BY episode_id)")
-    return {"overhead_ms": _percentiles(rows["overhead"]), "prepare_ms": _percentiles(rows["prepare"]),
+    return {"overhead_ms": _percentiles(rows["overhead"]), "overhead_cpu_ms": _percentiles(rows["overhead_cpu"]),
+            "prepare_ms": _percentiles(rows["prepare"]),
             "finish_ms": _percentiles(rows["finish"]), "graph_update_ms": _percentiles(rows["graph"]),
             "recall_alone_ms": _percentiles(rows["recall_alone"]), "embed_query_ms": round(embed_query_ms, 2), "episode_embed_after_reply_ms":
             _percentiles(rows["episode_embed"]), "vector_knn_baseline_ms": _percentiles(rows["knn_baseline"]),
@@ -179,15 +183,15 @@ def _time_turns(db, embedder, turns: int, log) -> dict:
 
 
 def _one_turn(db, embedder, assistant: Assistant, session: int, text: str, vector: np.ndarray) -> dict:
-    t0 = time.perf_counter()
+    c0, t0 = time.thread_time(), time.perf_counter()
     prepared = assistant.prepare(session, text)
-    t1 = time.perf_counter()
+    c1, t1 = time.thread_time(), time.perf_counter()
     reply = "".join(chunk.text for chunk in assistant.stream(prepared))
-    t2 = time.perf_counter()
+    c2, t2 = time.thread_time(), time.perf_counter()
     record = assistant.finish(prepared, reply, "stop")
     t3 = time.perf_counter()
     hebbian.reinforce(db, record.used, assistant.settings.hebbian)
-    t4 = time.perf_counter()
+    c4, t4 = time.thread_time(), time.perf_counter()
     index_episodes(db, embedder, [record.episode_id])
     t5 = time.perf_counter()
     vectors.knn(db, "memory", vector, assistant.settings.recall.k)
@@ -195,7 +199,7 @@ def _one_turn(db, embedder, assistant: Assistant, session: int, text: str, vecto
     recall(db, embedder, text, k=assistant.settings.recall.k, settings=assistant.settings, session_id=session)
     t7 = time.perf_counter()
     ms = 1000.0
-    return {"overhead": ((t1 - t0) + (t4 - t2)) * ms, "prepare": (t1 - t0) * ms, "finish": (t3 - t2) * ms,
+    return {"overhead": ((t1 - t0) + (t4 - t2)) * ms, "overhead_cpu": ((c1 - c0) + (c4 - c2)) * ms, "prepare": (t1 - t0) * ms, "finish": (t3 - t2) * ms,
             "graph": (t4 - t3) * ms, "episode_embed": (t5 - t4) * ms, "knn_baseline": (t6 - t5) * ms,
             "recall_alone": (t7 - t6) * ms}
 
