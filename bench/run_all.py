@@ -49,8 +49,9 @@ def _ms(r: dict, key: str) -> str:
 
 
 def _turn_summary(r: dict) -> str:
-    parts = [f"N={n}: overhead {_ms(size, 'overhead_ms')}, recall alone {_ms(size, 'recall_alone_ms')}"
-             for n, size in (r.get("sizes") or {}).items()]
+    parts = [f"N={n}: overhead p50/p95/p99 {_ms(size, 'overhead_ms')}"
+             + (f" (CPU time {_ms(size, 'overhead_cpu_ms')})" if "overhead_cpu_ms" in size else "")
+             + f", recall alone {_ms(size, 'recall_alone_ms')}" for n, size in (r.get("sizes") or {}).items()]
     if "idle_pass" in r:
         parts.append(f"idle pass at N={r.get('idle_pass_at_n')}: {_get(r, 'idle_pass', 'total_s')} s")
     return "; ".join(parts) or _flat(r)
@@ -202,6 +203,8 @@ def render(benches: list[Bench], results: dict[str, dict], machine: str) -> str:
         figure = f"not measured: {result['error']}" if "error" in result else bench.summary(result)
         verdict = {True: "pass", False: "**miss**", None: "—"}[None if "error" in result else bench.passed(result)]
         when = result.get("date", "—")
+        if "load_average_1m_at_start" in result:  # 2 cores: above 2, the bench shared them with other work
+            when += f", load {result['load_average_1m_at_start']}"
         lines.append(f"| {bench.name} | {figure} | {bench.target} | {verdict} | {when} "
                      f"| `python {' '.join(bench.command)}` |")
     if "locomo" in results and "results" in results["locomo"]:
