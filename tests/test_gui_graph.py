@@ -6,6 +6,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
+from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QPalette  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
@@ -71,8 +72,13 @@ def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window, window_db):
     with qtbot.waitSignal(panel.drawn, timeout=10000) as blocker:
         panel.refresh()
     assert blocker.args == [2]
-    panel.select_node(panel.view.nodes[0])
-    assert panel.around_button.isEnabled()
+    node = next(n for n in panel.view.nodes if n.label == "User's teacher is called Ana")
+    panel.select_node(node)
+    assert panel.around_button.isEnabled() and "teacher" in panel.info.text()
+    qtbot.mouseClick(panel.open_button, Qt.LeftButton)  # inspect it in full: history, sources, controls
+    memories = window.panels["memories"]
+    assert window.stack.currentWidget() is memories
+    qtbot.waitUntil(lambda: memories.selected_ids() == [node.memory_id], timeout=10000)
 
 
 def test_unchanged_store_is_not_laid_out_again(qtbot, window, window_db, monkeypatch):

@@ -296,15 +296,8 @@ class ChatPanel(QWidget):
     # -- chips and thumbs ----------------------------------------------------------------------------
 
     def open_memory(self, memory_id: int) -> None:
-        """Jump to the memory in the Memories panel (once its table has loaded)."""
-        panel = self.window_.show_panel("memories")
-        if panel is None or panel.select_memory(memory_id):
-            return
-
-        def when_loaded() -> None:
-            panel.loaded.disconnect(when_loaded)
-            panel.select_memory(memory_id)
-        panel.loaded.connect(when_loaded)
+        """Jump to the memory in the Memories panel."""
+        self.window_.open_memory(memory_id)
 
     def veto(self, reply: MessageWidget, memory_id: int) -> None:
         """Answer again without this memory, and lower its weight for a stored reply."""

@@ -80,10 +80,15 @@ class GraphPanel(QWidget):
         self.around_button = QPushButton("Neighbourhood")
         self.around_button.setEnabled(False)
         self.around_button.clicked.connect(lambda: self.selected and self.focus_on(self.selected.memory_id))
+        self.open_button = QPushButton("Open memory")
+        self.open_button.setToolTip("Its history, sources and controls in Memories")
+        self.open_button.setEnabled(False)
+        self.open_button.clicked.connect(lambda: self.selected and self.context.window.open_memory(
+            self.selected.memory_id))
         self.clear_button = QPushButton("Whole graph")
         self.clear_button.clicked.connect(self.show_all)
         top = QHBoxLayout()
-        for widget in (self.search, self.hops, self.around_button, self.clear_button):
+        for widget in (self.search, self.hops, self.around_button, self.open_button, self.clear_button):
             top.addWidget(widget)
         self.plot = themed_plot(grid=False)
         self.plot.hideAxis("left")
@@ -200,6 +205,7 @@ class GraphPanel(QWidget):
     def select_node(self, node: Any) -> None:
         self.selected = node
         self.around_button.setEnabled(node.memory_id is not None)
+        self.open_button.setEnabled(node.memory_id is not None)
         self.info.setText(f"{node.kind} · importance {node.importance:.2f} · {node.label}")
         self.node_clicked.emit(node)
 

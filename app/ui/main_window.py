@@ -127,6 +127,17 @@ class MainWindow(QMainWindow):
             if panel is not None and hasattr(panel, method):
                 getattr(panel, method)()
 
+    def open_memory(self, memory_id: int) -> None:
+        """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""
+        panel = self.show_panel("memories")
+        if panel is None or panel.select_memory(memory_id):
+            return
+
+        def when_loaded() -> None:
+            panel.loaded.disconnect(when_loaded)
+            panel.select_memory(memory_id)
+        panel.loaded.connect(when_loaded)
+
     def new_chat(self) -> None:
         panel = self.show_panel("chat")
         if panel is not None and hasattr(panel, "new_conversation"):
