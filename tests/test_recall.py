@@ -157,3 +157,17 @@ def test_a_turn_by_the_person_the_query_names_ranks_first(db, embedder):
     hits = recall(db, embedder, "Where did Ana go hiking?", kinds=("episode",)).hits
     assert hits[0].id == ana and hits[0].breakdown["speaker"] > 0 and "said by Ana" in hits[0].why
     assert hits[1].breakdown["speaker"] == 0
+
+
+def test_bm25_uses_the_rarest_words_within_its_budget_and_drops_words_in_too_many_rows(db, embedder, monkeypatch):
+    from core.memory import recall_sources
+    ids = [add_memory(db, f"Walked the dog in the park on day {n}") for n in range(30)]
+    ids.append(add_memory(db, "The dog ate my saxophone reed"))
+    index_memories(db, embedder, ids)
+    assert recall_sources.affordable_terms(db, "memories_fts", ["dog", "saxophone", "walked"], budget=40) == \
+        ["saxophone", "walked"]  # rarest first: 1 + 30 rows fit in 40; 'dog' (31 more) does not
+    assert recall_sources.affordable_terms(db, "memories_fts", ["dog", "park"], budget=10) == []
+    monkeypatch.setattr(recall_sources, "BM25_BUDGET", 10)
+    hit = recall(db, embedder, "dog saxophone", k=1).hits[0]
+    assert hit.id == ids[-1] and hit.breakdown["bm25"] > 0 and "'saxophone'" in hit.why
+    assert recall(db, embedder, "walked dog park", k=5).hits  # too common for BM25: meaning still finds them

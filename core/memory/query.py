@@ -28,11 +28,6 @@ class QueryAnalysis:
     names: tuple[str, ...]  # capitalised words not at the start: likely people, places, things
     words: tuple[str, ...] = ()  # every word as written, stop words included
 
-    @property
-    def fts_query(self) -> str | None:
-        """An FTS5 expression that ORs the quoted content words; None when there are none."""
-        return " OR ".join(quote_fts(t) for t in self.terms) or None
-
 
 def analyse(query: object) -> QueryAnalysis:
     """Validate a recall query (InvalidInput if empty, NUL, invalid UTF-8 or too long) and analyse it."""

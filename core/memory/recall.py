@@ -116,7 +116,7 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
     if vector is not None:
         for i, distance in sources.vector_candidates(db, kind, vector, pool).items():
             found[i] = Candidate(kind, i, distance=distance)
-    for i, bm25 in sources.bm25_candidates(db, kind, analysis.fts_query, pool * OVERFETCH).items():
+    for i, bm25 in sources.bm25_candidates(db, kind, analysis.terms, pool * OVERFETCH).items():
         found.setdefault(i, Candidate(kind, i)).bm25 = bm25
     rows = sources.load_rows(db, kind, found)
     for i, candidate in list(found.items()):

@@ -11,12 +11,16 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from core.errors import EmbedderMismatch
+from core.memory.query import quote_fts
 from core.store import vectors
 from core.store.db import Database
 
 FTS_TABLES = {"memory": "memories_fts", "episode": "episodes_fts"}
 # BM25 column weights: a memory's statement and triple ends, an episode's words before its speaker's name.
 BM25_WEIGHTS = {"memory": "1.0, 0.6, 0.3, 0.6", "episode": "1.0, 0.8, 0.5"}
+# FTS5 scores every document a query matches before it can sort (~1 µs each here), so a query's words are
+# used rarest first while their documents together stay within this budget (bench/recall.py: latency).
+BM25_BUDGET = 2000
 
 
 @dataclass
@@ -47,16 +51,38 @@ def vector_candidates(db: Database, kind: str, query: np.ndarray, limit: int) ->
     return dict(vectors.knn(db, kind, query, limit))  # type: ignore[arg-type]
 
 
-def bm25_candidates(db: Database, kind: str, fts_query: str | None, limit: int) -> dict[int, float]:
-    """id → bm25 of the best `limit` full-text matches (inactive rows included: filtered later).
+def bm25_candidates(db: Database, kind: str, terms: Sequence[str], limit: int) -> dict[int, float]:
+    """id → bm25 of the best `limit` full-text matches of the affordable terms (inactive rows included:
+    filtered later).
 
     The FTS table is queried alone so FTS5 keeps only the top `limit` while it ranks (a join would sort all)."""
+    table = FTS_TABLES[kind]
+    fts_query = " OR ".join(quote_fts(t) for t in affordable_terms(db, table, terms))
     if not fts_query:
         return {}
-    table = FTS_TABLES[kind]
     rows = db.execute(f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ? AND rank MATCH ? "
                       "ORDER BY rank LIMIT ?", (fts_query, f"bm25({BM25_WEIGHTS[kind]})", int(limit))).fetchall()
     return {int(i): float(s) for i, s in rows}
+
+
+def affordable_terms(db: Database, table: str, terms: Sequence[str], budget: int | None = None) -> list[str]:
+    """The terms, rarest first, while the documents they match together fit in the budget. A word in
+    thousands of rows tells BM25 little (a low IDF) that the vector search does not, yet costs the most."""
+    budget = BM25_BUDGET if budget is None else budget
+    counted = sorted((_document_count(db, table, term, budget + 1), i) for i, term in enumerate(terms))
+    chosen, total = [], 0
+    for count, i in counted:
+        if total + count > budget:
+            break
+        chosen.append(terms[i])
+        total += count
+    return chosen
+
+
+def _document_count(db: Database, table: str, term: str, cap: int) -> int:
+    """How many rows contain the term, counted no further than `cap` (reading a doclist is cheap, ranking is not)."""
+    return int(db.scalar(f"SELECT count(*) FROM (SELECT rowid FROM {table} WHERE {table} MATCH ? LIMIT ?)",
+                         (quote_fts(term), int(cap))))
 
 
 def load_rows(db: Database, kind: str, ids: Iterable[int]) -> dict[int, dict]:
