@@ -128,7 +128,11 @@ class GraphPanel(QWidget):
         if loaded is None:
             self._draw(None)
             return
-        future = self._layouts.submit(layout, loaded, previous)
+        try:
+            future = self._layouts.submit(layout, loaded, previous)
+        except RuntimeError:  # the panel was shut down while the store was read
+            self._busy = False
+            return
         future.add_done_callback(lambda done: self._deliver(self._laid_out, done))
 
     def _deliver(self, callback: Any, *args: Any) -> None:
