@@ -1,0 +1,26 @@
+"""The generation and turn benches run end to end on small inputs (the real engine, the real store), so they
+cannot rot between the runs that produce docs/BENCHMARKS.md."""
+from __future__ import annotations
+
+from bench import generate, turn
+from models import structured
+
+
+def test_generate_bench_times_engram_and_plain_mlx_lm_and_the_grammar(tiny_engine):
+    streaming = generate.streaming_bench(tiny_engine, tokens=12, repeats=1)
+    assert streaming["plain_mlx_lm_tokens_per_s"] > 0 and streaming["engram_tokens_per_s"] > 0
+    assert abs(streaming["ratio"] - streaming["engram_tokens_per_s"] / streaming["plain_mlx_lm_tokens_per_s"]) < 0.01
+    grammar = generate.structured_bench(tiny_engine, repeats=1)
+    assert grammar["tokens_per_object"] > 0
+    assert 0 < grammar["grammar_processor_ms_per_token"] < grammar["constrained_ms_per_token"]
+    assert structured.GrammarProcessor is not generate.TimedGrammarProcessor  # the instrument is taken out again
+
+
+def test_turn_bench_on_a_small_store(tmp_path):
+    result = turn.run([300], turns=6, cache=tmp_path, log=lambda *_: None)
+    size = result["sizes"]["300"]
+    assert 0 < size["overhead_ms"]["p50"] <= size["overhead_ms"]["p95"] <= size["overhead_ms"]["p99"]
+    assert 0 < size["overhead_cpu_ms"]["p50"] and size["recall_alone_ms"]["p50"] > 0
+    assert size["memories_per_reply"] > 0  # the turns used memories, so the graph update had work to do
+    assert result["idle_pass_at_n"] == 300 and result["idle_pass"]["scored"] > 0
+    assert result["bench"] == "turn" and result["commit"]
