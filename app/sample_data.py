@@ -22,7 +22,7 @@ from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING
 from core.memory import hebbian
 from core.memory.index import index_episodes
 from core.memory.manage import MemoryManager
-from core.store import edges, goals, hypotheses
+from core.store import edges, goals, hypotheses, turns
 from core.store import jobs as job_store
 from core.scheduler import Environment
 from core.store.db import open_db
@@ -90,6 +90,12 @@ USED_TOGETHER = (
     (70, ("User keeps a sourdough starter", "User's sourdough starter smelled of acetone"), 1),
 )
 
+# The memories shown under a stored reply, as its chips: (session title, turn number, statements in context order).
+REPLY_USES = (("Weekend", 0, ("User plans a hike near Boulder on Saturday", "User likes hiking",
+                              "User lives in Denver")),
+              ("Weekend", 1, ("User prefers short answers", "User plans a hike near Boulder on Saturday")),
+              ("Cello", 1, ("User takes cello lessons", "User's cello teacher is Ana")))
+
 # (dimension, claim, confidence, evidence session titles, status)
 HYPOTHESES = (("style", "Prefers short, direct answers", 0.86, ("Doctor visit", "Work", "Weekend"), "confirmed"),
               ("interests", "Enjoys climbing and outdoor sport", 0.72, ("Climbing", "Weekend"), "open"),
@@ -136,6 +142,7 @@ def build_sample_data(folder: Path | str, embedder: Any, *, now: float | None = 
         _history(db, embedder, clock, now, ids)
         settings = load_settings(folder)
         _uses(db, clock, now, ids, settings)
+        _reply_uses(db, sessions, ids)
         _beliefs(db, clock, now, sessions)
         _last_night(db, embedder, folder, clock, now)
         _queue_and_adapters(db, clock, now)
@@ -196,6 +203,12 @@ def _uses(db: Any, clock: SampleClock, now: float, ids: dict[str, int], settings
             clock.now = now - (days_ago - n) * DAY
             hebbian.touch(db, used)
             hebbian.reinforce(db, used, settings.hebbian)
+
+
+def _reply_uses(db: Any, sessions: dict[str, list[int]], ids: dict[str, int]) -> None:
+    for title, turn, statements in REPLY_USES:
+        used = [(ids[statement], 0.8 - 0.1 * rank, False) for rank, statement in enumerate(statements)]
+        turns.record_used(db, sessions[title][turn], used)
 
 
 def _beliefs(db: Any, clock: SampleClock, now: float, sessions: dict[str, list[int]]) -> None:

@@ -101,6 +101,18 @@ def test_no_model_shows_the_way_to_the_models_panel(qtbot, tmp_path):
     with qtbot.waitSignal(panel.turns.idle, timeout=20000):
         panel.send("hello?")
     assert "No chat model" in panel.replies()[-1].status.text()
+    assert "engram models" not in panel.banner_text.text()  # the GUI's way is the Models panel, not the CLI
+    win.runner.shutdown(wait=True)
+
+
+def test_a_chosen_model_that_is_missing_is_named(qtbot, tmp_path):
+    settings = Settings().replace(chat_model="some-org/gone-4bit")
+    win = MainWindow(Services(settings=settings, data_dir=tmp_path / "home"))
+    qtbot.addWidget(win)
+    win.show()
+    panel = win.show_panel("chat")
+    qtbot.waitUntil(panel.banner.isVisible, timeout=20000)
+    assert "some-org/gone-4bit" in panel.banner_text.text()
     win.runner.shutdown(wait=True)
 
 

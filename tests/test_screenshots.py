@@ -39,6 +39,7 @@ def test_sample_folder_holds_a_realistic_store(sample):
         assert {j.state for j in job_store.list_jobs(db)} == {"done", "queued"}
         assert versions.active_adapter(db) is not None
         assert db.scalar("SELECT count(*) FROM edges WHERE kind = 'hebbian'") >= 5
+        assert db.scalar("SELECT count(*) FROM reply_memories") == 7  # chips under the sample replies
     finally:
         db.close()
     with pytest.raises(InvalidInput):

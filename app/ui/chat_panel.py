@@ -153,8 +153,11 @@ class ChatPanel(QWidget):
                            on_error=lambda exc: self._show_no_model(str(exc)))
 
     def _show_no_model(self, detail: str) -> None:
-        self.banner_text.setText("No chat model is installed yet. Engram runs its model on this Mac: "
-                                 f"download one in Models, then come back here.\n({detail})")
+        text = ("No chat model is installed yet. Engram runs its model on this Mac: download one in Models, then "
+                "come back here.")
+        if self.services.settings.chat_model:  # one was chosen but cannot be used: say why
+            text += f"\n({detail})"
+        self.banner_text.setText(text)
         self.banner.setVisible(True)
 
     def showEvent(self, event: Any) -> None:
