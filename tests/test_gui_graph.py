@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
+from app.ui.graph_panel import EDGE_WIDTHS  # noqa: E402
 from app.ui.panel_widgets import accent  # noqa: E402
 from core.memory.graph_view import layout, load_graph  # noqa: E402
 from core.store.entities import link, upsert_entity  # noqa: E402
@@ -171,8 +172,9 @@ def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db, re
         return {p.backgroundBrush().color().name() for p in (graph.plot, timeline.plot)}
 
     def edge_colour() -> str:
-        pen = graph.graph.pen[0]
-        return QColor(int(pen["red"]), int(pen["green"]), int(pen["blue"])).name()
+        colours = {item.opts["pen"].color().name() for item in graph.edge_items if len(item.getData()[0])}
+        assert len(colours) == 1
+        return colours.pop()
     assert backgrounds() == {"#262626"} and edge_colour() == "#eeeeee"
     app.setPalette(_scheme("#f0f0f0", "#ffffff", "#202020"))  # the user switches to light mode
     qtbot.waitUntil(lambda: backgrounds() == {"#ffffff"}, timeout=5000)
@@ -181,3 +183,15 @@ def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db, re
     assert axis.textPen().color().name() == "#202020"
     assert jobs.loss_plot.backgroundBrush().color().name() == "#ffffff"
     assert jobs.loss_curve.opts["pen"].color().name() == accent(0).name() != dark_accent
+
+
+def test_stronger_edges_are_drawn_wider(qtbot, window, window_db):
+    ids = [add_memory(window_db, f"fact {i}") for i in range(4)]
+    _edge(window_db, ids[0], ids[1], 0.95)
+    _edge(window_db, ids[2], ids[3], 0.1)
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 4, timeout=10000)
+    drawn = {item.opts["pen"].widthF(): len(item.getData()[0]) // 2 for item in panel.edge_items
+             if item.getData()[0] is not None and len(item.getData()[0])}
+    assert drawn == {max(EDGE_WIDTHS): 1, min(EDGE_WIDTHS): 1}  # one line each: the strong one the widest
+    assert sorted(panel.graph.scatter.data["size"]) == [8.0] * 4  # fresh memories, importance 0

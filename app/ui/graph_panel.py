@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QTimer, Signal
-from PySide6.QtGui import QPalette
+from PySide6.QtGui import QColor, QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
 
 from app.ui.panel_widgets import PaletteFollower, palette, themed_plot
@@ -18,6 +18,7 @@ from core.memory.graph_view import GraphView, layout, load_graph
 KIND_COLOURS = {"semantic": (66, 133, 244), "episodic": (52, 168, 83), "summary": (251, 188, 5),
                 "entity": (154, 160, 166)}
 REFRESH_MS = 5000  # live view: re-read the graph this often while the panel is visible
+EDGE_WIDTHS = (0.75, 1.5, 2.5, 4.0)  # pixels, by Hebbian weight quarter: one path per width, not one per edge
 HINT = "Click a node to inspect it, then show its neighbourhood."
 EMPTY = "No memories yet: the graph grows as you chat."
 
@@ -30,16 +31,13 @@ def node_sizes(view: GraphView) -> np.ndarray:
         degree[edge.b] += 1
     importance = np.array([n.importance if n.kind != "entity" else min(degree[i] / 10.0, 1.0)
                            for i, n in enumerate(view.nodes)])
-    return 8.0 + 22.0 * np.clip(importance, 0.0, 1.0)
+    return np.round(8.0 + 22.0 * np.clip(importance, 0.0, 1.0))  # whole pixels: few distinct symbols to render
 
 
-def edge_pens(view: GraphView, colour: tuple[int, int, int] = (120, 120, 120)) -> np.ndarray:
-    """One pen per edge in `colour` (the palette's text colour, so edges read in light and dark mode)."""
-    pens = np.empty(len(view.edges), dtype=[("red", np.ubyte), ("green", np.ubyte), ("blue", np.ubyte),
-                                            ("alpha", np.ubyte), ("width", float)])
-    for i, edge in enumerate(view.edges):
-        pens[i] = (*colour, 110, 0.5 + 4.0 * min(max(edge.weight, 0.0), 1.0))
-    return pens
+def edge_buckets(view: GraphView) -> np.ndarray:
+    """For each edge, the index into EDGE_WIDTHS its Hebbian weight falls in (stronger: wider)."""
+    weights = np.array([min(max(e.weight, 0.0), 1.0) for e in view.edges], dtype=float)
+    return np.minimum((weights * len(EDGE_WIDTHS)).astype(int), len(EDGE_WIDTHS) - 1)
 
 
 def same_graph(loaded: GraphView, shown: GraphView) -> bool:
@@ -94,6 +92,10 @@ class GraphPanel(QWidget):
         self.plot.hideAxis("left")
         self.plot.hideAxis("bottom")
         self.plot.setAspectLocked(True)
+        # edges as one line path per width (a pen per edge draws 1,000s of paths on every pan), under the nodes
+        self.edge_items = [pg.PlotCurveItem(connect="pairs") for _ in EDGE_WIDTHS]
+        for item in self.edge_items:
+            self.plot.addItem(item)
         self.graph = pg.GraphItem()
         self.plot.addItem(self.graph)
         self.graph.scatter.sigClicked.connect(self._on_click)
@@ -184,18 +186,29 @@ class GraphPanel(QWidget):
 
     def _paint(self) -> None:
         view = self.view
+        text, base = palette().color(QPalette.Text), palette().color(QPalette.Base)
+        self._paint_edges(QColor(text.red(), text.green(), text.blue(), 110))
         if not view.nodes:
-            self.graph.setData(pos=np.zeros((0, 2)), adj=np.zeros((0, 2), dtype=int))
+            self.graph.setData(pos=np.zeros((0, 2)))
             self.info.setText(EMPTY)
-        else:
-            adj = np.array([(e.a, e.b) for e in view.edges], dtype=int).reshape(-1, 2)
-            brushes = [pg.mkBrush(*KIND_COLOURS.get(n.kind, (200, 200, 200))) for n in view.nodes]
-            if self.info.text() == EMPTY:
-                self.info.setText(HINT)
-            text, base = palette().color(QPalette.Text), palette().color(QPalette.Base)
-            pens = edge_pens(view, (text.red(), text.green(), text.blue())) if len(adj) else None
-            self.graph.setData(pos=view.positions, adj=adj, size=node_sizes(view), symbolBrush=brushes,
-                               symbolPen=pg.mkPen(base), pen=pens, pxMode=True, data=np.arange(len(view.nodes)))
+            return
+        if self.info.text() == EMPTY:
+            self.info.setText(HINT)
+        shared = {kind: pg.mkBrush(*colour) for kind, colour in KIND_COLOURS.items()}
+        other = pg.mkBrush(200, 200, 200)
+        # one brush object per kind: pyqtgraph renders each distinct (size, pen, brush) once, not once per node
+        brushes = [shared.get(n.kind, other) for n in view.nodes]
+        self.graph.setData(pos=view.positions, size=node_sizes(view), symbolBrush=brushes, symbolPen=pg.mkPen(base),
+                           pxMode=True, data=np.arange(len(view.nodes)))
+
+    def _paint_edges(self, colour: QColor) -> None:
+        view = self.view
+        buckets = edge_buckets(view) if view.edges else np.zeros(0, dtype=int)
+        ends = np.array([(e.a, e.b) for e in view.edges], dtype=int).reshape(-1, 2)
+        for index, (item, width) in enumerate(zip(self.edge_items, EDGE_WIDTHS)):
+            chosen = ends[buckets == index].ravel()
+            points = view.positions[chosen] if len(chosen) else np.zeros((0, 2))
+            item.setData(points[:, 0], points[:, 1], pen=pg.mkPen(colour, width=width))
 
     def _failed(self, exc: BaseException) -> None:
         self._busy = False
