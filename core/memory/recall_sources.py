@@ -20,7 +20,7 @@ FTS_TABLES = {"memory": "memories_fts", "episode": "episodes_fts"}
 BM25_WEIGHTS = {"memory": "1.0, 0.6, 0.3, 0.6", "episode": "1.0, 0.8, 0.5"}
 # FTS5 scores every document a query matches before it can sort (~1 µs each here), so a query's words are
 # used rarest first while their documents together stay within this budget (bench/recall.py: latency).
-BM25_BUDGET = 2000
+BM25_BUDGET = 1000
 
 
 @dataclass
