@@ -225,7 +225,8 @@ def table(result: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("/work/shared/data/locomo/locomo-dev.json"))
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data" / "locomo" / "locomo-dev.json",
+                        help="a file in the LoCoMo format (default: the dev split in ../shared beside the repo)")
     parser.add_argument("--k", default="5,10,25,50")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     parser.add_argument("--cache", type=Path, help="keep embeddings in this folder between runs (for iterating)")
