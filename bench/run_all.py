@@ -204,6 +204,8 @@ def render(benches: list[Bench], results: dict[str, dict], machine: str) -> str:
         figure = f"not measured: {result['error']}" if "error" in result else bench.summary(result)
         verdict = {True: "pass", False: "**miss**", None: "—"}[None if "error" in result else bench.passed(result)]
         when = result.get("date", "—")
+        if result.get("commit"):
+            when += f", commit {result['commit']}" + ("+changes" if result.get("uncommitted_source_files") else "")
         if "load_average_1m_at_start" in result:  # 2 cores: above 2, the bench shared them with other work
             when += f", load {result['load_average_1m_at_start']}"
         lines.append(f"| {bench.name} | {figure} | {bench.target} | {verdict} | {when} "
