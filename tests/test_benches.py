@@ -24,3 +24,12 @@ def test_turn_bench_on_a_small_store(tmp_path):
     assert size["memories_per_reply"] > 0  # the turns used memories, so the graph update had work to do
     assert result["idle_pass_at_n"] == 300 and result["idle_pass"]["scored"] > 0
     assert result["bench"] == "turn" and result["commit"]
+
+
+def test_startup_bench_sees_the_window_before_any_heavy_import():
+    from bench import startup
+    first = startup.measure(startup.DRIVER, 1)
+    chosen = startup.measure(startup.DRIVER, 1, with_model=True)
+    for run in (first, chosen):
+        assert run["window_shown"] and run["median_s"] > 0
+        assert run["heavy_modules_at_show"] == []  # MLX, torch, transformers... load when first needed
