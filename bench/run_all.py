@@ -48,10 +48,16 @@ def _ms(r: dict, key: str) -> str:
     return "/".join(str(values.get(p, "—")) for p in ("p50", "p95", "p99")) + " ms"
 
 
+def _turn_size(n: str, size: dict) -> str:
+    embed = size.get("embed_query_ms")
+    embed = _ms(size, "embed_query_ms") if isinstance(embed, dict) else f"{embed} ms"
+    cpu = f" (CPU time {_ms(size, 'overhead_cpu_ms')})" if "overhead_cpu_ms" in size else ""
+    return (f"N={n}: overhead p50/p95/p99 {_ms(size, 'overhead_ms')}{cpu}, recall alone "
+            f"{_ms(size, 'recall_alone_ms')}, plus the query's embedding {embed} (not in the overhead)")
+
+
 def _turn_summary(r: dict) -> str:
-    parts = [f"N={n}: overhead p50/p95/p99 {_ms(size, 'overhead_ms')}"
-             + (f" (CPU time {_ms(size, 'overhead_cpu_ms')})" if "overhead_cpu_ms" in size else "")
-             + f", recall alone {_ms(size, 'recall_alone_ms')}" for n, size in (r.get("sizes") or {}).items()]
+    parts = [_turn_size(n, size) for n, size in (r.get("sizes") or {}).items()]
     if "idle_pass" in r:
         parts.append(f"idle pass at N={r.get('idle_pass_at_n')}: {_get(r, 'idle_pass', 'total_s')} s")
     return "; ".join(parts) or _flat(r)
