@@ -23,7 +23,7 @@ def test_turn_bench_on_a_small_store(tmp_path):
     assert 0 < size["overhead_cpu_ms"]["p50"] and size["recall_alone_ms"]["p50"] > 0
     assert size["memories_per_reply"] > 0  # the turns used memories, so the graph update had work to do
     assert result["idle_pass_at_n"] == 300 and result["idle_pass"]["scored"] > 0
-    assert result["bench"] == "turn" and result["commit"]
+    assert result["bench"] == "turn" and "commit" in result  # None outside a git checkout
 
 
 def test_startup_bench_sees_the_window_before_any_heavy_import():
