@@ -89,6 +89,22 @@ def test_a_table_is_clustered_once_it_grows_and_new_rows_join_their_nearest_clus
     assert clusters.centroids(db, "memory_vec") is None  # a re-embed learns new clusters when it grows again
 
 
+def test_centroids_are_kept_on_the_connection_until_another_one_reclusters(db, embedder, synthetic):
+    from core.store.db import open_db
+    matrix, _ = synthetic
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 401)), matrix[:400])
+    clusters.cluster(db, "memory_vec", vectors.sign_bits, clusters=16)
+    first = clusters.centroids(db, "memory_vec")
+    assert clusters.centroids(db, "memory_vec") is first  # read once, then kept
+    other = open_db(db.path)
+    try:
+        clusters.cluster(other, "memory_vec", vectors.sign_bits, clusters=8, seed=1)
+    finally:
+        other.close()
+    assert clusters.centroids(db, "memory_vec").shape == (8, embedder.dimension)  # the new stamp is seen
+
+
 def test_upsert_replaces_and_delete_removes_both_copies(bound, embedder):
     vectors.upsert_vectors(bound, "memory", [2], embedder.embed(["I love jazz piano"]))
     assert vectors.knn(bound, "memory", embedder.embed(["jazz"])[0], 1)[0][0] == 2

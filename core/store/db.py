@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -30,6 +30,9 @@ class Database:
     conn: apsw.Connection
     path: Path
     clock: Callable[[], float] = time.time
+    # Data derived from the store and costly to read (vector centroids), kept per connection; each entry
+    # carries a stamp read back from the file, so a change made through another connection is seen.
+    memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:

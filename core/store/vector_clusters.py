@@ -9,6 +9,8 @@ Centroids are learnt once from the rows present at that point; later rows only j
 """
 from __future__ import annotations
 
+import uuid
+
 import numpy as np
 
 from core.store.db import Database
@@ -23,11 +25,21 @@ SAMPLE = 50_000  # rows k-means learns from; the rest are only assigned
 
 
 def centroids(db: Database, name: str) -> np.ndarray | None:
-    """The table's centroids (rows of unit vectors), or None while it is not clustered."""
+    """The table's centroids (rows of unit vectors), or None while it is not clustered.
+
+    Every query needs them and reading the matrix costs about a millisecond, so it is kept on the
+    connection for as long as the stamp that cluster() writes beside it is unchanged."""
+    stamp = db.scalar("SELECT value FROM meta WHERE key = ?", (_stamp_key(name),))
+    cached = db.memo.get(_stamp_key(name))
+    if stamp is not None and cached is not None and cached[0] == stamp:
+        return cached[1]
     if not _has_centroid_table(db, name):
         return None
     row = db.execute(f"SELECT clusters, matrix FROM {name}_centroids WHERE id = 1").fetchone()
-    return np.frombuffer(row[1], dtype=np.float32).reshape(int(row[0]), -1) if row else None
+    centres = np.frombuffer(row[1], dtype=np.float32).reshape(int(row[0]), -1) if row else None
+    if stamp is not None and centres is not None:
+        db.memo[_stamp_key(name)] = (stamp, centres)
+    return centres
 
 
 def nearest_clusters(centres: np.ndarray, vectors: np.ndarray) -> np.ndarray:
@@ -56,6 +68,7 @@ def cluster(db: Database, name: str, bits_of, clusters: int | None = None, seed:
                    "clusters INTEGER NOT NULL, matrix BLOB NOT NULL)")  # one row: one read per query
         db.execute(f"INSERT OR REPLACE INTO {name}_centroids(id, clusters, matrix) VALUES (1, ?, ?)",
                    (len(centres), np.ascontiguousarray(centres, dtype=np.float32).tobytes()))
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_stamp_key(name), uuid.uuid4().hex))
         db.conn.executemany(f"DELETE FROM {name} WHERE id = ?", [(int(i),) for i in ids])
         db.conn.executemany(f"INSERT INTO {name}(id, shard, bits) VALUES (?, ?, vec_bit(?))",
                             [(int(i), int(k), b.tobytes()) for i, k, b in zip(ids, keys, bits_of(matrix))])
@@ -79,6 +92,11 @@ def kmeans(matrix: np.ndarray, count: int, *, seed: int = 0, iterations: int = I
 
 def drop(db: Database, name: str) -> None:
     db.execute(f"DROP TABLE IF EXISTS {name}_centroids")
+    db.execute("DELETE FROM meta WHERE key = ?", (_stamp_key(name),))
+
+
+def _stamp_key(name: str) -> str:
+    return f"{name}_centroids_stamp"
 
 
 def _all_vectors(db: Database, name: str) -> tuple[np.ndarray, np.ndarray]:

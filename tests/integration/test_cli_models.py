@@ -136,19 +136,21 @@ def test_ctrl_c_cancels_a_download_cleanly(cli, tiny_model_dir):
     gate = threading.Event()
     hub = FakeHub(tiny_model_dir, gate=gate)
 
-    def press_ctrl_c() -> None:  # as the terminal would: a real SIGINT to the process, mid-download
-        # A real signal wakes the main thread's wait at once (interrupt_main only sets a flag it may see late);
-        # the hub then stays blocked for a second, far longer than the main thread needs to set `cancel`.
-        os.kill(os.getpid(), signal.SIGINT)
-        threading.Timer(1.0, gate.set).start()
+    def interrupted(signum, frame):  # Python's own handler, plus: the hub goes on only once the main thread has it
+        threading.Timer(0.5, gate.set).start()
+        signal.default_int_handler(signum, frame)
 
     def hub_that_gets_interrupted(repo_id, **kwargs):
         if kwargs.get("local_dir"):  # the download itself has started: the user presses Ctrl-C now
-            threading.Timer(0.2, press_ctrl_c).start()
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # as the terminal would
         return hub(repo_id, **kwargs)
 
-    cli.hubs[REPO] = hub_that_gets_interrupted
-    code, out, err = cli("models", "download", REPO, "--yes")
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        cli.hubs[REPO] = hub_that_gets_interrupted
+        code, out, err = cli("models", "download", REPO, "--yes")
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert code == 130 and "cancelled; nothing was installed" in err
     assert installed(cli) == []
     assert not (cli.data_dir / "models" / STAGING / "tiny-org--tiny-4bit").exists()
