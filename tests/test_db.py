@@ -49,6 +49,28 @@ def test_real_vec0_knn_query_finds_the_nearest_sentence(db, embedder):
     assert vectors.knn(db, "memory", embedder.embed(["musical instrument"])[0], 1)[0][0] == 4
 
 
+def test_vector_partitions_are_indexed_in_new_stores_and_by_migration_in_older_ones(tmp_path, clock, embedder):
+    def partition_indexes(database):
+        return {r[0] for r in database.execute("SELECT name FROM sqlite_schema WHERE type = 'index' "
+                                               "AND name LIKE '%vec_chunks_partition'")}
+
+    path = tmp_path / "engram.db"
+    older = open_db(path, clock=clock, migrations=MIGRATIONS[:3])  # a store from before migration 4
+    vectors.bind_embedder(older, embedder.name, embedder.dimension)
+    assert partition_indexes(older) == {"memory_vec_chunks_partition", "episode_vec_chunks_partition"}
+    older.execute("DROP INDEX memory_vec_chunks_partition")  # as its tables were made then
+    older.execute("DROP INDEX episode_vec_chunks_partition")
+    vectors.upsert_vectors(older, "memory", [1, 2], embedder.embed(["I like tea", "My car is red"]))
+    older.close()
+    migrated = open_db(path, clock=clock)
+    assert partition_indexes(migrated) == {"memory_vec_chunks_partition", "episode_vec_chunks_partition"}
+    plan = " ".join(str(r[3]) for r in migrated.execute(
+        "EXPLAIN QUERY PLAN SELECT chunk_id FROM memory_vec_chunks WHERE partition00 = 3"))
+    assert "INDEX memory_vec_chunks_partition" in plan  # how sqlite-vec finds a partition's chunks
+    assert vectors.knn(migrated, "memory", embedder.embed(["a drink I enjoy"])[0], 1)[0][0] == 1
+    migrated.close()
+
+
 def test_backup_is_taken_before_migrating_an_existing_file(tmp_path, clock):
     path = tmp_path / "engram.db"
     open_db(path, clock=clock).close()

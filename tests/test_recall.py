@@ -99,6 +99,26 @@ def test_the_answer_turn_after_a_matching_question_is_recalled(db, embedder, clo
     assert in_prompt.hits == []  # the conversation's newest turns are already in the prompt
 
 
+def test_only_the_best_matches_look_up_their_neighbours_and_a_weaker_one_beside_them_still_learns_of_it(
+        db, embedder, clock, monkeypatch):
+    from core.memory import recall as recall_module
+    session = create_session(db, "chat")
+    texts = ["What did you name your new puppy?", "We named the puppy Biscuit", "The drive home was long",
+             "My boss moved the deadline again"]
+    ids = []
+    for text in texts:
+        clock.advance(60)
+        ids.append(add_episode(db, text, speaker="Ana", session_id=session))
+    index_episodes(db, embedder, ids)
+    monkeypatch.setattr(recall_module, "MIN_LEADERS", 1)
+    monkeypatch.setattr(recall_module, "LEADERS_PER_HIT", 0)  # only the best match looks up its neighbours
+    hits = recall(db, embedder, "puppy name", k=4, kinds=("episode",)).hits
+    leader, weaker = hits[0], next(h for h in hits[1:] if h.id in ids[:2])
+    assert {leader.id, weaker.id} == set(ids[:2])  # the two puppy turns, side by side
+    assert leader.breakdown["neighbour"] > 0  # its own lookup found the other puppy turn
+    assert weaker.breakdown["neighbour"] > 0 and f"next to matching turn #{leader.id}" in weaker.why
+
+
 def test_importance_and_confidence_change_the_order_of_equal_matches(db, embedder):
     sure = add_memory(db, "Ana likes jazz", confidence=1.0, importance=1.0)
     unsure = add_memory(db, "Ana likes jazz music", confidence=0.2)

@@ -24,6 +24,7 @@ from core.store.db import Database
 KINDS = ("memory", "episode")
 MAX_K = 1000
 OVERFETCH = 2  # inactive rows are dropped after the full-text search, so ask it for more
+LEADERS_PER_HIT, MIN_LEADERS = 3, 30  # episode matches whose neighbouring turns are looked up (see _leaders)
 
 
 @dataclass(frozen=True)
@@ -71,7 +72,7 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
         best_bm25 = min((c.bm25 for c in found.values() if c.bm25 is not None), default=0.0)
         own = {i: _own_relevance(c, best_bm25, weights) for i, c in found.items()}
         if kind == "episode":
-            context = _episode_context(db, vector, found, own, weights, include_history, vetoed, skip)
+            context = _episode_context(db, vector, found, own, weights, include_history, skip, _leaders(k))
         else:
             context = _graph_context(db, vector, found, own, weights, settings, include_history, vetoed)
         speakers = _named_speakers(analysis, found) if kind == "episode" else set()
@@ -155,12 +156,19 @@ def _similarity(candidate: Candidate, weights: scoring.ScoringWeights) -> float:
     return scoring.vector_similarity(candidate.distance, weights.similarity_floor)
 
 
+def _leaders(k: int) -> int:
+    """How many of the best episode matches bring their neighbouring turns in. A turn brought in by a
+    weaker match has only its own similarity and a share of that weak match: it cannot reach the top k."""
+    return max(LEADERS_PER_HIT * k, MIN_LEADERS)
+
+
 def _episode_context(db: Database, vector: np.ndarray | None, found: dict[int, Candidate], own: dict[int, float],
-                     weights: scoring.ScoringWeights, include_history: bool, vetoed: set[int],
-                     skip: set[int]) -> dict[int, dict]:
+                     weights: scoring.ScoringWeights, include_history: bool, skip: set[int],
+                     leaders: int) -> dict[int, dict]:
     """Adjacent turns lend each other relevance (the answer follows the question); the best-matching
-    conversation lends its turns a little. Neighbours of matches join the candidates."""
-    neighbours = sources.turn_neighbours(db, list(found), include_history)
+    conversation lends its turns a little. Neighbours of the `leaders` best matches join the candidates."""
+    best_first = sorted(found, key=lambda i: (-own.get(i, 0.0), i))[:leaders]
+    neighbours = sources.turn_neighbours(db, best_first, include_history)
     new_ids = {n for ids in neighbours.values() for n in ids if n not in found and n not in skip}
     if new_ids:
         added = {i: Candidate("episode", i, row=row) for i, row in sources.load_rows(db, "episode", new_ids).items()}
@@ -171,6 +179,7 @@ def _episode_context(db: Database, vector: np.ndarray | None, found: dict[int, C
             own[i] = _own_relevance(candidate, 0.0, weights)
         found.update(added)
         neighbours.update(sources.turn_neighbours(db, list(added), include_history))
+    neighbours = _both_ways(neighbours)
     session_best: dict[int, float] = {}
     for i, candidate in found.items():
         session = candidate.row.get("session_id")
@@ -183,6 +192,16 @@ def _episode_context(db: Database, vector: np.ndarray | None, found: dict[int, C
         session = session_best.get(candidate.row.get("session_id"), 0.0)
         context[i] = {"neighbour": best_near[0], "neighbour_id": best_near[1], "session": session}
     return context
+
+
+def _both_ways(neighbours: dict[int, list[int]]) -> dict[int, list[int]]:
+    """Adjacency is symmetric: a weaker match next to a leader learns of it from the leader's side."""
+    both: dict[int, list[int]] = {i: list(ids) for i, ids in neighbours.items()}
+    for i, ids in neighbours.items():
+        for n in ids:
+            if i not in both.setdefault(n, []):
+                both[n].append(i)
+    return both
 
 
 def _graph_context(db: Database, vector: np.ndarray | None, found: dict[int, Candidate], own: dict[int, float],

@@ -21,6 +21,7 @@ from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migra
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
 BACKUPS_KEPT = 5
+MMAP_BYTES = 1 << 30
 
 
 @dataclass
@@ -179,6 +180,9 @@ def _configure(conn: apsw.Connection) -> None:
     conn.execute("PRAGMA foreign_keys=ON")
     conn.execute("PRAGMA secure_delete=ON")
     conn.execute("PRAGMA temp_store=MEMORY")
+    # Reads through a memory map: recall touches a few hundred scattered rows of a file far larger than
+    # SQLite's 2 MB page cache, and a read() per page cost ~1.5 ms of a 100k-memory recall.
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
 
 
 def _apply(conn: apsw.Connection, pending: Sequence[Migration], clock: Callable[[], float]) -> None:

@@ -361,10 +361,17 @@ def _v3_reply_memories(conn: apsw.Connection) -> None:
     conn.execute(_V3_REPLY_MEMORIES)
 
 
+def _v4_vector_partition_index(conn: apsw.Connection) -> None:
+    from core.store.vectors import VEC_TABLES, index_partitions  # vectors imports this module's users
+    for table in VEC_TABLES.values():
+        index_partitions(conn, table)  # tables of a store with no embedder yet do not exist: nothing to do
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial_schema),
     Migration(2, "job queue, adapters and lineage", _v2_job_queue),
     Migration(3, "reply memories: per-reply attribution", _v3_reply_memories),
+    Migration(4, "index the partitions of the vector tables", _v4_vector_partition_index),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version
