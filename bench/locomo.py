@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.meta import load_average, stamp  # noqa: E402
 from core.memory.index import index_episodes  # noqa: E402
 from core.memory.recall import recall  # noqa: E402
 from core.store.db import open_db  # noqa: E402
@@ -195,6 +196,7 @@ def run(path: Path, ks: list[int], embedder=None, log=print) -> dict:
     if embedder is None:
         from models.embeddings import load_embedder
         embedder = load_embedder()
+    header = stamp("locomo")
     started = time.perf_counter()
     conversations = load(path)
     rows: list[tuple] = []
@@ -204,10 +206,9 @@ def run(path: Path, ks: list[int], embedder=None, log=print) -> dict:
             rows.extend(run_conversation(conv, embedder, ks, Path(folder)))
             log(f"{conv.name}: {len(conv.turns)} turns, {len(conv.questions)} questions, "
                 f"{time.perf_counter() - began:.1f} s")
-    from bench.recall import machine
-    return {"bench": "locomo", "data": str(path), "conversations": len(conversations),
-            "questions": sum(len(c.questions) for c in conversations), "k": ks, "machine": machine(),
-            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    return {**header, "data": str(path), "conversations": len(conversations),
+            "questions": sum(len(c.questions) for c in conversations), "k": ks,
+            "load_average_1m_at_end": load_average(),
             "wall_seconds": round(time.perf_counter() - started, 1), "results": summarise(rows, ks)}
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -26,6 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.meta import load_average, stamp  # noqa: E402
 from bench.synthetic import queries, sentences  # noqa: E402
 from core.memory.recall import recall  # noqa: E402
 from core.store import vectors  # noqa: E402
@@ -50,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(n: int, query_count: int, cache: Path, *, real: int | None = None, log=print) -> dict:
     from models.embeddings import load_embedder
+    header = stamp("recall")
     embedder = load_embedder()
     texts = sentences(n)
     real = min(real or n, n)
@@ -72,13 +73,13 @@ def run(n: int, query_count: int, cache: Path, *, real: int | None = None, log=p
         size_mb = Path(db.path).stat().st_size / 1e6
         db.close()
     return {
-        "bench": "recall", "n": n, "real_vectors": real, "queries": query_count, "k": K, "machine": machine(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        **header, "n": n, "real_vectors": real, "queries": query_count, "k": K,
         "embedder": embedder.name, "embed_sentences_per_s": embed_rate, "embed_query_ms": round(embed_query_ms, 2),
         "ingest_rows_per_s": round(ingest_rate, 1), "store_mb": round(size_mb, 1),
         "recall_ms": _percentiles(recall_ms), "vector_knn_ms": _percentiles(knn_ms),
         "exact_numpy_ms": _percentiles(exact_ms),
         "knn_recall_at_10_vs_exact": round(_overlap(knn_ids, exact_ids), 4),
+        "load_average_1m_at_end": load_average(),
     }
 
 
@@ -142,11 +143,6 @@ def _percentiles(times: list[float]) -> dict[str, float]:
 
 def _overlap(found: list[list[int]], exact: list[list[int]]) -> float:
     return float(np.mean([len(set(f) & set(e)) / len(e) for f, e in zip(found, exact)]))
-
-
-def machine() -> str:
-    import os
-    return f"{platform.system()} {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def _log(*parts) -> None:

@@ -52,8 +52,10 @@ def _turn_size(n: str, size: dict) -> str:
     embed = size.get("embed_query_ms")
     embed = _ms(size, "embed_query_ms") if isinstance(embed, dict) else f"{embed} ms"
     cpu = f" (CPU time {_ms(size, 'overhead_cpu_ms')})" if "overhead_cpu_ms" in size else ""
+    total = (f"; with the query's embedding {_ms(size, 'overhead_with_query_embedding_ms')}"
+             if "overhead_with_query_embedding_ms" in size else "")
     return (f"N={n}: overhead p50/p95/p99 {_ms(size, 'overhead_ms')}{cpu}, recall alone "
-            f"{_ms(size, 'recall_alone_ms')}, plus the query's embedding {embed} (not in the overhead)")
+            f"{_ms(size, 'recall_alone_ms')}, the query's embedding {embed} (not in the overhead){total}")
 
 
 def _turn_summary(r: dict) -> str:
