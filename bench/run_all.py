@@ -241,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
         wanted = {n.strip() for n in args.only.split(",")}
         benches = [b for b in benches if b.name in wanted]
     save = args.save_json or args.from_json or ROOT / "bench" / "results"
+    reuse = args.from_json or (save if args.saved_only else None)  # --saved-only reads what was saved
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    results = collect(benches, args.from_json, save, args.timeout, log, saved_only=args.saved_only)
+    results = collect(benches, reuse, save, args.timeout, log, saved_only=args.saved_only)
     sys.path.insert(0, str(ROOT))
     from bench.meta import machine
     page = render(benches, results, machine())

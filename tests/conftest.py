@@ -75,8 +75,20 @@ def tiny_engine(tiny_model_dir):
 
 
 @pytest.fixture
+def window(qtbot, tmp_path):
+    """The main window on a fresh data folder, shown (offscreen); GUI test modules with other needs define their own."""
+    from app.services import Services
+    from app.ui.main_window import MainWindow
+    win = MainWindow(Services.from_data_dir(tmp_path / "home"))
+    qtbot.addWidget(win)
+    win.show()
+    yield win
+    win.runner.shutdown(wait=True)
+
+
+@pytest.fixture
 def window_db(window):
-    """The test's own connection to the store of the module's `window` fixture.
+    """The test's own connection to the store of the `window` fixture.
 
     The window's connection belongs to its db lane (and the jobs panel polls on it), so a test that read or wrote
     through it from the test thread would race the lane; a second connection is what a CLI beside the app would use.

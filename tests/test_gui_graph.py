@@ -10,8 +10,6 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtGui import QColor, QPalette  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.services import Services  # noqa: E402
-from app.ui.main_window import MainWindow  # noqa: E402
 from app.ui.graph_panel import EDGE_WIDTHS  # noqa: E402
 from app.ui.panel_widgets import accent  # noqa: E402
 from core.memory.graph_view import layout, load_graph  # noqa: E402
@@ -51,16 +49,6 @@ def test_layout_keeps_earlier_positions_stable(db):
     before = {n.key: p for n, p in zip(first.nodes, first.positions)}
     moved = [np.linalg.norm(p - before[n.key]) for n, p in zip(second.nodes, second.positions) if n.key in before]
     assert np.median(moved) < 0.5
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    services = Services.from_data_dir(tmp_path / "home")
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.runner.shutdown(wait=True)
 
 
 def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window, window_db):

@@ -13,21 +13,10 @@ pytest.importorskip("pytestqt")
 from PySide6.QtGui import QKeySequence  # noqa: E402
 from PySide6.QtWidgets import QLabel  # noqa: E402
 
-from app.services import Services  # noqa: E402
 from app.tasks import TaskRunner  # noqa: E402
-from app.ui.main_window import MainWindow, available_panels  # noqa: E402
+from app.ui.main_window import available_panels  # noqa: E402
 from app.ui.settings_panel import package_versions  # noqa: E402
 from core.config import load_settings  # noqa: E402
-
-
-@pytest.fixture
-def window(qtbot, tmp_path):
-    services = Services.from_data_dir(tmp_path / "home")
-    win = MainWindow(services)
-    qtbot.addWidget(win)
-    win.show()
-    yield win
-    win.runner.shutdown(wait=True)
 
 
 def test_results_come_back_on_the_gui_thread(qtbot):
