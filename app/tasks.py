@@ -68,6 +68,10 @@ class TaskRunner(QObject):
             executor.shutdown(wait=wait, cancel_futures=True)
 
     def _fail(self, exc: BaseException, on_error: Callable[[BaseException], None] | None) -> None:
+        # The failed call's locals (an open cursor, say) are dropped here, on their lane: the exception goes on to
+        # the GUI thread, and a cursor finalized there while this lane holds the connection deadlocks (apsw takes
+        # the connection's mutex with the GIL held).
+        traceback.clear_frames(exc.__traceback__)
         self.errors = (self.errors + ["".join(traceback.format_exception_only(type(exc), exc)).strip()])[-20:]
         self._deliver.emit(_Delivery(on_error, (exc,)))
 

@@ -70,7 +70,8 @@ def mlx_lm_rates(model: str, data: Path, out: Path, iters: int) -> list[float]:
                           capture_output=True, text=True, cwd=ROOT)
     if done.returncode != 0:
         raise SystemExit(f"mlx_lm lora failed:\n{done.stderr[-2000:]}")
-    rates = [float(m.group(3).replace(",", "")) for m in map(_REPORT.match, _ANSI.sub("", done.stdout).splitlines()) if m]
+    reports = map(_REPORT.match, _ANSI.sub("", done.stdout).splitlines())
+    rates = [float(m.group(3).replace(",", "")) for m in reports if m]
     if not rates:
         raise SystemExit(f"no training reports in mlx_lm output:\n{done.stdout[-2000:]}")
     return rates

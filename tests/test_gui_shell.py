@@ -48,6 +48,30 @@ def test_errors_reach_the_gui_not_a_silent_thread(qtbot):
     runner.shutdown()
 
 
+def test_a_failed_calls_open_cursor_is_closed_on_its_own_lane(qtbot, db):
+    """A cursor left open by a failing call must not travel with the exception to the GUI thread: finalizing it
+    there while the lane holds the connection would deadlock (apsw takes the connection mutex under the GIL)."""
+    runner = TaskRunner()
+    closed_on, caught = [], []
+    db.execute("CREATE TABLE numbers(n)")
+    db.conn.executemany("INSERT INTO numbers VALUES (?)", [(i,) for i in range(10)])
+
+    class Marker:  # lives beside the cursor in the failing frame; tells which thread drops it
+        def __del__(self):
+            closed_on.append(threading.current_thread().name)
+
+    def fail_mid_read():
+        marker, rows = Marker(), db.execute("SELECT n FROM numbers")
+        next(rows)  # the statement is still open
+        raise ValueError(f"failed reading with {marker} and {rows}")
+
+    runner.submit("db", fail_mid_read, on_error=caught.append)
+    qtbot.waitUntil(lambda: bool(caught) and bool(closed_on), timeout=5000)
+    assert closed_on[0].startswith("engram-db")
+    assert caught[0].__traceback__ is not None  # still says where it failed
+    runner.shutdown()
+
+
 def test_streamed_items_arrive_in_order(qtbot):
     runner = TaskRunner()
     items, finished = [], []

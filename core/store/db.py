@@ -57,8 +57,8 @@ class Database:
         return rows[0] if rows else None
 
     def scalar(self, sql: str, params: Sequence[Any] | dict = ()) -> Any:
-        row = self.conn.execute(sql, params).fetchone()
-        return None if row is None else row[0]
+        rows = self.conn.execute(sql, params).fetchall()  # run to the end: no statement is left open
+        return rows[0][0] if rows else None
 
     def now(self) -> float:
         return self.clock()
@@ -112,7 +112,7 @@ def open_memory_db(*, clock: Callable[[], float] = time.time) -> Database:
 
 
 def schema_version(conn: apsw.Connection) -> int:
-    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+    return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
 
 
 def backup(conn: apsw.Connection, folder: Path, *, label: str = "manual", keep: int = BACKUPS_KEPT) -> Path:
@@ -168,7 +168,7 @@ def _load_vec(conn: apsw.Connection) -> None:
 
 def _check_readable(conn: apsw.Connection, path: Path) -> None:
     try:
-        conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         raise NotADatabase(f"{path} is not a readable SQLite database ({exc}); Engram left it untouched") from None
 
