@@ -42,9 +42,12 @@ def take_screenshots(out_dir: Path | str, *, data_dir: Path | str | None = None,
     out_dir.mkdir(parents=True, exist_ok=True)
     app = QApplication.instance() or QApplication(["engram"])
     sample = _sample_folder(embedder) if data_dir is None else None
+    from app.gui_gc import GuiThreadCollector
+    collector = GuiThreadCollector().start()  # as in the app: Qt garbage is collected on this thread
     try:
         return _shoot(app, Services.from_data_dir(sample or data_dir), out_dir, embedder)
     finally:
+        collector.stop()
         if sample is not None:
             shutil.rmtree(sample.parent, ignore_errors=True)  # a throwaway folder made for these pictures
 

@@ -191,7 +191,8 @@ def _free(loaded: _Loaded) -> None:
     import mlx.core as mx
     loaded.model = loaded.tokenizer = loaded.cache = None
     loaded.cached_tokens = []
-    gc.collect()
+    if gc.isenabled():  # otherwise the GUI collects (app.gui_gc): a Qt object must not be freed on this thread
+        gc.collect()
     mx.clear_cache()
 
 

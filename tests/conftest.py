@@ -54,6 +54,20 @@ def embedder():
     return load_embedder("all-MiniLM-L6-v2")
 
 
+@pytest.fixture(autouse=True)
+def _collect_garbage_on_the_gui_thread(request):
+    """As the app does (app.gui_gc): in a Qt test, cycles are collected on the GUI thread only, and what the test
+    left behind is collected here, before the next test's lanes could collect it on theirs."""
+    if not {"qtbot", "qapp"} & set(request.fixturenames):
+        yield
+        return
+    request.getfixturevalue("qapp")
+    from app.gui_gc import GuiThreadCollector
+    collector = GuiThreadCollector().start()
+    yield
+    collector.stop()
+
+
 def pytest_report_header(config):
     return f"engram tests, started {time.strftime('%Y-%m-%d %H:%M:%S')}"
 

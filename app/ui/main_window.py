@@ -172,6 +172,8 @@ def launch(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(argv or sys.argv[:1])
     app.setApplicationName("Engram")
     app.setOrganizationName("Engram")
+    from app.gui_gc import GuiThreadCollector
+    GuiThreadCollector(app).start()  # Qt objects in garbage cycles are destroyed on this thread, not on a lane
     services = Services.from_data_dir()
     window = open_main_window(services)
     from app.ui.background_jobs import BackgroundJobs
