@@ -37,6 +37,8 @@ class ChatBackend(Protocol):
 
     def new_conversation(self) -> None: ...
 
+    def end_conversation(self) -> None: ...
+
     def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]: ...
 
     def finish(self, text: str, reply: str, finish_reason: str | None) -> str: ...
@@ -52,6 +54,9 @@ class PlainBackend:
 
     def new_conversation(self) -> None:
         self.history = []
+
+    def end_conversation(self) -> None:
+        pass  # nothing was stored
 
     def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
         messages = [ChatMessage("system", SYSTEM_PROMPT), *self.history, ChatMessage("user", text)]
@@ -72,7 +77,14 @@ class MemoryBackend:
     prepared: Any = None
 
     def new_conversation(self) -> None:
+        self.end_conversation()
         self.session_id = None  # the next remembered message opens a new session
+
+    def end_conversation(self) -> None:
+        """The conversation is over (/new, /quit): reflection may review it when the user is away."""
+        from core.store.sessions import end_session
+        if self.session_id is not None:
+            end_session(self.assistant.db, self.session_id)
 
     def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
         from core.store.sessions import create_session
@@ -116,12 +128,21 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     print(f"Loading {ref} ...", file=sys.stderr)
     engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram)
     try:
+        if not args.no_memory:  # what Engram learned about you includes the weights it fine-tuned
+            from app.services import use_active_adapter
+            adapter = use_active_adapter(engine, services.db)
+            if adapter is not None:
+                print(f"Using your fine-tuned adapter ({adapter.name}); `engram finetune rollback` turns it off.",
+                      file=sys.stderr)
         sampling = SamplingParams(
             temperature=generation.temperature if args.temperature is None else args.temperature,
             top_p=generation.top_p, max_tokens=args.max_tokens or generation.max_tokens)
         backend = PlainBackend(engine, sampling) if args.no_memory else memory_backend(services, engine, sampling)
         backend.incognito = bool(args.incognito)
-        return ChatLoop(backend, sys.stdin, sys.stdout).run()
+        try:
+            return ChatLoop(backend, sys.stdin, sys.stdout).run()
+        finally:
+            backend.end_conversation()
     finally:
         engine.unload()
 

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import argparse
 import signal
-from pathlib import Path
 from typing import Any
 
 from core.errors import InvalidInput
@@ -26,32 +25,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands.add_parser("rollback", help="switch adapters off: back to the base model").set_defaults(func=cmd_rollback)
 
 
-def resolve_model_path(name: str) -> str:
-    """The chat model's local folder: a folder path, or a repo id already in the Hugging Face cache."""
-    if not name:
+def resolve_model_path(services: Any) -> str:
+    """The chosen chat model's local folder (installed, a folder, or already in the Hugging Face cache): the base
+    a fine-tune trains on. Fine-tuning never downloads on its own."""
+    if not services.settings.chat_model:
         raise InvalidInput("no chat model is chosen yet; pick one in Settings or with `engram models`")
-    if Path(name).expanduser().is_dir():
-        return str(Path(name).expanduser())
-    from huggingface_hub import snapshot_download
-    try:
-        return snapshot_download(name, local_files_only=True)
-    except Exception:  # not in the cache: fine-tuning never downloads on its own
-        raise InvalidInput(f"the model {name!r} is not downloaded; download it first") from None
-
-
-def finetune_handler(services: Any):
-    """The fine-tune job handler for this data folder; the model is resolved only when the job runs."""
-    def handler(ctx):
-        from models.finetune import FineTuner
-        tuner = FineTuner(services.db, resolve_model_path(services.settings.chat_model),
-                          services.data_dir / "adapters")
-        return tuner(ctx)
-    return handler
+    return str(services.chat_model_folder())
 
 
 def cmd_now(args: argparse.Namespace, services: Any) -> int:
     from app.cli_jobs import build_scheduler
-    resolve_model_path(services.settings.chat_model)  # fail before queueing anything
+    resolve_model_path(services)  # fail before queueing anything
     scheduler = build_scheduler(services)
     scheduler.recover()
     job = scheduler.enqueue(FINETUNE, run_now=True)

@@ -56,9 +56,10 @@ def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
     from app.scheduling import structured_model
     from core.memory import reflect
     db = services.db
-    sessions = [args.session] if args.session is not None else reflect.pending_sessions(db)
+    # asked for now: every conversation with turns not yet reviewed, ended or not
+    sessions = [args.session] if args.session is not None else reflect.pending_sessions(db, quiet_seconds=0.0)
     if not sessions:
-        print("nothing to reflect on: every ended conversation was reviewed")
+        print("nothing to reflect on: every conversation was reviewed")
         return 0
     model = structured_model(services, required=True)
     for session_id in sessions:

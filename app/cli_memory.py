@@ -186,6 +186,7 @@ def cmd_edit(args: argparse.Namespace, services: Any) -> int:
                            "or --confidence")
     memory = _manager(services).edit(args.id, reason=args.reason, **changes)
     print(f"#{memory.id} is now: {memory.statement}")
+    _say_if_adapter_learned(services, [memory.id])
     return 0
 
 
@@ -198,7 +199,16 @@ def cmd_move(args: argparse.Namespace, services: Any) -> int:
     verb = "moved to the trash" if args.move_name == "delete" else "restored"
     for memory in done:
         print(f"#{memory.id} {verb}: {_one_line(memory.statement)}")
+    if args.move_name == "delete":
+        _say_if_adapter_learned(services, ids)
     return 0
+
+
+def _say_if_adapter_learned(services: Any, memory_ids: list[int]) -> None:
+    from core.finetune.adapters import active_adapter_notice
+    notice = active_adapter_notice(services.db, "memory", memory_ids)
+    if notice:
+        print(notice)
 
 
 def cmd_purge(args: argparse.Namespace, services: Any) -> int:

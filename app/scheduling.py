@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Optional
 
 from core.conditions import ActivityTracker, ModelGate, combined_idle
+from core.config import Settings
 from core.errors import ModelError
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
     standard_specs, stepwise
@@ -65,7 +66,7 @@ def reflection_handler(services: Any, db: Database) -> Handler:
 
     def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
         todo = list(state.get("todo", [payload["session_id"]] if "session_id" in payload
-                              else reflect.pending_sessions(db)))
+                              else reflect.ended_sessions(db, services.settings)))
         done = int(state.get("done", 0))
         if not todo:
             return Step({"todo": [], "done": done}, 1.0, f"reflected on {done} session(s)", done=True)
@@ -103,7 +104,7 @@ def finetune_handler(services: Any, db: Database) -> Handler:
     def handler(ctx: JobContext) -> Optional[str]:
         from app.cli_finetune import resolve_model_path
         from models.finetune import FineTuner
-        tuner = FineTuner(db, resolve_model_path(services.settings.chat_model), services.data_dir / "adapters")
+        tuner = FineTuner(db, resolve_model_path(services), services.data_dir / "adapters")
         return tuner(ctx)
     return handler
 
@@ -113,11 +114,12 @@ def queue_reflection(scheduler: Scheduler, session_id: int) -> Job:
     return scheduler.enqueue(REFLECTION, payload={"session_id": int(session_id)})
 
 
-def plan(scheduler: Scheduler, intervals: Mapping[str, float] = ROUTINE_INTERVALS) -> list[Job]:
-    """Queue what is due: the routine kinds, and a reflection when ended sessions wait for one."""
-    from core.memory.reflect import pending_sessions
+def plan(scheduler: Scheduler, settings: Settings,
+         intervals: Mapping[str, float] = ROUTINE_INTERVALS) -> list[Job]:
+    """Queue what is due: the routine kinds, and a reflection when ended (or long quiet) sessions wait for one."""
+    from core.memory.reflect import ended_sessions
     added = scheduler.plan_routine(intervals)
-    if REFLECTION in scheduler.specs and pending_sessions(scheduler.db) and not list_jobs(
+    if REFLECTION in scheduler.specs and ended_sessions(scheduler.db, settings) and not list_jobs(
             scheduler.db, states=OPEN_STATES, kind=REFLECTION, limit=1):
         added.append(scheduler.enqueue(REFLECTION))
     return added

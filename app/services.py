@@ -70,22 +70,32 @@ class Services:
         from models.download import ModelStore  # deferred: huggingface_hub is slow to import
         return ModelStore(self.models_dir)
 
-    def chat_engine(self) -> Any:
+    def chat_model_folder(self) -> Path:
+        """The chosen chat model's folder; ModelError saying what to do when it is not installed."""
+        return self.model_store().resolve(self.settings.chat_model)
+
+    def chat_engine(self, *, adapter_db: Database | None = None) -> Any:
         """The active chat model: the one handed in, else settings.chat_model loaded on first use.
 
-        Loading takes seconds: call it from the model lane. Choosing another model in Settings reloads it.
+        Loading takes seconds: call it from the model lane. Choosing another model in Settings reloads it. With
+        `adapter_db` (a connection of the calling thread) the engine first takes up the store's active fine-tuned
+        adapter, or drops one that was switched off: the idle-time fine-tune and the CLI change it at any time.
         """
-        if self.chat is not None:
-            return self.chat
-        ref = self.settings.chat_model
         with self._locks["chat"]:
-            if self._loaded_chat is None or self._loaded_ref != ref:
-                from models.chat import ChatEngine  # deferred: MLX is slow to import
-                folder = self.model_store().resolve(ref)  # ModelError saying what to do when nothing is installed
-                self._unload_chat()
-                self._loaded_chat = ChatEngine.load(folder, context_tokens=self.settings.generation.context_tokens)
-                self._loaded_ref = ref
-            return self._loaded_chat
+            engine = self.chat if self.chat is not None else self._chosen_engine()
+            if adapter_db is not None and hasattr(engine, "load_adapter"):
+                use_active_adapter(engine, adapter_db)
+            return engine
+
+    def _chosen_engine(self) -> Any:
+        ref = self.settings.chat_model
+        if self._loaded_chat is None or self._loaded_ref != ref:
+            from models.chat import ChatEngine  # deferred: MLX is slow to import
+            folder = self.chat_model_folder()  # ModelError saying what to do when nothing is installed
+            self._unload_chat()
+            self._loaded_chat = ChatEngine.load(folder, context_tokens=self.settings.generation.context_tokens)
+            self._loaded_ref = ref
+        return self._loaded_chat
 
     def structured_model(self) -> Any:
         """JSON-Schema-constrained generation over the chat engine (shares its MLX thread); None without one."""
@@ -134,3 +144,27 @@ class Services:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+def use_active_adapter(engine: Any, db: Database) -> Path | None:
+    """Put the store's active adapter on `engine` if it was trained on the engine's base model, else none.
+    Returns the adapter folder now in use. An adapter that is gone or will not load is skipped: chat goes on."""
+    from core.errors import ModelError
+    from core.finetune.adapters import active_adapter
+    active = active_adapter(db)
+    wanted = None
+    if active is not None and _same_folder(active.base_model, engine.path) and Path(active.path).is_dir():
+        wanted = Path(active.path)
+    if engine.adapter == wanted:
+        return wanted
+    try:
+        engine.load_adapter(wanted) if wanted is not None else engine.remove_adapter()
+    except ModelError:
+        engine.remove_adapter()
+        return None
+    return wanted
+
+
+def _same_folder(a: str | Path, b: str | Path) -> bool:
+    return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
+

@@ -70,10 +70,11 @@ class ForgettingSettings:
 @dataclass(frozen=True)
 class ReflectionSettings:
     initial_confidence: float = 0.3  # KenLM: conservative start
-    evidence_step: float = 0.15  # rise per new episode of evidence
+    evidence_step: float = 0.15  # KenLM: rise per new conversation the evidence comes from
     max_confidence: float = 0.95
     confirm_threshold: float = 0.7  # shown to the user as "ready to confirm"
     max_tool_calls: int = 3  # KenLM: bounded search-past-episodes loop during reflection
+    session_gap_minutes: float = 30.0  # KenLM reflects at session end: a conversation this quiet has ended
     search_results: int = 5  # episodes returned by one search call
     reopen_new_evidence: int = 2  # a rejected hypothesis reopens only with this many NEW episodes
     max_instructions_chars: int = 600  # KenLM: the behavioural meta-prompt stays short

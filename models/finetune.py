@@ -137,13 +137,15 @@ class FineTuner:
                 return None
         run_dir = Path(state["run_dir"])
         if state["phase"] == "train":
-            outcome = self._train(ctx, run_dir, resume=state.get("started", False), iters=state["iters"])
+            # Always resume: the worker continues from its last checkpoint when there is one, which after a crash
+            # or quit mid-training (no clean yield recorded) is its periodic save.
+            outcome = self._train(ctx, run_dir, resume=True, iters=state["iters"])
             if outcome == YIELDED and ctx.yield_reason == "cancel":
                 ctx.checkpoint({})  # cancelled for good: nothing of the run is kept
                 shutil.rmtree(run_dir, ignore_errors=True)
                 return YIELDED
             if outcome == YIELDED:
-                ctx.checkpoint({**state, "started": True})
+                ctx.checkpoint(state)
                 return YIELDED
             state = {**state, "phase": "evaluate"}
             ctx.checkpoint(state)

@@ -130,6 +130,10 @@ def test_deleting_a_memory_used_by_the_active_adapter_marks_it_stale_and_the_nex
     stale = versions.active_adapter(db)
     assert stale.is_stale and stale.stale_at == clock() and f"memory {rex}" in stale.stale_reason
     assert versions.active_is_stale(db) == stale.stale_reason
+    notice = versions.active_adapter_notice(db, "memory", [rex])  # what the panel and the CLI say at once
+    assert "learned from this memory" in notice and "marked stale" in notice and "rollback" in notice
+    assert "learned from 2 of these memories" in versions.active_adapter_notice(db, "memory", [rex, tea])
+    assert versions.active_adapter_notice(db, "memory", [999]) == ""  # not something it learned from
     assert not versions.get_adapter(db, other.id).is_stale  # it never learned from that memory
     assert build_training_set(db).memory_ids == [tea]
     purge_memory_rows(db, [rex])

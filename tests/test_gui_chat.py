@@ -17,7 +17,7 @@ from core.memory.conversation import load_conversation  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
-from core.store.sessions import create_session, list_sessions, search_sessions, trash_session  # noqa: E402
+from core.store.sessions import create_session, get_session, list_sessions, search_sessions, trash_session  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
 from tests.guikit import on_db_lane  # noqa: E402
 
@@ -149,6 +149,11 @@ def test_conversation_list_new_rename_delete_and_search(qtbot, tmp_path):
     qtbot.waitUntil(lambda: len(sessions.sessions) == 2, timeout=10000)
     sessions.list.setCurrentRow([s.id for s in sessions.sessions].index(b))
     assert panel.session_id == b
+    sessions.list.setCurrentRow([s.id for s in sessions.sessions].index(a))
+    assert panel.session_id == a  # leaving a conversation ends it, so idle-time reflection may review it
+    qtbot.waitUntil(lambda: on_db(win, get_session, b).ended_at is not None, timeout=10000)
+    assert on_db(win, get_session, a).ended_at is None
+    sessions.list.setCurrentRow([s.id for s in sessions.sessions].index(b))
     sessions.delete(b)
     qtbot.waitUntil(lambda: [s.id for s in sessions.sessions] == [a], timeout=10000)
     assert panel.session_id is None

@@ -165,3 +165,21 @@ def test_changes_elsewhere_show_when_the_panel_is_shown_again(qtbot, panel, seed
         panel.on_delete()
         window.show_panel("graph")
     assert len([n for n in graph.view.nodes if n.kind != "entity"]) == 1 and drawn.args[0] >= 1
+
+
+def test_deleting_what_the_active_adapter_learned_from_says_so(qtbot, panel, seeded):
+    from core.finetune import adapters as versions
+    _, (denver, _, short) = seeded
+
+    def trained_on_denver(db):
+        adapter = versions.record_adapter(db, name="adapter 1", base_model="base", path="/adapters/1",
+                                          status="accepted", metrics={}, config={}, sources={"memory": [denver]})
+        versions.activate(db, adapter.id)
+    on_db_lane(panel, trained_on_denver)
+    panel.select_memory(short)
+    _act(qtbot, panel, panel.on_delete)
+    assert "adapter" not in panel.message.text()  # it never learned from that one
+    panel.select_memory(denver)
+    _act(qtbot, panel, panel.on_delete)
+    assert "(adapter 1) learned from this memory" in panel.message.text()
+    assert on_db_lane(panel, lambda db: versions.active_adapter(db).is_stale)

@@ -49,6 +49,27 @@ def test_search_tool_then_hypothesis_with_checked_evidence(db):
     assert report.instructions == ""  # nothing confirmed yet
 
 
+def test_a_conversation_ends_when_left_or_when_it_has_been_quiet(db, clock):
+    left, _ = session_with(db, "Bye for now")  # ended by hand (/new, another chat)
+    quiet = create_session(db, "quiet")
+    add_episode(db, "What's a good pasta recipe?", "Try carbonara.", session_id=quiet)
+    clock.advance(R.session_gap_minutes * 60 - 5)
+    ongoing = create_session(db, "ongoing")
+    add_episode(db, "And a wine with it?", "A dry white.", session_id=ongoing)
+    assert reflect.ended_sessions(db, SETTINGS) == [left]
+    clock.advance(10)  # the pasta chat has now been quiet for the whole gap
+    assert reflect.ended_sessions(db, SETTINGS) == [left, quiet]
+    assert reflect.pending_sessions(db, quiet_seconds=0) == [left, quiet, ongoing]  # `engram reflect`: all of them
+    model = ScriptedStructuredModel({"reflection_step": [step()]})
+    reflect.reflect_session(db, SETTINGS, model, quiet)
+    assert reflect.ended_sessions(db, SETTINGS) == [left]
+    clock.advance(1)
+    add_episode(db, "One more: dessert?", "Tiramisu.", session_id=quiet)  # the user came back to it
+    assert reflect.ended_sessions(db, SETTINGS) == [left]
+    clock.advance(R.session_gap_minutes * 60 + 1)
+    assert reflect.ended_sessions(db, SETTINGS) == [left, ongoing, quiet]  # oldest first
+
+
 def test_tool_calls_are_bounded(db):
     session, _ = session_with(db, "hello")
     model = ScriptedStructuredModel({"reflection_step": [step("search", "anything")]})
@@ -56,17 +77,21 @@ def test_tool_calls_are_bounded(db):
     assert len(report.searches) == R.max_tool_calls and len(model.calls) == R.max_tool_calls + 1
 
 
-def test_confidence_rises_only_with_evidence_from_different_episodes(db):
-    session, ids = session_with(db, "Please keep answers short", "Shorter please")
-    claim = {"dimension": "communication_style", "claim": "Prefers short answers", "evidence": [ids[0]]}
+def test_confidence_rises_only_with_evidence_from_different_conversations(db):
+    session, ids = session_with(db, "Please keep answers short", "Shorter please", "Too long again", "Brief!")
+    claim = {"dimension": "communication_style", "claim": "Prefers short answers", "evidence": ids}
     model = ScriptedStructuredModel({"reflection_step": [step(hyps=[claim])]})
     (hid,) = reflect.reflect_session(db, SETTINGS, model, session).added
-    assert hypotheses.get_hypothesis(db, hid).confidence == pytest.approx(R.initial_confidence)
+    assert hypotheses.get_hypothesis(db, hid).confidence == pytest.approx(R.initial_confidence)  # one chat: low
     again = reflect.upsert_hypothesis(db, SETTINGS, "communication_style", "prefers SHORT answers.", [ids[0]])
     assert again == hid and hypotheses.get_hypothesis(db, hid).confidence == pytest.approx(R.initial_confidence)
-    reflect.upsert_hypothesis(db, SETTINGS, "communication_style", "Prefers short answers", [ids[0], ids[1]])
+    later, (other,) = session_with(db, "Just the answer, no essay")
+    reflect.upsert_hypothesis(db, SETTINGS, "communication_style", "Prefers short answers", [ids[0], other])
     h = hypotheses.get_hypothesis(db, hid)
-    assert h.confidence == pytest.approx(R.initial_confidence + R.evidence_step) and len(h.evidence_episode_ids) == 2
+    assert h.confidence == pytest.approx(R.initial_confidence + R.evidence_step) and len(h.evidence_episode_ids) == 5
+    loose = add_episode(db, "Keep it brief")  # a turn outside any conversation is a source of its own
+    reflect.upsert_hypothesis(db, SETTINGS, "communication_style", "Prefers short answers", [loose])
+    assert hypotheses.get_hypothesis(db, hid).confidence == pytest.approx(R.initial_confidence + 2 * R.evidence_step)
     assert len(hypotheses.list_hypotheses(db)) == 1
 
 

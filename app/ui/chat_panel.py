@@ -13,7 +13,7 @@ from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import load_conversation
-from core.store.sessions import create_session
+from core.store.sessions import create_session, end_session
 
 DIALS = ("off", "light", "normal", "eager")
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
@@ -170,6 +170,7 @@ class ChatPanel(QWidget):
     def new_conversation(self) -> None:
         if self.turns.busy:
             self.turns.stop()
+        self._end_conversation()
         self.session_id = None
         self.sessions.select(None)
         self._clear_messages()
@@ -182,10 +183,18 @@ class ChatPanel(QWidget):
             return
         if self.turns.busy:
             self.turns.stop()
+        if session_id != self.session_id:
+            self._end_conversation()
         self.session_id = session_id
         self._clear_messages()
         self.runner.submit("db", lambda: load_conversation(self.services.db, session_id),
                            on_done=self._show_conversation, on_error=lambda exc: self._notice(str(exc)))
+
+    def _end_conversation(self) -> None:
+        """The user left this conversation: idle-time reflection may review it (a quiet one ends by itself)."""
+        if self.session_id is not None:
+            session_id = self.session_id
+            self.runner.submit("db", lambda: end_session(self.services.db, session_id))
 
     def _show_conversation(self, conversation: Any) -> None:
         if conversation.session.id != self.session_id:

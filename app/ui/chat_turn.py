@@ -67,7 +67,9 @@ class TurnController(QObject):
         turn = self._turn = _Turn(request, gate=self._model_gate())
         if turn.gate is not None:
             turn.gate.chat_started()
-        self.runner.submit("model", self.services.chat_engine, on_done=lambda _engine: self._prepare(turn),
+        def engine() -> Any:  # with the fine-tuned adapter active now, read on this lane's own connection
+            return self.services.chat_engine(adapter_db=self.services.learning_db)
+        self.runner.submit("model", engine, on_done=lambda _engine: self._prepare(turn),
                            on_error=lambda exc: self._fail(turn, exc))
 
     def stop(self) -> None:

@@ -114,6 +114,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         layout.addWidget(split, 1)
         layout.addLayout(self._actions())
         self.message = QLabel("")
+        self.message.setWordWrap(True)  # a lineage notice runs to two lines
         layout.addWidget(self.message)
 
     def _combo(self, items: Sequence[str]) -> QComboBox:
@@ -194,18 +195,19 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.runner.submit("db", load, on_done=self.detail.setHtml, on_error=self._on_error)
 
     # --- actions ----------------------------------------------------------------------------------------
-    def _apply(self, verb: str, ids: Sequence[int], fn: Callable[[Any, int], Any]) -> None:
+    def _apply(self, verb: str, ids: Sequence[int], fn: Callable[[Any, int], Any], *,
+               changes_content: bool = False) -> None:
         if not ids:
             self.message.setText("Select one or more memories first.")
             return
-        def work() -> int:
+        def work() -> str:
             manager = self.services.manager()
             with self.services.db.transaction():
                 for memory_id in ids:
                     fn(manager, memory_id)
-            return len(ids)
-        self.runner.submit("db", work, on_done=lambda n: self._done(f"{verb} {n} memor{'y' if n == 1 else 'ies'}."),
-                           on_error=self._on_error)
+            done = f"{verb} {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}."
+            return _with_adapter_notice(done, self.services.db, ids) if changes_content else done
+        self.runner.submit("db", work, on_done=self._done, on_error=self._on_error)
 
     def on_pin(self) -> None:
         self._apply("Pinned", self.selected_ids(), lambda m, i: m.pin(i, "pinned by hand"))
@@ -220,7 +222,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self._apply("Unprotected", self.selected_ids(), lambda m, i: m.unprotect(i, "unprotected by hand"))
 
     def on_delete(self) -> None:
-        self._apply("Moved to the trash:", self.selected_ids(), lambda m, i: m.delete(i, "deleted by hand"))
+        self._apply("Moved to the trash:", self.selected_ids(), lambda m, i: m.delete(i, "deleted by hand"),
+                    changes_content=True)
 
     def on_restore(self) -> None:
         self._apply("Restored", self.selected_ids(), lambda m, i: m.restore(i, "restored by hand"))
@@ -236,10 +239,10 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self.edit_statement(ids[0], text)
 
     def edit_statement(self, memory_id: int, text: str) -> None:
-        def work() -> Any:  # the embedder loads here, off the GUI thread, the first time
-            return self.services.manager(with_embedder=True).edit(memory_id, statement=text, reason="edited by hand")
-        self.runner.submit("db", work, on_done=lambda _: self._done("Saved; the old text stays in its history."),
-                           on_error=self._on_error)
+        def work() -> str:  # the embedder loads here, off the GUI thread, the first time
+            self.services.manager(with_embedder=True).edit(memory_id, statement=text, reason="edited by hand")
+            return _with_adapter_notice("Saved; the old text stays in its history.", self.services.db, [memory_id])
+        self.runner.submit("db", work, on_done=self._done, on_error=self._on_error)
 
     def on_purge(self) -> None:
         ids = self.selected_ids() if self.filters().status == "trashed" else []
@@ -279,6 +282,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         else:
             self.reload()
         self._show_detail()
+
     def _on_error(self, exc: BaseException) -> None:
         self.message.setText(f"Could not do that: {exc}")
 
@@ -286,3 +290,11 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         answer = QMessageBox.question(self, "Engram", question, QMessageBox.Yes | QMessageBox.Cancel,
                                       QMessageBox.Cancel)
         return answer == QMessageBox.Yes
+
+
+def _with_adapter_notice(message: str, db: Any, memory_ids: Sequence[int]) -> str:
+    """The lineage promise: when a change touches what the active adapter learned from, Engram says so."""
+    from core.finetune.adapters import active_adapter_notice
+    notice = active_adapter_notice(db, "memory", memory_ids)
+    return f"{message} {notice}" if notice else message
+

@@ -117,3 +117,20 @@ def active_is_stale(db: Database) -> Optional[str]:
     """Why the active adapter is stale (for "Engram says so"), or None."""
     active = active_adapter(db)
     return active.stale_reason or "stale" if active is not None and active.is_stale else None
+
+
+def active_adapter_notice(db: Database, item_type: str, item_ids: Iterable[int]) -> str:
+    """What to tell the user after they edited or deleted items the active adapter learned from ("" if none)."""
+    active = active_adapter(db)
+    ids = sorted({int(i) for i in item_ids})
+    if active is None or not ids:
+        return ""
+    used = db.scalar(f"SELECT count(*) FROM adapter_sources WHERE adapter_id = ? AND item_type = ? AND item_id IN "
+                     f"({','.join('?' * len(ids))})", (active.id, item_type, *ids))
+    if not used:
+        return ""
+    plural = {"memory": "memories", "episode": "conversation turns", "hypothesis": "hypotheses"}[item_type]
+    what = f"this {item_type}" if len(ids) == 1 else f"{used} of these {plural}"
+    return (f"The active fine-tuned adapter ({active.name}) learned from {what}: it is now marked stale and the "
+            "next fine-tune leaves it out. To stop using it now, roll back to the base model (Jobs panel, or "
+            "`engram finetune rollback`).")

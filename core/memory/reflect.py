@@ -57,12 +57,21 @@ class ReflectionReport:
     instructions: str = ""
 
 
-def pending_sessions(db: Database) -> list[int]:
-    """Ended sessions not reflected on since their last turn, oldest first."""
+def pending_sessions(db: Database, *, quiet_seconds: float | None = None) -> list[int]:
+    """Ended sessions not reflected on since their last turn, oldest first. With `quiet_seconds`, a session whose
+    last turn is that old has ended too: users seldom say goodbye, they stop typing or quit."""
+    quiet_before = db.now() - quiet_seconds if quiet_seconds is not None else None
     return [r[0] for r in db.execute(
-        "SELECT s.id FROM sessions s WHERE s.deleted_at IS NULL AND s.ended_at IS NOT NULL AND EXISTS "
+        "SELECT s.id FROM sessions s WHERE s.deleted_at IS NULL AND EXISTS "
         "(SELECT 1 FROM episodes e WHERE e.session_id = s.id AND e.deleted_at IS NULL AND "
-        "(s.reflected_at IS NULL OR e.created_at > s.reflected_at)) ORDER BY s.ended_at, s.id")]
+        "(s.reflected_at IS NULL OR e.created_at > s.reflected_at)) AND (s.ended_at IS NOT NULL OR "
+        "(:before IS NOT NULL AND (SELECT max(e.created_at) FROM episodes e WHERE e.session_id = s.id) < :before)) "
+        "ORDER BY coalesce(s.ended_at, s.updated_at), s.id", {"before": quiet_before})]
+
+
+def ended_sessions(db: Database, settings: Settings) -> list[int]:
+    """The sessions reflection should review now: ended by hand, or quiet for the settings' session gap."""
+    return pending_sessions(db, quiet_seconds=settings.reflection.session_gap_minutes * 60.0)
 
 
 def reflect_session(db: Database, settings: Settings, model: StructuredModel, session_id: int, *,
@@ -146,12 +155,16 @@ def _apply_hypotheses(db: Database, settings: Settings, proposed: list[dict], se
 
 def upsert_hypothesis(db: Database, settings: Settings, dimension: str, claim: str, evidence: Sequence[int], *,
                       embedder: Embedder | None = None, report: ReflectionReport | None = None) -> int | None:
-    """Add a hypothesis or grow a known one with NEW evidence; returns its id (None: kept rejected)."""
+    """Add a hypothesis or grow a known one with NEW evidence; returns its id (None: kept rejected).
+
+    Confidence starts low and rises one step per conversation the evidence comes from: a small model citing every
+    turn of one chat does not make a claim ready to confirm."""
     report = report if report is not None else ReflectionReport(None)
     r = settings.reflection
     known = matching_hypothesis(db, dimension, claim, embedder)
     if known is None:
-        confidence = min(r.max_confidence, r.initial_confidence + r.evidence_step * (len(set(evidence)) - 1))
+        sources = len(evidence_sources(db, evidence))
+        confidence = min(r.max_confidence, r.initial_confidence + r.evidence_step * (sources - 1))
         new_id = hypotheses.add_hypothesis(db, dimension, claim, confidence, evidence)
         report.added.append(new_id)
         return new_id
@@ -165,11 +178,23 @@ def upsert_hypothesis(db: Database, settings: Settings, dimension: str, claim: s
         hypotheses.set_confidence(db, known.id, r.initial_confidence)
         report.reopened.append(known.id)
         return known.id
+    before = evidence_sources(db, known.evidence_episode_ids)
     added = hypotheses.add_evidence(db, known.id, fresh)
-    if added:
-        hypotheses.set_confidence(db, known.id, min(r.max_confidence, known.confidence + r.evidence_step * len(added)))
+    new_sources = len(evidence_sources(db, [*known.evidence_episode_ids, *added]) - before)
+    if new_sources:
+        rise = r.evidence_step * new_sources
+        hypotheses.set_confidence(db, known.id, min(r.max_confidence, known.confidence + rise))
         report.strengthened.append(known.id)
     return known.id
+
+
+def evidence_sources(db: Database, episode_ids: Sequence[int]) -> set[tuple[str, int]]:
+    """The independent sources among evidence episodes: their conversations (a turn outside one stands alone)."""
+    ids = sorted({int(e) for e in episode_ids})
+    if not ids:
+        return set()
+    rows = db.query(f"SELECT id, session_id FROM episodes WHERE id IN ({','.join('?' * len(ids))})", ids)
+    return {("session", r["session_id"]) if r["session_id"] is not None else ("episode", r["id"]) for r in rows}
 
 
 def matching_hypothesis(db: Database, dimension: str, claim: str, embedder: Embedder | None) -> Hypothesis | None:

@@ -53,6 +53,7 @@ def test_chat_remembers_streams_replies_and_runs_commands(chat, tiny_model_dir):
         assert sorted(e.user_text for e in episodes) == ["hello there", "thanks"]  # the incognito turn left nothing
         assert len(list_sessions(db)) == 2  # /new opened a second conversation
         assert len({e.session_id for e in episodes}) == 2
+        assert all(s.ended_at is not None for s in list_sessions(db))  # /new and /quit end them: ready to reflect
     finally:
         db.close()
 

@@ -127,7 +127,7 @@ def test_a_killed_training_process_leaves_the_previous_adapter_and_store(tmp_pat
     db.close()
 
 
-def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny_model_dir, tmp_path):
+def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny_model_dir, tmp_path, monkeypatch):
     add_facts(db)
     tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**{**TINY, "epochs": 12}))
     state = {"user_back": True}
@@ -138,16 +138,21 @@ def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny
     sched = scheduler(db, tuner, idle=idle)
     job = sched.enqueue("finetune")
     yielded = sched.run_job(job.id)
-    assert yielded.state == "queued" and yielded.checkpoint["started"] is True
+    assert yielded.state == "queued" and yielded.checkpoint["phase"] == "train"
     assert yielded.message == "stopped: user is active"
     saved = json.loads((Path(yielded.checkpoint["run_dir"]) / "adapter" / "checkpoint" / "state.json").read_text())
     assert 0 < saved["step"] < yielded.checkpoint["iters"]
     assert versions.list_adapters(db) == []
     state["user_back"] = False
+    steps, heartbeat = [], store.heartbeat
+    monkeypatch.setattr(store, "heartbeat", lambda db, job_id, **kw: (steps.append(kw.get("message", "")),
+                                                                       heartbeat(db, job_id, **kw))[1])
     done = sched.run_next()
     assert done.state == "done", done.last_error
     log = (Path(yielded.checkpoint["run_dir"]) / "train.json").read_text()
     assert json.loads(log)["resume"] is True
+    first = next(int(m.split()[1].split("/")[0]) for m in steps if m.startswith("step "))
+    assert first > saved["step"]  # it went on from the checkpoint, not from step 0
     assert versions.list_adapters(db)[0].metrics["candidate"]["probe_loss"] < \
         versions.list_adapters(db)[0].metrics["baseline"]["probe_loss"]
 

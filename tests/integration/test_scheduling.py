@@ -58,6 +58,6 @@ def test_plan_queues_routine_jobs_and_pending_reflections(services):
     add_episode(db, "hello", session_id=session)
     end_session(db, session)
     scheduler = services.scheduler()
-    kinds = sorted(job.kind for job in plan(scheduler))
+    kinds = sorted(job.kind for job in plan(scheduler, services.settings))
     assert kinds == ["consolidation", "finetune", "forgetting", "reflection"]
-    assert plan(scheduler) == []  # nothing twice
+    assert plan(scheduler, services.settings) == []  # nothing twice
