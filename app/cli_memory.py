@@ -216,7 +216,9 @@ def cmd_purge(args: argparse.Namespace, services: Any) -> int:
         raise InvalidInput("give the ids of trashed memories to purge, or --all to empty the whole trash")
     manager = _store_only(services)
     result = manager.purge() if args.all else manager.purge(memory_ids=_ids(args.ids))
-    print(f"purged {result.memories} memories and {result.episodes} episodes for good")
+    print(f"purged {result.memories} memories and {result.episodes} episodes for good"
+          + (f"; removed {result.backups_removed} upgrade backup(s) that still held their text"
+             if result.backups_removed else ""))
     return 0
 
 

@@ -61,7 +61,7 @@ def linux_on_ac(power_supply_dir: Path = Path("/sys/class/power_supply")) -> Opt
 def system_idle_seconds(*, platform: str | None = None, run: Runner = run_command) -> Optional[float]:
     if (platform or sys.platform) != "darwin":
         return None
-    output = run(["ioreg", "-c", "IOHIDSystem", "-d", "4"])
+    output = run(["ioreg", "-c", "IOHIDSystem"])  # no depth limit: where IOHIDSystem sits differs by Mac
     return parse_hid_idle_seconds(output) if output else None
 
 

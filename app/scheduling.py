@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Optional
 
-from core.conditions import ActivityTracker, ModelGate, combined_idle
+from core.conditions import ActivityTracker, CachedProbe, ModelGate, combined_idle
 from core.config import Settings
 from core.errors import ModelError
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
@@ -22,6 +22,9 @@ from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_I
 from core.scheduler import Environment, JobContext, Scheduler
 from core.store.db import Database
 from core.store.jobs import OPEN_STATES, Job, list_jobs
+
+SYSTEM_IDLE_TTL = 1.0  # seconds between ioreg runs
+POWER_TTL = 60.0  # seconds between pmset runs
 
 
 def build_scheduler(services: Any, *, db: Database | None = None, env: Environment | None = None,
@@ -38,9 +41,12 @@ def default_environment(db: Database, activity: ActivityTracker | None = None,
                         model_gate: ModelGate | None = None) -> Environment:
     """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs."""
     from app.platform import on_ac_power, system_idle_seconds
-    probes = [system_idle_seconds] + ([activity.idle_seconds] if activity is not None else [])
-    return Environment(clock=db.clock, idle_seconds=combined_idle(*probes), on_ac_power=on_ac_power,
-                       model_gate=model_gate or ModelGate())
+    # ioreg and pmset are subprocesses, and a running job asks several times a second whether to yield: once a
+    # second for idle time is enough (the app's own input is seen at once), once a minute for the power source.
+    system_idle = CachedProbe(system_idle_seconds, ttl=SYSTEM_IDLE_TTL)
+    probes = [system_idle] + ([activity.idle_seconds] if activity is not None else [])
+    return Environment(clock=db.clock, idle_seconds=combined_idle(*probes),
+                       on_ac_power=CachedProbe(on_ac_power, ttl=POWER_TTL), model_gate=model_gate or ModelGate())
 
 
 def real_handlers(services: Any, db: Database) -> dict[str, Handler]:

@@ -9,7 +9,7 @@ from app.platform import (linux_on_ac, on_ac_power, parse_hid_idle_seconds, pars
                           system_idle_seconds)
 from core.conditions import ActivityTracker, CachedProbe, combined_idle, in_quiet_hours, parse_hhmm
 
-# Recorded on a MacBook (macOS 14), trimmed: `ioreg -c IOHIDSystem -d 4`.
+# The shape `ioreg -c IOHIDSystem` prints on an Apple Silicon Mac (macOS 14), trimmed to the IOHIDSystem entry.
 IOREG_OUTPUT = """\
 +-o Root  <class IORegistryEntry, id 0x100000100, retain 30>
   +-o J314sAP  <class IOPlatformExpertDevice, id 0x100000212, registered, matched, active, busy 0 (67003 ms), retain 41>
@@ -117,3 +117,25 @@ def test_quiet_hours_wrap_midnight():
     for bad in ("25:00", "aa", "10:75"):
         with pytest.raises(ValueError):
             parse_hhmm(bad)
+
+
+def test_the_apps_environment_runs_the_system_probes_sparingly(monkeypatch, db):
+    import app.platform as platform
+    from app.scheduling import default_environment
+    calls = {"ioreg": 0, "pmset": 0}
+
+    def idle():
+        calls["ioreg"] += 1
+        return 600.0
+
+    def power():
+        calls["pmset"] += 1
+        return True
+    monkeypatch.setattr(platform, "system_idle_seconds", idle)
+    monkeypatch.setattr(platform, "on_ac_power", power)
+    activity = ActivityTracker(clock=lambda: 1000.0)
+    env = default_environment(db, activity)
+    for _ in range(20):  # a running job asks this often between two training steps
+        env.idle_seconds(), env.on_ac_power()
+    assert calls == {"ioreg": 1, "pmset": 1}
+    assert env.idle_seconds() == 0.0  # the app's own input, seen at once: the user is here

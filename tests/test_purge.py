@@ -94,3 +94,19 @@ def test_a_purged_memory_is_gone_from_its_source_but_the_episode_stays(filled, d
     filled.delete(memory.id)
     filled.purge([memory.id])
     assert get_episode(db, episode).user_text == "an ordinary turn"
+
+
+def test_a_purge_also_removes_the_backups_that_still_hold_the_text(filled, db):
+    from core.store.db import backup
+    folder = db.path.parent / "backups"
+    before = backup(db.conn, folder, label="before-secret")  # as an upgrade would: a copy of the whole store
+    memory = filled.add(f"The {SECRET} vault opens on Tuesdays")
+    filled.edit(memory.id, statement="The vault opens on Tuesdays")  # the secret wording is only in history now
+    holding = backup(db.conn, folder, label="before-v99")
+    assert SECRET.encode() in holding.read_bytes()
+    filled.delete(memory.id)
+    result = filled.purge([memory.id])
+    assert result.backups_removed == 1
+    assert not holding.exists() and before.exists()  # the backup without the text is kept
+    for path in folder.iterdir():
+        assert SECRET.encode() not in path.read_bytes()

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QIcon, QKeySequence
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QWidget)
 
@@ -172,6 +172,8 @@ def launch(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(argv or sys.argv[:1])
     app.setApplicationName("Engram")
     app.setOrganizationName("Engram")
+    from app.resources import APP_ICON, resource_path
+    app.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
     from app.gui_gc import GuiThreadCollector
     GuiThreadCollector(app).start()  # Qt objects in garbage cycles are destroyed on this thread, not on a lane
     services = Services.from_data_dir()

@@ -68,8 +68,25 @@ def _change_text(old: dict | None, new: dict | None) -> str:
     if not old or not new:
         return ""
     changed = [k for k in new if old.get(k) != new.get(k)]
-    parts = [f"{k}: {html.escape(str(old.get(k)))} → {html.escape(str(new.get(k)))}" for k in changed[:4]]
+    parts = [f"{k.replace('_', ' ')}: {_value_text(k, old.get(k))} → {_value_text(k, new.get(k))}"
+             for k in changed[:4]]
     return (" (" + "; ".join(parts) + ")") if parts else ""
+
+
+FLAG_KEYS = ("pinned", "protected", "permanent", "critical")
+
+
+def _value_text(key: str, value: Any) -> str:
+    """A history value as a person reads it: dates as dates, flags as yes / no, nothing as a dash."""
+    if value is None or value == "":
+        return "—"
+    if isinstance(value, bool) or key in FLAG_KEYS:
+        return "yes" if value else "no"
+    if (key.endswith("_at") or key in ("valid_from", "valid_to")) and isinstance(value, (int, float)):
+        return html.escape(when(value))
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return html.escape(str(value))
 
 
 class MemoriesPanel(ReloadOnShow, QWidget):
@@ -252,7 +269,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         def work() -> Any:
             return self.services.manager().purge(ids or None, [] if ids else None, reason="purged by hand")
         self.runner.submit("db", work, on_done=lambda r: self._done(
-            f"Purged {r.memories} memories and {r.episodes} conversations for good."), on_error=self._on_error)
+            f"Purged {r.memories} memories and {r.episodes} conversations for good."
+            + (f" {r.backups_removed} upgrade backup(s) still held their text and were deleted too."
+               if r.backups_removed else "")), on_error=self._on_error)
 
     def on_export(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export memories", "engram-export.json", "JSON (*.json)")

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 from core.errors import InvalidInput
 from core.memory import index
 from core.protocols import Embedder
-from core.store import entities, episodes, export, history, memories, vectors
+from core.store import backups, entities, episodes, export, history, memories, vectors
 from core.store.db import Database
 from core.types import Episode, HistoryEntry, Memory
 
@@ -30,6 +30,7 @@ class MemoryDetails:
 class PurgeResult:
     memories: int
     episodes: int
+    backups_removed: int = 0  # upgrade backups that still held a purged text
 
 
 @dataclass
@@ -109,12 +110,25 @@ class MemoryManager:
         """
         if memory_ids is None and episode_ids is None:
             memory_ids, episode_ids = memories.trashed_memory_ids(self.db), episodes.trashed_episode_ids(self.db)
+        texts = self._texts_of(list(memory_ids or ()), list(episode_ids or ()))
         with self.db.transaction():
-            done = PurgeResult(memories.purge_memory_rows(self.db, list(memory_ids or ()), reason),
-                               episodes.purge_episode_rows(self.db, list(episode_ids or ())))
-        if self.db.path.name != ":memory:":
-            self.db.checkpoint()
-        return done
+            purged = (memories.purge_memory_rows(self.db, list(memory_ids or ()), reason),
+                      episodes.purge_episode_rows(self.db, list(episode_ids or ())))
+        if self.db.path.name == ":memory:":
+            return PurgeResult(*purged)
+        self.db.checkpoint()
+        removed = backups.remove_backups_holding(self.db.path.parent / "backups", texts)
+        return PurgeResult(*purged, backups_removed=len(removed))
+
+    def _texts_of(self, memory_ids: list[int], episode_ids: list[int]) -> list[str]:
+        """What a purge erases, read first so the backups can be searched for it afterwards."""
+        texts = [memories.get_memory(self.db, i).statement for i in memory_ids]
+        for memory_id in memory_ids:  # the earlier wordings its history kept
+            for entry in history.history(self.db, memory_id):
+                texts += [str(v.get("statement", "")) for v in (entry.old_value, entry.new_value) if v]
+        for episode in (episodes.get_episode(self.db, i) for i in episode_ids):
+            texts += [episode.user_text, episode.assistant_text]
+        return texts
 
     # --- episodes ---------------------------------------------------------------------------------------
     def protect_episode(self, episode_id: int) -> Episode:

@@ -1,0 +1,29 @@
+"""Backups and purge: a purged text must leave the backups beside the store too, not only the store itself.
+
+Backups are written before a schema upgrade (core.store.db.backup) in whatever schema that version had, so they
+are searched as bytes, the way the purge test searches the live file, and a backup holding a purged text is
+deleted whole: it exists to undo a failed upgrade, and a user who purged something wants it gone everywhere.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+PROBE_BYTES = 64  # a record's first bytes always sit on its own page; a longer text overflows to others
+
+
+def backup_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("engram-*.db")) if folder.is_dir() else []
+
+
+def remove_backups_holding(folder: Path, texts: Iterable[str]) -> list[Path]:
+    """Delete the backups in `folder` whose bytes contain any of `texts`; returns the files removed."""
+    probes = {t.encode("utf-8")[:PROBE_BYTES] for t in texts if t and t.strip()}
+    removed = []
+    for path in backup_files(folder) if probes else []:
+        data = path.read_bytes()
+        if any(probe in data for probe in probes):
+            for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal")):
+                leftover.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
