@@ -53,14 +53,31 @@ def test_a_whole_turn_on_the_tiny_model(db, embedder, clock, tiny_engine, stored
         assert get_memory(db, outcome.memory_id).source_episode_ids
 
 
+class _Recording:
+    """The structured generator, keeping each raw object and the schema it was asked to follow."""
+
+    def __init__(self, inner) -> None:
+        self.inner, self.calls = inner, []
+
+    def generate_json(self, messages, schema, **kwargs):
+        raw = self.inner.generate_json(messages, schema, **kwargs)
+        self.calls.append((raw, schema))
+        return raw
+
+
 def test_extraction_returns_valid_facts_for_many_samples(tiny_engine):
+    import jsonschema
     for seed in range(4):
-        result = extract_facts(StructuredGenerator(tiny_engine, temperature=1.0, seed=seed),
-                               "I started working at Acme last week and I am allergic to cats.", "Congratulations!",
-                               1_700_000_000.0, SETTINGS)
+        model = _Recording(StructuredGenerator(tiny_engine, temperature=1.0, seed=seed))
+        result = extract_facts(model, "I started working at Acme last week and I am allergic to cats.",
+                               "Congratulations!", 1_700_000_000.0, SETTINGS)
+        (raw, schema), = model.calls
+        jsonschema.validate(raw, schema)  # what the engine produced, before Engram's own checks
         for fact in result.facts:
             assert isinstance(fact, Fact) and 0.0 <= fact.confidence <= 1.0 and fact.statement
-        assert len(result.facts) + len(result.dropped) <= SETTINGS.generation.engram_max_facts
+        for item, why in result.dropped:
+            assert item in raw["facts"] and why  # every raw fact is either kept or dropped with a reason
+        assert len(result.facts) + len(result.dropped) == len(raw["facts"][:SETTINGS.generation.engram_max_facts])
 
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
