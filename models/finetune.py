@@ -139,18 +139,21 @@ class FineTuner:
         if state["phase"] == "train":
             # Always resume: the worker continues from its last checkpoint when there is one, which after a crash
             # or quit mid-training (no clean yield recorded) is its periodic save.
-            outcome = self._train(ctx, run_dir, resume=True, iters=state["iters"])
-            if outcome == YIELDED and ctx.yield_reason == "cancel":
-                ctx.checkpoint({})  # cancelled for good: nothing of the run is kept
-                shutil.rmtree(run_dir, ignore_errors=True)
-                return YIELDED
-            if outcome == YIELDED:
-                ctx.checkpoint(state)
-                return YIELDED
+            if self._train(ctx, run_dir, resume=True, iters=state["iters"]) == YIELDED:
+                return self._yielded(ctx, run_dir, state)
             state = {**state, "phase": "evaluate"}
             ctx.checkpoint(state)
-        self._evaluate_and_record(ctx, run_dir, state)
+        if self._evaluate_and_record(ctx, run_dir, state) == YIELDED:
+            return self._yielded(ctx, run_dir, state)  # scoring starts again next time: it keeps no partial state
         return None
+
+    def _yielded(self, ctx: JobContext, run_dir: Path, state: dict) -> str:
+        if ctx.yield_reason == "cancel":
+            ctx.checkpoint({})  # cancelled for good: nothing of the run is kept
+            shutil.rmtree(run_dir, ignore_errors=True)
+        else:
+            ctx.checkpoint(state)
+        return YIELDED
 
     def _prepare(self, ctx: JobContext) -> Optional[dict]:
         training = build_training_set(self.db, seed=self.config.seed)
@@ -190,16 +193,20 @@ class FineTuner:
             raise ModelError(f"fine-tuning failed: {result.error()}; the active adapter is unchanged")
         return None
 
-    def _evaluate_and_record(self, ctx: JobContext, run_dir: Path, state: dict) -> None:
+    def _evaluate_and_record(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[str]:
         ctx.progress(0.92, "scoring the new adapter against the active one")
         active = versions.active_adapter(self.db)
         if active is not None and active.base_model != self.model_path:
             active = None  # an adapter of another base model cannot be the baseline: compare with the base
         probes = json.loads((run_dir / "probes.json").read_text(encoding="utf-8"))
         candidate_path = str(run_dir / "adapter")
+        if ctx.should_yield():
+            return YIELDED
         result = run_worker("evaluate", {"model": self.model_path, "probes": probes, "general": list(GENERAL_TEXT),
                                          "adapters": [active.path if active else None, candidate_path]},
-                            run_dir, python=self.python)
+                            run_dir, should_stop=ctx.should_yield, python=self.python)
+        if result.exit_code == EXIT_CANCELLED:
+            return YIELDED  # the user came back while it scored (a minute or more on a large model)
         scores = result.last("scores")
         if result.exit_code != 0 or scores is None:
             raise ModelError(f"evaluating the new adapter failed: {result.error()}")
@@ -216,6 +223,7 @@ class FineTuner:
         if decision.accept:
             self.on_activated(versions.activate(self.db, adapter.id))
         ctx.progress(1.0, ("activated: " if decision.accept else "kept the active one: ") + "; ".join(decision.reasons))
+        return None
 
 
 def _write_run(run_dir: Path, training: TrainingSet) -> None:

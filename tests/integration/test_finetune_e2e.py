@@ -188,3 +188,25 @@ def test_cancelling_a_running_fine_tune_removes_its_run(db, tiny_model_dir, tmp_
     final = sched.run_job(job.id)
     assert final.state == "cancelled" and final.checkpoint == {}
     assert not list((tmp_path / "adapters").glob("run-*")) and versions.list_adapters(db) == []
+
+
+def test_the_user_coming_back_while_the_adapter_is_scored_stops_the_scoring(db, tiny_model_dir, tmp_path):
+    add_facts(db)
+    tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**TINY))
+    state = {"user_back": True, "polls": 0}
+
+    def idle():  # the user returns while the scoring process runs (a few polls after it started)
+        if store.get_job(db, job.id).message.startswith("scoring"):
+            state["polls"] += 1
+        return 0.0 if state["user_back"] and state["polls"] >= 3 else 1e9
+    sched = scheduler(db, tuner, idle=idle)
+    job = sched.enqueue("finetune")
+    yielded = sched.run_job(job.id)
+    assert yielded.state == "queued" and yielded.checkpoint["phase"] == "evaluate"
+    assert yielded.message == "stopped: user is active"
+    assert versions.list_adapters(db) == []  # nothing recorded from a half-done scoring
+    assert (Path(yielded.checkpoint["run_dir"]) / "evaluate.json").exists()  # the scoring process had started
+    state["user_back"] = False
+    done = sched.run_next()
+    assert done.state == "done", done.last_error
+    assert len(versions.list_adapters(db)) == 1  # scored from the start, recorded once
