@@ -167,4 +167,3 @@ def use_active_adapter(engine: Any, db: Database) -> Path | None:
 
 def _same_folder(a: str | Path, b: str | Path) -> bool:
     return Path(a).expanduser().resolve() == Path(b).expanduser().resolve()
-

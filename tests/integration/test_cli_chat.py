@@ -103,3 +103,22 @@ def test_a_failed_turn_is_reported_and_the_chat_goes_on(tiny_engine):
     assert "context window" in out.getvalue()
     assert out.getvalue().count("engram> ") == 2
     assert [m.content for m in backend.history[::2]] == ["hello"]  # the failed turn left nothing behind
+
+
+def test_chat_runs_with_the_active_fine_tuned_adapter(chat, tiny_model_dir, tmp_path):
+    from core.finetune import adapters as versions
+    from models.testing import write_random_adapter
+    assert chat("", "models", "use", str(tiny_model_dir))[0] == 0
+    folder = write_random_adapter(tiny_model_dir, tmp_path / "adapter", seed=5)
+    db = open_db(chat.data_dir / "engram.db")
+    try:
+        adapter = versions.record_adapter(db, name="adapter 2026-11-23 03:00", base_model=str(tiny_model_dir),
+                                          path=str(folder), status="accepted", metrics={}, config={}, sources={})
+        versions.activate(db, adapter.id)
+    finally:
+        db.close()
+    code, out, err = chat("hello\n/quit\n", "chat", "--max-tokens", "4", "--temperature", "0")
+    assert code == 0, err
+    assert "Using your fine-tuned adapter (adapter 2026-11-23 03:00)" in err
+    code, out, err = chat("/quit\n", "chat", "--no-memory")
+    assert code == 0 and "fine-tuned adapter" not in err  # the model alone: the base weights
