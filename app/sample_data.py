@@ -96,12 +96,14 @@ REPLY_USES = (("Weekend", 0, ("User plans a hike near Boulder on Saturday", "Use
               ("Weekend", 1, ("User prefers short answers", "User plans a hike near Boulder on Saturday")),
               ("Cello", 1, ("User takes cello lessons", "User's cello teacher is Ana")))
 
-# (dimension, claim, confidence, evidence session titles, status)
-HYPOTHESES = (("style", "Prefers short, direct answers", 0.86, ("Doctor visit", "Work", "Weekend"), "confirmed"),
-              ("interests", "Enjoys climbing and outdoor sport", 0.72, ("Climbing", "Weekend"), "open"),
-              ("interests", "Is learning a musical instrument", 0.45, ("Cello",), "open"),
-              ("routine", "Reads Engram's answers mostly on a phone", 0.58, ("Doctor visit",), "open"),
-              ("work", "Works in finance", 0.3, ("Work",), "rejected"))
+# (dimension, claim, confidence, evidence as (session title, turn), status)
+HYPOTHESES = (("style", "Prefers short, direct answers", 0.86,
+               (("Doctor visit", 1), ("Work", 1), ("Weekend", 1)), "confirmed"),
+              ("interests", "Enjoys climbing and outdoor sport", 0.72,
+               (("Climbing", 0), ("Climbing", 1), ("Weekend", 0)), "open"),
+              ("interests", "Is learning a musical instrument", 0.45, (("Cello", 0), ("Cello", 1)), "open"),
+              ("routine", "Reads Engram's answers mostly on a phone", 0.58, (("Doctor visit", 1),), "open"),
+              ("work", "Works in finance", 0.3, (("Work", 0),), "rejected"))
 
 GOALS = (("Which climbing grade are you working towards?", "climbing came up in two sessions", None),
          ("Do you want reminders before cello lessons?", "a weekly lesson time was mentioned", None),
@@ -213,8 +215,8 @@ def _reply_uses(db: Any, sessions: dict[str, list[int]], ids: dict[str, int]) ->
 
 def _beliefs(db: Any, clock: SampleClock, now: float, sessions: dict[str, list[int]]) -> None:
     clock.now = now - 1 * DAY
-    for dimension, claim, confidence, titles, status in HYPOTHESES:
-        evidence = [e for title in titles for e in sessions[title]]
+    for dimension, claim, confidence, turns_cited, status in HYPOTHESES:
+        evidence = [sessions[title][turn] for title, turn in turns_cited]
         hypothesis = hypotheses.add_hypothesis(db, dimension, claim, confidence, evidence)
         if status != "open":
             hypotheses.decide(db, hypothesis, status)

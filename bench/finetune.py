@@ -1,6 +1,6 @@
 """Training speed: Engram's fine-tune worker against plain `mlx_lm lora`, same model, data and settings.
 
-    python bench/finetune.py [--model FOLDER] [--iters 60] [--repeats 2]
+    python bench/finetune.py [--model FOLDER] [--iters 200] [--repeats 2]
 
 Both run as separate processes on the same train/valid files with the same LoRA and tuner settings, saving
 every 20 steps as Engram does in production (Engram's save adds the optimizer state, so a run can resume).
@@ -89,7 +89,7 @@ def mlx_lm_rates(model: str, data: Path, out: Path, iters: int) -> tuple[list[fl
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", help="model folder (default: build the tiny test model)")
-    parser.add_argument("--iters", type=int, default=60)
+    parser.add_argument("--iters", type=int, default=200)  # training, not loading, fills the wall time
     parser.add_argument("--facts", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
     args = parser.parse_args()

@@ -74,7 +74,8 @@ class BackgroundJobs:
         db = open_db(main.path, clock=main.clock)  # one connection per thread; WAL lets both write
         try:
             self._scheduler = self.services.scheduler(db=db, **self.scheduler_options(db))
-            self._scheduler.run_forever(poll_seconds=self.poll_seconds, tick=lambda: plan(self._scheduler, self.services.settings))
+            self._scheduler.run_forever(poll_seconds=self.poll_seconds,
+                                        tick=lambda: plan(self._scheduler, self.services.settings))
         except Exception as exc:  # the app goes on without idle-time learning; the Jobs panel says why
             self.error = f"{type(exc).__name__}: {exc}"
         finally:

@@ -133,7 +133,10 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         tree.setHeaderLabels(COLUMNS)
         tree.setSelectionMode(QAbstractItemView.SingleSelection)
         tree.setItemDelegateForColumn(1, FractionBarDelegate(tree))
-        tree.header().setSectionResizeMode(0, QHeaderView.Stretch)
+        tree.header().setStretchLastSection(False)
+        tree.header().setSectionResizeMode(QHeaderView.ResizeToContents)
+        tree.header().setSectionResizeMode(0, QHeaderView.Stretch)  # the claim gets the room the figures leave
+        tree.header().setSectionResizeMode(1, QHeaderView.Fixed)
         tree.setColumnWidth(1, 130)
         tree.setAlternatingRowColors(True)
         tree.currentItemChanged.connect(self._on_current)
@@ -143,6 +146,8 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         tree = QTreeWidget()
         tree.setHeaderLabels(("Question", "Why", "Opened", "Answer"))
         tree.setRootIsDecorated(False)
+        tree.header().setStretchLastSection(False)
+        tree.header().setSectionResizeMode(QHeaderView.ResizeToContents)
         tree.header().setSectionResizeMode(0, QHeaderView.Stretch)
         return tree
 

@@ -124,7 +124,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         split = QSplitter(Qt.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.detail)
-        split.setSizes([700, 350])
+        split.setSizes([860, 300])
         layout = QVBoxLayout(self)
         layout.addLayout(filters)
         layout.addWidget(self.empty)
@@ -147,8 +147,17 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table.sortByColumn(6, Qt.DescendingOrder)
         table.setSelectionBehavior(QAbstractItemView.SelectRows)
         table.setSelectionMode(QAbstractItemView.ExtendedSelection)
-        table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        header = table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # the figures take what they need ...
+        header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the statement the rest
+        header.setSectionResizeMode(2, QHeaderView.Interactive)
+        table.setColumnWidth(2, 110)  # flags: "protected, permanent" is elided; the detail pane has them all
+        for column in (7, 8):  # sources and status: in the detail pane, and status is the filter's choice
+            table.setColumnHidden(column, True)
+        table.setWordWrap(False)
+        table.setTextElideMode(Qt.ElideRight)
         table.verticalHeader().setVisible(False)
+        table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
         table.selectionModel().selectionChanged.connect(lambda *_: self._show_detail())
         return table
 

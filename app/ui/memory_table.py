@@ -23,6 +23,11 @@ def when(timestamp: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M", time.localtime(timestamp))
 
 
+def day(timestamp: float | None) -> str:
+    """The table's compact date (the time of day is in the row's tooltip and the detail pane)."""
+    return "never" if timestamp is None else time.strftime("%Y-%m-%d", time.localtime(timestamp))
+
+
 class MemoryTableModel(QAbstractTableModel):
     def __init__(self) -> None:
         super().__init__()
@@ -55,13 +60,13 @@ class MemoryTableModel(QAbstractTableModel):
             return self._display(memory, index.column())
         if role == Qt.UserRole:  # the sort key
             return self._sort_key(memory, index.column())
-        if role == Qt.ToolTipRole and index.column() == 0:
-            return memory.statement
+        if role == Qt.ToolTipRole:
+            return (f"{memory.statement}\nlast used {when(memory.last_access)}, created {when(memory.created_at)}")
         return None
 
     def _display(self, memory: Memory, column: int) -> str:
         values = (memory.statement, memory.kind, flags_text(memory), f"{memory.confidence:.2f}",
-                  f"{memory.importance:.2f}", when(memory.last_access), when(memory.created_at),
+                  f"{memory.importance:.2f}", day(memory.last_access), day(memory.created_at),
                   ", ".join(f"#{i}" for i in memory.source_episode_ids), memory.status)
         return values[column]
 

@@ -66,9 +66,10 @@ class FractionBarDelegate(QStyledItemDelegate):
         painter.drawRoundedRect(bar, 4, 4)
         fill = QRect(bar)
         fill.setWidth(int(bar.width() * max(0.0, min(1.0, float(value)))))
-        painter.setBrush(pal.color(QPalette.Highlight))
-        painter.drawRoundedRect(fill, 4, 4)
         selected = bool(option.state & QStyle.State_Selected)
+        # on a selected row the highlight is the background: the bar takes the selected text's colour
+        painter.setBrush(pal.color(QPalette.HighlightedText if selected else QPalette.Highlight))
+        painter.drawRoundedRect(fill, 4, 4)
         painter.setPen(pal.color(QPalette.HighlightedText if selected else QPalette.Text))
         painter.drawText(QRect(bar.right() + 4, area.top(), text_width, area.height()),
                          Qt.AlignVCenter | Qt.AlignRight, text)
