@@ -79,6 +79,15 @@ def _startup_summary(r: dict) -> str:
             f"{_get(r, 'baseline_empty_qt_window', 'median_s')} s")
 
 
+def _graph_summary(r: dict) -> str:
+    frame = r.get("frame_ms", {})
+    empty = r.get("baseline_empty_plot_frame_ms", {})
+    return (f"{_get(r, 'nodes')} nodes: pan p50/p95 {_get(frame, 'pan', 'p50')}/{_get(frame, 'pan', 'p95')} ms, "
+            f"zoom {_get(frame, 'zoom', 'p50')}/{_get(frame, 'zoom', 'p95')} ms a frame; the empty plot "
+            f"{_get(empty, 'pan', 'p50')}/{_get(empty, 'pan', 'p95')} ms; laid out and drawn in "
+            f"{_get(r, 'layout_and_first_draw_s')} s")
+
+
 def _at_most(value, limit: float) -> bool | None:
     return None if not isinstance(value, (int, float)) else value <= limit
 
@@ -145,6 +154,9 @@ BENCHES = (
           lambda r: _all(_at_least(r.get("ratio"), 0.95), _at_least(r.get("wall_ratio"), 0.95))),
     Bench("locomo", ["bench/locomo.py", "--json"], "R@10 ≥ 0.75 and > both baselines; R@50 ≥ 0.90; < 10 min",
           _locomo_summary, _locomo_passed),
+    Bench("graph", ["bench/graph.py"], "pan and zoom frame p95 ≤ 33 ms at 2,000 nodes", _graph_summary,
+          lambda r: _all(_at_most(_get(r, "frame_ms", "pan", "p95"), 33.0),
+                         _at_most(_get(r, "frame_ms", "zoom", "p95"), 33.0))),
     Bench("startup", ["bench/startup.py"], "window within 2 s", _startup_summary,
           lambda r: _all(_at_most(_get(r, "engram_first_start", "median_s"), 2.0),
                          _at_most(_get(r, "engram_with_model_chosen", "median_s"), 2.0))),

@@ -1,4 +1,4 @@
-"""The generation and turn benches run end to end on small inputs (the real engine, the real store), so they
+"""The generation, turn, startup and graph benches run end to end on small inputs (the real engine, the real store), so they
 cannot rot between the runs that produce docs/BENCHMARKS.md."""
 from __future__ import annotations
 
@@ -33,3 +33,12 @@ def test_startup_bench_sees_the_window_before_any_heavy_import():
     for run in (first, chosen):
         assert run["window_shown"] and run["median_s"] > 0
         assert run["heavy_modules_at_show"] == []  # MLX, torch, transformers... load when first needed
+
+
+def test_graph_bench_times_pan_and_zoom_frames_against_an_empty_plot(qapp):
+    from bench import graph
+    result = graph.run(nodes=120, frames=3)
+    assert result["nodes"] == 120 and result["layout_and_first_draw_s"] > 0
+    for frames in (result["frame_ms"], result["baseline_empty_plot_frame_ms"]):
+        for kind in ("pan", "zoom"):
+            assert 0 < frames[kind]["p50"] <= frames[kind]["p95"] <= frames[kind]["max"]
