@@ -84,8 +84,10 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = 
         model = SentenceTransformer(str(local) if local.exists() else target,
                                     device=device or default_device(), local_files_only=True)
     except Exception as exc:  # sentence-transformers raises many types for a missing or broken model
-        raise ModelError(f"cannot load embedding model {name_or_path!r}: {exc}. "
-                         "Give a local folder, or a model already in the Hugging Face cache.") from exc
+        # For a name, the hub's own text ("check your internet connection") would mislead: Engram never fetches one.
+        why = str(exc).splitlines()[0].rstrip(".") if local.exists() else "it is not in the Hugging Face cache"
+        raise ModelError(f"cannot load embedding model {name_or_path!r}: {why}. Give a local sentence-transformers "
+                         "folder, or a model already in the Hugging Face cache.") from exc
     get_dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
     dimension = int(get_dimension())
     name = DEFAULT_EMBEDDER if name_or_path.lower() in _BUNDLED_ALIASES else name_or_path

@@ -87,7 +87,6 @@ def test_export_then_import_into_another_folder(cli, tmp_path):
 
 
 def test_search_prints_hits_with_why(cli):
-    pytest.importorskip("core.memory.recall", reason="recall is written by another helper")
     _ok(cli("memory", "add", "I am allergic to peanuts"))
     _ok(cli("memory", "add", "The car needs new tyres"))
     out = _ok(cli("memory", "search", "what food should I avoid?", "-k", "2"))

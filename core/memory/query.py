@@ -25,7 +25,6 @@ where which while who whom why will with would you your yours yet ever did does 
 class QueryAnalysis:
     text: str  # the query as given, validated
     terms: tuple[str, ...]  # lower-cased content words, in order, without repeats
-    names: tuple[str, ...]  # capitalised words not at the start: likely people, places, things
     words: tuple[str, ...] = ()  # every word as written, stop words included
 
 
@@ -34,8 +33,7 @@ def analyse(query: object) -> QueryAnalysis:
     text = clean_text(query, "query", max_chars=MAX_QUERY_CHARS)
     words = WORD.findall(text)
     terms = _unique(w.lower() for w in words if _is_content(w))
-    names = _unique(w for i, w in enumerate(words) if i > 0 and w[:1].isupper() and w.lower() not in STOP_WORDS)
-    return QueryAnalysis(text=text, terms=terms, names=names, words=tuple(words))
+    return QueryAnalysis(text=text, terms=terms, words=tuple(words))
 
 
 def _is_content(word: str) -> bool:

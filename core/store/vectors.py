@@ -164,18 +164,6 @@ def distances(db: Database, table: Table, query: np.ndarray, ids: Sequence[int])
     return {int(i): float(d) for i, d in rows}
 
 
-def rescore(query: np.ndarray, found: dict[int, np.ndarray], k: int) -> list[tuple[int, float]]:
-    """Exact cosine distance of the candidate vectors, the k nearest first."""
-    if not found:
-        return []
-    ids = np.fromiter(found.keys(), dtype=np.int64, count=len(found))
-    matrix = np.stack(list(found.values()))
-    norms = np.linalg.norm(matrix, axis=1) * max(float(np.linalg.norm(query)), 1e-12)
-    distances = 1.0 - (matrix @ query) / np.maximum(norms, 1e-12)
-    order = np.lexsort((ids, distances))[:k]
-    return [(int(ids[i]), float(distances[i])) for i in order]
-
-
 def sign_bits(vectors: np.ndarray) -> np.ndarray:
     """One bit per dimension (1 where the value is positive), packed as sqlite-vec's bit vectors."""
     return np.packbits(np.asarray(vectors) > 0, axis=1, bitorder="little")
