@@ -46,9 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     goal_list = goal_commands.add_parser("list")
     goal_list.add_argument("--all", action="store_true", help="closed ones too")
     goal_list.set_defaults(func=cmd_goals_list)
-    close = goal_commands.add_parser("close")
+    close = goal_commands.add_parser("close", help="answer a question; for a conflict, say which fact holds")
     close.add_argument("id", type=int)
     close.add_argument("--answer", default="")
+    close.add_argument("--keep", choices=("new", "old"),
+                       help="a conflict with a pinned or protected memory: keep the new fact or what you had")
     close.set_defaults(func=cmd_goal_close)
 
 
@@ -128,18 +130,27 @@ def cmd_hypothesis_edit(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_goals_list(args: argparse.Namespace, services: Any) -> int:
+    from core.memory.reconcile import conflict_of
     rows = goals.list_goals(services.db, status=None if args.all else "open")
     if not rows:
         print("no open learning goals" if not args.all else "no learning goals yet")
     for g in rows:
         answer = f"  answer: {g.answer}" if g.answer else ""
-        print(f"{g.id:>4}  {g.status:<6} {g.question}" + (f"  (why: {g.reason})" if g.reason else "") + answer)
+        hint = "  [close it with --keep new or --keep old]" if g.status == "open" and conflict_of(g) else ""
+        print(f"{g.id:>4}  {g.status:<6} {g.question}" + (f"  (why: {g.reason})" if g.reason else "") + answer
+              + hint)
     return 0
 
 
 def cmd_goal_close(args: argparse.Namespace, services: Any) -> int:
-    g = goals.close_goal(services.db, args.id, args.answer)
+    from core.memory.reconcile import resolve_conflict
+    if args.keep:
+        g = resolve_conflict(services.db, args.id, args.keep, args.answer)
+    else:
+        g = goals.close_goal(services.db, args.id, args.answer)
     print(f"learning goal {g.id} closed" + (f": {g.answer}" if g.answer else ""))
+    if args.keep == "new":
+        print(f"memory {g.memory_ids[1]} now holds it; memory {g.memory_ids[0]} is closed and kept in its history")
     return 0
 
 

@@ -85,6 +85,32 @@ def test_goals_list_and_close(services, capsys):
     assert run(services, "goals", "list") == 0 and "no open learning goals" in capsys.readouterr().out
 
 
+def test_a_conflict_question_is_answered_by_keeping_the_new_fact(services, embedder, capsys):
+    from core.config import Settings
+    from core.memory.engram import Fact
+    from core.memory.index import index_memories
+    from core.memory.reconcile import reconcile_fact
+    from core.store.memories import set_flag
+    db = services.db
+    boston = add_memory(db, "The user lives in Boston.", subject="user", relation="lives_in", object="Boston")
+    index_memories(db, embedder, [boston])
+    set_flag(db, boston, "pinned", True)
+    model = ScriptedStructuredModel({"reconcile_decision": [{"decision": "contradiction", "target": 1,
+                                                              "reason": "moved"}]})
+    denver = Fact("user", "lives_in", "Denver", "The user lives in Denver.", 0.9)
+    goal = reconcile_fact(db, embedder, model, denver, None, Settings()).goal_id
+    assert run(services, "goals", "list") == 0 and "--keep new or --keep old" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        run(services, "goals", "close", str(goal), "--keep", "sideways")  # only new or old
+    assert goals.get_goal(db, goal).status == "open"
+    capsys.readouterr()
+    assert run(services, "goals", "close", str(goal), "--keep", "new") == 0
+    out = capsys.readouterr().out
+    assert "closed: the new one" in out and "is closed and kept in its history" in out
+    assert not get_memory(db, boston).is_active
+    assert get_memory(db, goals.get_goal(db, goal).memory_ids[1]).pinned
+
+
 def test_bad_input_is_a_clear_error(tmp_path, capsys):
     home = str(tmp_path / "h")
     assert run_cli(["--data-dir", home, "hypotheses", "confirm", "9"]) == 1

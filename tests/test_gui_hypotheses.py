@@ -131,3 +131,29 @@ def test_a_claim_formed_while_idle_shows_when_the_panel_is_shown_again(qtbot, pa
     with qtbot.waitSignal(panel.loaded, timeout=10000):
         window.show_panel("hypotheses")
     assert "Plays the cello" in [h.claim for h in panel.view.hypotheses]
+
+
+def test_a_conflict_question_is_settled_with_one_click(qtbot, panel, seeded):
+    from core.memory.reconcile import conflict_of
+    from core.store.memories import add_memory, get_memory, set_flag, trash_memory
+
+    def conflict(db):  # as reconcile leaves it: the pinned fact, and the new one waiting in the trash
+        boston = add_memory(db, "The user lives in Boston.")
+        set_flag(db, boston, "pinned", True)
+        denver = add_memory(db, "The user lives in Denver.")
+        trash_memory(db, denver, reason="waiting for your answer")
+        goal = goals.open_goal(db, 'You told me "The user lives in Denver." ... Which one is true now?',
+                               reason="reconcile: contradiction of a pinned memory", memory_ids=[boston, denver])
+        assert conflict_of(goals.get_goal(db, goal)) == (boston, denver)
+        return goal, boston, denver
+    goal, boston, denver = on_db_lane(panel, conflict)
+    _act(qtbot, panel, panel.reload)
+    rows = [panel.open_goals.topLevelItem(i) for i in range(panel.open_goals.topLevelItemCount())]
+    panel.open_goals.setCurrentItem(next(r for r in rows if r.text(0).startswith("You told me")))
+    assert panel.keep_new_button.isVisibleTo(panel) and panel.keep_old_button.isVisibleTo(panel)
+    _act(qtbot, panel, lambda: panel.keep_new_button.click())
+    assert "replaces the old one" in panel.message.text()
+    new, old = on_db_lane(panel, lambda db: (get_memory(db, denver), get_memory(db, boston)))
+    assert new.is_active and new.pinned and old.superseded_by == denver
+    panel.open_goals.setCurrentItem(panel.open_goals.topLevelItem(0))  # an ordinary question: no such buttons
+    assert not panel.keep_new_button.isVisibleTo(panel)

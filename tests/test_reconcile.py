@@ -6,7 +6,8 @@ import pytest
 from core.config import Settings
 from core.memory.engram import Fact
 from core.memory.index import index_memories
-from core.memory.reconcile import reconcile_fact
+from core.errors import InvalidInput
+from core.memory.reconcile import reconcile_fact, resolve_conflict
 from core.store import edges, goals
 from core.store.episodes import add_episode
 from core.store.history import history
@@ -71,9 +72,42 @@ def test_an_untouchable_fact_is_never_closed_the_user_is_asked(db, embedder, bos
     before = count_memories(db)
     outcome = reconcile_fact(db, embedder, decide("contradiction"), city("Denver"), None, SETTINGS)
     assert outcome.decision == "asked" and outcome.memory_id is None
-    assert get_memory(db, boston).is_active and count_memories(db) == before
+    assert get_memory(db, boston).is_active and count_memories(db) == before  # nothing new is recalled
     goal = goals.get_goal(db, outcome.goal_id)
-    assert goal.status == "open" and goal.memory_ids == (boston,) and "Denver" in goal.question
+    (stored, waiting) = goal.memory_ids
+    assert goal.status == "open" and stored == boston and "Denver" in goal.question
+    assert get_memory(db, waiting).status == "trashed" and "Denver" in get_memory(db, waiting).statement
+
+
+def test_answering_a_conflict_with_the_new_fact_replaces_the_pinned_one(db, embedder, boston):
+    set_flag(db, boston, "pinned", True)
+    set_flag(db, boston, "protected", True)
+    outcome = reconcile_fact(db, embedder, decide("contradiction"), city("Denver"), None, SETTINGS)
+    _, denver = goals.get_goal(db, outcome.goal_id).memory_ids
+    goal = resolve_conflict(db, outcome.goal_id, "new")
+    assert goal.status == "closed" and goal.answer == "the new one"
+    new, old = get_memory(db, denver), get_memory(db, boston)
+    assert new.is_active and new.pinned and new.protected  # what the user guarded stays guarded
+    assert not old.is_active and old.superseded_by == denver  # closed, kept in history: never overwritten
+    assert [h.action for h in history(db, boston)][-1] == "invalidate"
+    assert "learning goal" in history(db, denver)[-3].reason  # restored because the user chose it
+    with pytest.raises(InvalidInput, match="already closed"):
+        resolve_conflict(db, outcome.goal_id, "old")
+
+
+def test_answering_a_conflict_with_the_old_fact_keeps_it_and_bad_answers_change_nothing(db, embedder, boston):
+    set_flag(db, boston, "critical", True)
+    outcome = reconcile_fact(db, embedder, decide("contradiction"), city("Denver"), None, SETTINGS)
+    _, denver = goals.get_goal(db, outcome.goal_id).memory_ids
+    with pytest.raises(InvalidInput, match="keep must be 'new' or 'old'"):
+        resolve_conflict(db, outcome.goal_id, "both")
+    other = goals.open_goal(db, "Which climbing grade are you working towards?")
+    with pytest.raises(InvalidInput, match="not a question about two conflicting memories"):
+        resolve_conflict(db, other, "new")
+    assert goals.get_goal(db, outcome.goal_id).status == "open"
+    goal = resolve_conflict(db, outcome.goal_id, "old", answer="Still Boston, the move fell through")
+    assert goal.answer == "Still Boston, the move fell through"
+    assert get_memory(db, boston).is_active and get_memory(db, denver).status == "trashed"
 
 
 def test_nothing_similar_or_a_bad_target_is_a_new_fact(db, embedder, boston):

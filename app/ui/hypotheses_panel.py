@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, ReloadOnShow, empty_state, when
+from core.memory.reconcile import conflict_of, resolve_conflict
 from core.store import goals, hypotheses
 from core.store.episodes import get_episodes
 from core.types import Episode, Hypothesis, LearningGoal
@@ -23,6 +24,7 @@ from core.types import Episode, Hypothesis, LearningGoal
 STATUS_FILTERS = ("all", "open", "confirmed", "rejected")
 COLUMNS = ("Claim", "Confidence", "Status", "Evidence")
 ID_ROLE = Qt.UserRole + 1
+CONFLICT_ROLE = Qt.UserRole + 2  # a goal that asks which of two conflicting memories holds
 
 
 @dataclass(frozen=True)
@@ -115,8 +117,7 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         self.goals.addTab(self.open_goals, "Open questions")
         self.goals.addTab(self.closed_goals, "Answered")
         self.goals.setMaximumHeight(190)
-        self.open_goals.itemSelectionChanged.connect(
-            lambda: self.answer_button.setEnabled(bool(self.open_goals.selectedItems())))
+        self.open_goals.itemSelectionChanged.connect(self._on_goal_selected)
         layout = QVBoxLayout(self)
         layout.addLayout(top)
         layout.addWidget(self.empty)
@@ -161,6 +162,12 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         self.answer_button.setToolTip("Answer the selected learning goal: it is closed with your answer")
         self.answer_button.setEnabled(False)
         self.answer_button.clicked.connect(self.on_answer)
+        # a conflict with a pinned or protected memory: one click says which fact holds now
+        self.keep_new_button = QPushButton("Use the new fact")
+        self.keep_old_button = QPushButton("Keep what I had")
+        for button, keep in ((self.keep_new_button, "new"), (self.keep_old_button, "old")):
+            button.setVisible(False)
+            button.clicked.connect(lambda _=False, keep=keep: self.resolve_selected_conflict(keep))
         handlers = ((self.confirm_button, self.on_confirm), (self.reject_button, self.on_reject),
                     (self.edit_button, self.on_edit), (self.reopen_button, self.on_reopen))
         for button, handler in handlers:
@@ -168,7 +175,8 @@ class HypothesesPanel(ReloadOnShow, QWidget):
             button.clicked.connect(handler)
             row.addWidget(button)
         row.addStretch(1)
-        row.addWidget(self.answer_button)
+        for button in (self.keep_new_button, self.keep_old_button, self.answer_button):
+            row.addWidget(button)
         return row
 
     # --- reading ----------------------------------------------------------------------------------------
@@ -213,6 +221,7 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         for goal in items:
             row = QTreeWidgetItem([goal.question, goal.reason, when(goal.created_at), goal.answer])
             row.setData(0, ID_ROLE, goal.id)
+            row.setData(0, CONFLICT_ROLE, conflict_of(goal) is not None)
             row.setToolTip(0, goal.question)
             tree.addTopLevelItem(row)
 
@@ -302,6 +311,21 @@ class HypothesesPanel(ReloadOnShow, QWidget):
 
     def answer_goal(self, goal_id: int, answer: str) -> None:
         self._write(lambda db: goals.close_goal(db, goal_id, answer), "Thanks: the question is answered.")
+
+    def _on_goal_selected(self) -> None:
+        items = self.open_goals.selectedItems()
+        conflict = bool(items) and bool(items[0].data(0, CONFLICT_ROLE))
+        self.answer_button.setEnabled(bool(items))
+        self.keep_new_button.setVisible(conflict)
+        self.keep_old_button.setVisible(conflict)
+
+    def resolve_selected_conflict(self, keep: str) -> None:
+        items = self.open_goals.selectedItems()
+        if items:
+            goal_id = items[0].data(0, ID_ROLE)
+            done = ("Done: the new fact replaces the old one, which stays in its history." if keep == "new"
+                    else "Done: what you had stays; the new fact is in the trash.")
+            self._write(lambda db: resolve_conflict(db, goal_id, keep), done)
 
     def _write(self, work: Callable[[Any], Any], done_text: str) -> None:
         def finished(_result: Any) -> None:

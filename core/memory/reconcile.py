@@ -3,7 +3,8 @@
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
 'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
 stored fact's confidence and access count. A pinned, protected, permanent or critical fact is never
-closed or rewritten automatically: the conflict becomes a learning goal that asks the user.
+closed or rewritten automatically: the conflict becomes a learning goal that asks the user, the new fact
+waits in the trash meanwhile, and the answer (resolve_conflict) applies the user's choice.
 """
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.config import Settings
+from core.errors import InvalidInput
 from core.memory.engram import Fact
 from core.memory.hebbian import touch
 from core.memory.index import index_memories
@@ -19,8 +21,9 @@ from core.prompts.reconcile import DECISIONS, reconcile_messages, reconcile_sche
 from core.protocols import Embedder, StructuredModel
 from core.store import edges, goals, vectors
 from core.store.db import Database
-from core.store.memories import add_memory, get_memories, invalidate_memory, link_sources, update_memory
-from core.types import GoalId, Memory, MemoryId
+from core.store.memories import (add_memory, get_memories, get_memory, invalidate_memory, link_sources,
+                                 restore_memory, set_flag, trash_memory, update_memory)
+from core.types import GoalId, LearningGoal, Memory, MemoryId
 
 
 RECONCILE_MAX_TOKENS = 280  # the reason is at most 200 characters
@@ -68,7 +71,7 @@ def apply_decision(db: Database, embedder: Embedder, fact: Fact, decision: str, 
     if decision == "duplicate" and target is not None:
         return _duplicate(db, fact, target, sources, reason, settings)
     if decision in ("update", "contradiction") and target is not None and target.is_untouchable:
-        return _ask_user(db, fact, target, decision, reason)
+        return _ask_user(db, embedder, fact, target, decision, reason, sources)
     if decision == "update" and target is not None:
         with db.transaction():
             update_memory(db, target.id, statement=fact.statement, object=fact.object,
@@ -103,10 +106,54 @@ def _duplicate(db: Database, fact: Fact, target: Memory, sources: list[int], rea
     return Outcome("duplicate", target.id, target.id, reason=reason)
 
 
-def _ask_user(db: Database, fact: Fact, target: Memory, decision: str, reason: str) -> Outcome:
+def _ask_user(db: Database, embedder: Embedder, fact: Fact, target: Memory, decision: str, reason: str,
+              sources: list[int]) -> Outcome:
+    """The new fact waits in the trash, out of recall, until the user says which one holds (resolve_conflict)."""
     flags = [n for n in ("pinned", "protected", "permanent", "critical") if getattr(target, n)]
     question = (f'You told me "{fact.statement[:300]}", but I have "{target.statement[:300]}" '
                 f"({', '.join(flags)}). Which one is true now?")
-    goal_id = goals.open_goal(db, question, reason=f"reconcile: {decision} of a {'/'.join(flags)} memory",
-                              memory_ids=[target.id])
+    with db.transaction():
+        waiting = _add(db, fact, sources)
+        trash_memory(db, waiting, reason=f"waiting for your answer: it conflicts with {'/'.join(flags)} memory "
+                                         f"{target.id}")
+        goal_id = goals.open_goal(db, question, reason=f"reconcile: {decision} of a {'/'.join(flags)} memory",
+                                  memory_ids=[target.id, waiting])
+    index_memories(db, embedder, [waiting])  # restorable with its vector, like any trashed memory
     return Outcome("asked", None, target.id, goal_id=goal_id, reason=reason)
+
+
+def conflict_of(goal: LearningGoal) -> tuple[MemoryId, MemoryId] | None:
+    """(the stored memory, the new one waiting in the trash) when the goal asks about a conflict, else None."""
+    ids = list(goal.memory_ids)
+    return (MemoryId(ids[0]), MemoryId(ids[1])) if goal.reason.startswith("reconcile:") and len(ids) == 2 else None
+
+
+def resolve_conflict(db: Database, goal_id: int, keep: str, answer: str = "") -> LearningGoal:
+    """The user's answer to a conflict question: keep "new" (it replaces the stored memory, which is closed and
+    kept in history, its pin and protection carried over) or "old" (the new one stays in the trash)."""
+    goal = goals.get_goal(db, goal_id)
+    pair = conflict_of(goal)
+    if pair is None:
+        raise InvalidInput(f"learning goal {goal.id} is not a question about two conflicting memories")
+    if keep not in ("new", "old"):
+        raise InvalidInput(f"keep must be 'new' or 'old', not {keep!r}")
+    old, new = pair
+    with db.transaction():
+        if keep == "new":
+            _replace(db, old, new, goal.id)
+        return goals.close_goal(db, goal.id, answer or ("the new one" if keep == "new" else "what you had"))
+
+
+def _replace(db: Database, old_id: MemoryId, new_id: MemoryId, goal_id: int) -> None:
+    old, new = get_memory(db, old_id), get_memory(db, new_id)
+    if new.deleted_at is None and new.forgotten_at is None and not new.is_active:
+        raise InvalidInput(f"memory {new.id} can no longer replace memory {old.id}")
+    if new.deleted_at is not None or new.forgotten_at is not None:
+        restore_memory(db, new.id, reason=f"you chose it over memory {old.id} (learning goal {goal_id})")
+    for flag in ("pinned", "protected"):
+        if getattr(old, flag):
+            set_flag(db, new.id, flag, True, reason=f"carried over from memory {old.id}, which it replaces")
+    if old.invalidated_at is None:
+        invalidate_memory(db, old.id, valid_to=new.valid_from, superseded_by=new.id,
+                          reason=f"you chose memory {new.id} instead (learning goal {goal_id})")
+    edges.set_edge(db, new.id, old.id, "supersedes", 1.0)
