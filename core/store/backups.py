@@ -6,6 +6,7 @@ deleted whole: it exists to undo a failed upgrade, and a user who purged somethi
 """
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 from typing import Iterable
 
@@ -21,9 +22,17 @@ def remove_backups_holding(folder: Path, texts: Iterable[str]) -> list[Path]:
     probes = {t.encode("utf-8")[:PROBE_BYTES] for t in texts if t and t.strip()}
     removed = []
     for path in backup_files(folder) if probes else []:
-        data = path.read_bytes()
-        if any(probe in data for probe in probes):
+        if _holds_any(path, probes):
             for leftover in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-journal")):
                 leftover.unlink(missing_ok=True)
             removed.append(path)
     return removed
+
+
+def _holds_any(path: Path, probes: set[bytes]) -> bool:
+    """Searched through a memory map: a backup can be as large as the store, hundreds of megabytes."""
+    if path.stat().st_size == 0:
+        return False
+    with path.open("rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return any(data.find(probe) >= 0 for probe in probes)
+
