@@ -100,6 +100,15 @@ def test_settings_panel_saves_to_the_data_folder(qtbot, window):
     assert window.services.settings.memory_dial == "eager"
 
 
+def test_settings_show_the_data_folder_in_the_file_browser(window):
+    panel = window.show_panel("settings")
+    opened = []
+    panel.open_url = opened.append
+    assert panel.data_dir.text() == str(window.services.data_dir)
+    panel.show_folder_button.click()
+    assert [url.toLocalFile() for url in opened] == [str(window.services.data_dir)]
+
+
 def test_preferences_shortcut_opens_settings(window, qtbot):
     window.open_settings()
     assert window.stack.currentWidget() is window.panels["settings"]

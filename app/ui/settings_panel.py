@@ -12,9 +12,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, QTime, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QLabel, QLineEdit,
-                               QPushButton, QTimeEdit, QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, QTime, QUrl, Signal
+from PySide6.QtGui import QDesktopServices
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QPushButton, QTimeEdit, QVBoxLayout, QWidget)
 
 from core.config import ForgettingSettings, SchedulerSettings, Settings, save_settings
 
@@ -79,6 +80,15 @@ class SettingsPanel(QWidget):
         form = QFormLayout(box)
         self.data_dir = QLabel("")
         self.data_dir.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.data_dir.setToolTip("Everything Engram knows is in engram.db here. To keep it elsewhere, start "
+                                 "Engram with ENGRAM_HOME set to another folder.")
+        self.open_url = QDesktopServices.openUrl  # replaced in tests
+        self.show_folder_button = QPushButton("Show in Finder" if sys.platform == "darwin" else "Open folder")
+        self.show_folder_button.clicked.connect(
+            lambda: self.open_url(QUrl.fromLocalFile(str(self.services.data_dir))))
+        folder_row = QHBoxLayout()
+        folder_row.addWidget(self.data_dir, 1)
+        folder_row.addWidget(self.show_folder_button)
         self.chat_model = QComboBox()
         self.chat_model.setEditable(True)  # an installed model, or the path of a local MLX model folder
         self.chat_model.lineEdit().setPlaceholderText("download one in Models")
@@ -87,7 +97,7 @@ class SettingsPanel(QWidget):
         self.dial.addItems(DIAL_CHOICES)
         self.forgetting = QComboBox()
         self.forgetting.addItems(FORGETTING_CHOICES)
-        form.addRow("Data folder", self.data_dir)
+        form.addRow("Data folder", folder_row)
         form.addRow("Chat model", self.chat_model)
         form.addRow("Embedding model", self.embedder)
         form.addRow("Memory dial", self.dial)
