@@ -45,6 +45,7 @@ class ChatEngine:
         window = int(loaded.config.get("max_position_embeddings") or context_tokens)
         self.context_window = min(context_tokens, window)
         self.last_reply_tokens: list[int] = []  # token ids of the last reply, for inspection and tests
+        self.last_reused_tokens = 0  # prompt tokens of the last reply served from the prompt cache
 
     @classmethod
     def load(cls, folder: Path | str, *, worker: MLXWorker | None = None, context_tokens: int = 8192,
@@ -159,6 +160,7 @@ class ChatEngine:
         if sampling.seed is not None:
             mx.random.seed(sampling.seed)
         suffix = _reuse_cache(loaded, prompt) if self.use_prompt_cache else _fresh_cache(loaded, prompt)
+        self.last_reused_tokens = len(prompt) - len(suffix)
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.temperature else 0.0)
         generated: list[int] = []
         steps = stream_generate(loaded.model, loaded.tokenizer, mx.array(suffix), max_tokens=max_tokens,

@@ -72,6 +72,14 @@ def test_download_refused_without_disk_space(tmp_path, tiny_model_dir):
     assert installed_names(store) == []
 
 
+def test_download_refused_when_the_model_cannot_fit_in_memory(tmp_path, tiny_model_dir):
+    hub = FakeHub(tiny_model_dir)
+    store = ModelStore(tmp_path / "models", total_ram=1024, snapshot=hub)  # a machine with 1 KB of memory
+    with pytest.raises(ModelError, match="needs about .* GB of memory; this computer has .* Choose a smaller"):
+        store.download(REPO)
+    assert installed_names(store) == [] and not (store.root / STAGING / "tiny-org--tiny-4bit").exists()
+
+
 def test_unknown_repo_and_bad_repo_id(tmp_path, tiny_model_dir):
     store = ModelStore(tmp_path / "models", snapshot=FakeHub(tiny_model_dir))
     with pytest.raises(ModelError, match="Cannot reach"):
@@ -139,3 +147,25 @@ def test_engine_load_refuses_bad_folders(tmp_path, tiny_model_dir):
 def test_remove_unknown_model(store):
     with pytest.raises(ModelError, match="No installed model"):
         store.remove("nothing")
+
+
+def test_a_model_already_in_the_hugging_face_cache_is_used_offline(tmp_path, tiny_model_dir, monkeypatch,
+                                                                   tiny_engine):
+    """The real huggingface_hub lookup, local files only, over a cache laid out as the hub leaves it."""
+    from huggingface_hub import constants
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "hub" / "models--mlx-community--Tiny-4bit"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text(commit)
+    shutil.copytree(tiny_model_dir, repo / "snapshots" / commit)
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    store = ModelStore(tmp_path / "models")  # nothing installed through Engram
+    folder = store.resolve("mlx-community/Tiny-4bit")
+    assert folder == repo / "snapshots" / commit
+    engine = ChatEngine.load(folder, worker=tiny_engine.worker)
+    try:
+        assert engine.count_tokens("hello") > 0
+    finally:
+        engine.unload()
+    with pytest.raises(ModelError, match="is not installed"):
+        store.resolve("mlx-community/Not-Here-4bit")  # not cached either: a clear error, and no download
