@@ -119,9 +119,15 @@ def test_sampling_with_seed_is_reproducible(tiny_engine):
 
 
 def test_unload_frees_and_refuses_further_use(tiny_model_dir, tiny_engine):
+    def active() -> int:  # MLX's own count of the bytes its arrays hold, read on its thread
+        return tiny_engine.worker.call(lambda: mx.get_active_memory())
+    before = active()
     engine = ChatEngine.load(tiny_model_dir, worker=tiny_engine.worker)
     list(engine.stream([M("user", "hi")], SamplingParams.greedy(3)))
+    weights = sum(p.stat().st_size for p in tiny_model_dir.glob("*.safetensors"))
+    assert active() - before >= 0.9 * weights  # the second copy of the model really is in memory
     engine.unload()
+    assert active() - before < 0.1 * weights  # and after unloading it is not
     assert not engine.loaded
     with pytest.raises(ModelError, match="No chat model"):
         engine.stream([M("user", "hi")], SamplingParams.greedy(3))
