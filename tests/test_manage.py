@@ -118,3 +118,18 @@ def test_a_manager_without_an_embedder_still_edits_flags(db):
     assert plain.pin(memory_id).pinned
     with pytest.raises(ValueError, match="without an embedder"):
         plain.add("needs a vector")
+
+
+def test_a_reembed_that_fails_half_way_changes_nothing(manager, db):
+    manager.add("Ana lives in Lisbon")
+    manager.add("I drink tea, not coffee")
+    before = vectors.bound_embedder(db), vectors.get_vectors(db, "memory", [1, 2])
+
+    def broken(texts):
+        raise RuntimeError("the new model ran out of memory")
+    with pytest.raises(RuntimeError, match="out of memory"):
+        vectors.reembed(db, "other-model", 8, manager._texts, broken)
+    after = vectors.bound_embedder(db), vectors.get_vectors(db, "memory", [1, 2])
+    assert after[0] == before[0] and set(after[1]) == {1, 2}
+    assert all((after[1][i] == before[1][i]).all() for i in (1, 2))
+    assert _nearest(manager, "beverage preference") == 2  # recall works as before

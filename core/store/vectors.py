@@ -180,24 +180,27 @@ def get_vectors(db: Database, table: Table, ids: Sequence[int]) -> dict[int, np.
 
 def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table], Iterable[tuple[int, str]]],
             embed: Callable[[list[str]], np.ndarray], batch: int = 256) -> int:
-    """Drop every vector and embed all rows again with a new model; returns the rows embedded."""
+    """Drop every vector and embed all rows again with a new model; returns the rows embedded.
+
+    One transaction: a failure or a quit half-way leaves the old model's vectors and binding as they were, not a
+    store bound to the new model with half its rows missing from recall."""
+    done = 0
     with db.transaction():
         for table in VEC_TABLES.values():
             db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute(f"DROP TABLE IF EXISTS {table}_float")
             clusters.drop(db, table)
         db.execute("DELETE FROM meta WHERE key IN ('embedder_name', 'embedder_dimension', ?)", (LAYOUT_KEY,))
-    bind_embedder(db, name, dimension)
-    done = 0
-    for table in VEC_TABLES:
-        chunk: list[tuple[int, str]] = []
-        for item in texts_for(table):  # type: ignore[arg-type]
-            chunk.append(item)
-            if len(chunk) >= batch:
+        bind_embedder(db, name, dimension)
+        for table in VEC_TABLES:
+            chunk: list[tuple[int, str]] = []
+            for item in texts_for(table):  # type: ignore[arg-type]
+                chunk.append(item)
+                if len(chunk) >= batch:
+                    done += _embed_chunk(db, table, chunk, embed)
+                    chunk = []
+            if chunk:
                 done += _embed_chunk(db, table, chunk, embed)
-                chunk = []
-        if chunk:
-            done += _embed_chunk(db, table, chunk, embed)
     return done
 
 
