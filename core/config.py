@@ -22,9 +22,9 @@ SETTINGS_FILENAME = "settings.json"
 
 @dataclass(frozen=True)
 class RecallSettings:
-    preset: str = "balanced"  # a named preset of core.memory.scoring.PRESETS
-    k: int = 8  # memories put into the context of a turn
-    candidates: int = 50  # per retriever, before fusion and rescoring
+    preset: str = "balanced"  # 004: the retrieval weights (type weights, recency cap) as a named scoring.PRESETS set
+    k: int = 8  # MAGS: similar nodes recalled into a turn's context; 8 short facts fit a small model's window
+    candidates: int = 50  # not a seed's: each retriever's pool before fusion and rescoring
     graph_hop_min_weight: float = 0.5  # only edges at least this strong are followed (MAGS)
     recency_half_life_days: float = 14.0  # short-term exponential decay (Exocortex)
 
@@ -33,7 +33,7 @@ class RecallSettings:
 class HebbianSettings:
     learning_rate: float = 0.2  # MAGS: co-use that proves useful strengthens an edge
     decay_per_day: float = 0.02  # MAGS: unused edges fade
-    importance_decay_per_day: float = 0.01
+    importance_decay_per_day: float = 0.01  # MAGS/001: importance fades too, half as fast as an unused edge
     permanence_threshold: float = 0.9  # MAGS: importance at which a memory becomes permanent
     pagerank_weight: float = 0.3  # 001: PageRank's share of importance
     min_edge_weight: float = 0.01  # MAGS: a Hebbian edge that fades below this is dropped
@@ -58,10 +58,10 @@ class ForgettingSettings:
     alpha: float = 3.0
     beta: float = 2.0
     gamma: float = 4.0
-    bias: float = -3.0
-    threshold: float = 0.2
-    strength: str = "normal"  # gentle / normal / strong, shown in Settings
-    min_age_days: float = 7.0  # nothing younger is ever forgotten
+    bias: float = -3.0  # 001: the logistic's offset: with it an unused, unimportant memory drifts below τ in weeks (a turn) to months (a fact)
+    threshold: float = 0.2  # 001: τ, the retention below which a memory is forgotten (compacted or archived)
+    strength: str = "normal"  # 001's learned-forgetting idea made a user choice: gentle / normal / strong
+    min_age_days: float = 7.0  # KenLM: forgetting is for what has faded; nothing younger is ever forgotten
     recency_half_life_days: float = 30.0  # 001: recency = 2^(−days since last use / half-life)
     context_episodes: int = 50  # 001: "recent context" = the centroid of the newest episodes
     fact_half_life_factor: float = 3.0  # 001/KenLM: a fact fades this many times slower than a conversation turn
@@ -71,32 +71,32 @@ class ForgettingSettings:
 class ReflectionSettings:
     initial_confidence: float = 0.3  # KenLM: conservative start
     evidence_step: float = 0.15  # KenLM: rise per new conversation the evidence comes from
-    max_confidence: float = 0.95
-    confirm_threshold: float = 0.7  # shown to the user as "ready to confirm"
+    max_confidence: float = 0.95  # KenLM: evidence alone never makes a claim certain; the user confirms it
+    confirm_threshold: float = 0.7  # KenLM: shown to the user as "ready to confirm"
     max_tool_calls: int = 3  # KenLM: bounded search-past-episodes loop during reflection
     session_gap_minutes: float = 30.0  # KenLM reflects at session end: a conversation this quiet has ended
-    search_results: int = 5  # episodes returned by one search call
-    reopen_new_evidence: int = 2  # a rejected hypothesis reopens only with this many NEW episodes
+    search_results: int = 5  # KenLM: episodes returned by one call of the reflection's search tool
+    reopen_new_evidence: int = 2  # KenLM: a rejected hypothesis reopens only with this many NEW episodes
     max_instructions_chars: int = 600  # KenLM: the behavioural meta-prompt stays short
     consolidation_window_days: float = 30.0  # 001: episodes this recent are clustered
     cluster_similarity: float = 0.6  # 001: cosine to a cluster's centroid to join it
-    min_cluster_size: int = 2
-    batch_size: int = 200  # consolidation stops between batches when asked
+    min_cluster_size: int = 2  # 001: a summary stands for at least two episodes
+    batch_size: int = 200  # not a seed's: consolidation can stop between batches when the user returns
 
 
 @dataclass(frozen=True)
 class SchedulerSettings:
-    idle_minutes: float = 10.0
-    quiet_hours_start: str = "01:00"
+    idle_minutes: float = 10.0  # KenLM's idle-time work: start once the user has been away this long
+    quiet_hours_start: str = "01:00"  # KenLM's long-term step, fine-tuning, runs overnight only
     quiet_hours_end: str = "06:00"
-    require_ac_power: bool = True
+    require_ac_power: bool = True  # heavy jobs wait for the charger (unknown counts as on power)
 
 
 @dataclass(frozen=True)
 class GenerationSettings:
-    temperature: float = 0.7
+    temperature: float = 0.7  # not a seed's: the sampling the curated instruct models are tuned for
     top_p: float = 0.9
-    max_tokens: int = 1024
+    max_tokens: int = 1024  # the longest reply
     context_tokens: int = 8192  # never more than the model's own window
     engram_max_facts: int = 6  # MAGS: facts extracted from one exchange
     reconcile_candidates: int = 5  # MAGS: similar facts the model compares a new fact with
