@@ -58,9 +58,9 @@ class ForgettingSettings:
     alpha: float = 3.0
     beta: float = 2.0
     gamma: float = 4.0
-    bias: float = -3.0  # 001: the logistic's offset: with it an unused, unimportant memory drifts below τ in weeks (a turn) to months (a fact)
+    bias: float = -3.0  # 001: the logistic's offset; an unused, unimportant turn drops below τ in weeks, a fact in months
     threshold: float = 0.2  # 001: τ, the retention below which a memory is forgotten (compacted or archived)
-    strength: str = "normal"  # 001's learned-forgetting idea made a user choice: gentle / normal / strong
+    strength: str = "normal"  # 001's tunable forgetting as a user's dial: gentle / normal / strong scale τ
     min_age_days: float = 7.0  # KenLM: forgetting is for what has faded; nothing younger is ever forgotten
     recency_half_life_days: float = 30.0  # 001: recency = 2^(−days since last use / half-life)
     context_episodes: int = 50  # 001: "recent context" = the centroid of the newest episodes
