@@ -58,7 +58,7 @@ class ForgettingSettings:
     alpha: float = 3.0
     beta: float = 2.0
     gamma: float = 4.0
-    bias: float = -3.0  # 001: the logistic's offset; an unused, unimportant turn drops below τ in weeks, a fact in months
+    bias: float = -3.0  # 001: the offset; an unused, unimportant turn falls below τ in weeks, a fact in months
     threshold: float = 0.2  # 001: τ, the retention below which a memory is forgotten (compacted or archived)
     strength: str = "normal"  # 001's tunable forgetting as a user's dial: gentle / normal / strong scale τ
     min_age_days: float = 7.0  # KenLM: forgetting is for what has faded; nothing younger is ever forgotten
