@@ -117,6 +117,16 @@ def test_a_rejected_hypothesis_does_not_return_on_the_same_evidence(db):
     assert reopened == hid and hypotheses.get_hypothesis(db, hid).status == "open"
 
 
+def test_reflection_leaves_a_conflict_question_to_the_user(db):
+    conflict = goals.open_goal(db, "Boston or Denver?", reason="reconcile: contradiction of a pinned memory",
+                               memory_ids=[1, 2])
+    session, ids = session_with(db, "I live in Denver now")
+    answered = step(closed_goals=[{"goal_id": conflict, "answer": "Denver"}])
+    model = ScriptedStructuredModel({"reflection_step": [answered]})
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert report.goals_closed == [] and goals.get_goal(db, conflict).status == "open"  # one click decides it
+
+
 def test_goals_close_when_answered(db):
     gid = goals.open_goal(db, "Where do you live now?")
     session, ids = session_with(db, "I moved to Denver last month")

@@ -31,6 +31,7 @@ import numpy as np
 
 from core.config import Settings
 from core.errors import EngramError, InvalidInput
+from core.memory.reconcile import conflict_of
 from core.prompts import reflect as prompt
 from core.protocols import Embedder, StructuredModel
 from core.store import goals, hypotheses, vectors
@@ -218,7 +219,8 @@ def _normalised(text: str) -> str:
 
 
 def _apply_goals(db: Database, reply: dict, report: ReflectionReport) -> None:
-    open_ids = {g.id for g in goals.list_goals(db)}
+    # a conflict with a pinned or protected memory waits for the user's own choice (reconcile.resolve_conflict)
+    open_ids = {g.id for g in goals.list_goals(db) if conflict_of(g) is None}
     for item in reply.get("closed_goals", []):
         goal_id = int(item.get("goal_id", 0))
         if goal_id in open_ids:
