@@ -57,18 +57,28 @@ def test_table_shows_memories_and_filters_by_search(panel):
     assert panel.proxy.rowCount() == 3
 
 
+def _click_row_of(qtbot, panel, memory_id):
+    """A real mouse click on the memory's row in the table, as the user selects it."""
+    row = next(r for r, m in enumerate(panel.model.memories) if m.id == memory_id)
+    index = panel.proxy.mapFromSource(panel.model.index(row, 0))
+    rect = panel.table.visualRect(index)
+    qtbot.mouseClick(panel.table.viewport(), Qt.LeftButton, pos=rect.center())
+    assert panel.selected_ids() == [memory_id]
+
+
 def test_pin_delete_and_restore_from_the_table(qtbot, panel, seeded):
     _, (denver, _, _) = seeded
-    assert panel.select_memory(denver)
-    _act(qtbot, panel, panel.on_pin)
+    panel.window().show()
+    _click_row_of(qtbot, panel, denver)
+    _act(qtbot, panel, panel.buttons["pin"].click)
     assert _memory(panel, denver).pinned
-    assert panel.select_memory(denver)
-    _act(qtbot, panel, panel.on_delete)
+    _click_row_of(qtbot, panel, denver)
+    _act(qtbot, panel, panel.buttons["delete"].click)
     assert _memory(panel, denver).status == "trashed"
     assert denver not in [m.id for m in panel.model.memories]  # the active view no longer lists it
     _act(qtbot, panel, lambda: panel.status.setCurrentText("trashed"))
-    assert panel.select_memory(denver)
-    _act(qtbot, panel, panel.on_restore)
+    _click_row_of(qtbot, panel, denver)
+    _act(qtbot, panel, panel.buttons["restore"].click)
     assert _memory(panel, denver).status == "active"
     actions = [h.action for h in on_db_lane(panel, history.history, denver)]
     assert actions == ["create", "pin", "delete", "restore"]
