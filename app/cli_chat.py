@@ -130,10 +130,10 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     try:
         if not args.no_memory:  # what Engram learned about you includes the weights it fine-tuned
             from app.services import use_active_adapter
-            from core.finetune.adapters import active_adapter
-            if use_active_adapter(engine, services.db) is not None:
-                print(f"Using your fine-tuned adapter ({active_adapter(services.db).name}); "
-                      "`engram finetune rollback` turns it off.", file=sys.stderr)
+            adapter = use_active_adapter(engine, services.db)
+            if adapter is not None:
+                print(f"Using your fine-tuned adapter ({adapter.name}); `engram finetune rollback` turns it off.",
+                      file=sys.stderr)
         sampling = SamplingParams(
             temperature=generation.temperature if args.temperature is None else args.temperature,
             top_p=generation.top_p, max_tokens=args.max_tokens or generation.max_tokens)

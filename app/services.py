@@ -146,23 +146,22 @@ class Services:
             self._db = None
 
 
-def use_active_adapter(engine: Any, db: Database) -> Path | None:
+def use_active_adapter(engine: Any, db: Database) -> Any:
     """Put the store's active adapter on `engine` if it was trained on the engine's base model, else none.
-    Returns the adapter folder now in use. An adapter that is gone or will not load is skipped: chat goes on."""
+    Returns the adapter version now in use (or None). One that is gone or will not load is skipped: chat goes on."""
     from core.errors import ModelError
     from core.finetune.adapters import active_adapter
     active = active_adapter(db)
-    wanted = None
-    if active is not None and _same_folder(active.base_model, engine.path) and Path(active.path).is_dir():
-        wanted = Path(active.path)
+    usable = active is not None and _same_folder(active.base_model, engine.path) and Path(active.path).is_dir()
+    wanted = Path(active.path) if usable else None
     if engine.adapter == wanted:
-        return wanted
+        return active if usable else None
     try:
         engine.load_adapter(wanted) if wanted is not None else engine.remove_adapter()
     except ModelError:
         engine.remove_adapter()
         return None
-    return wanted
+    return active if usable else None
 
 
 def _same_folder(a: str | Path, b: str | Path) -> bool:
