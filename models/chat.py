@@ -18,6 +18,7 @@ from core.errors import ModelError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 from models import lora
 from models.checks import check_model_folder
+from models.prompt_text import control_markers, render_prompt
 from models.worker import MLXWorker
 
 ROLES = ("system", "user", "assistant")
@@ -32,6 +33,7 @@ class _Loaded:
     cache: list | None = None
     cached_tokens: list[int] = field(default_factory=list)
     adapter: Path | None = None
+    markers: tuple[str, ...] = ()  # the tokenizer's control markers, broken wherever they appear in content
 
 
 class ChatEngine:
@@ -80,10 +82,11 @@ class ChatEngine:
     # -- prompt and budget -------------------------------------------------------------------------
 
     def render(self, messages: Sequence[ChatMessage]) -> list[int]:
+        """The prompt ids; message content is data, so no control token can come from it (models.prompt_text)."""
         _check_messages(messages)
-        tokenizer = self._require_loaded().tokenizer
+        loaded = self._require_loaded()
         as_dicts = [{"role": m.role, "content": m.content} for m in messages]
-        return list(tokenizer.apply_chat_template(as_dicts, add_generation_prompt=True, enable_thinking=False))
+        return render_prompt(loaded.tokenizer, as_dicts, loaded.markers)
 
     def prompt_tokens(self, messages: Sequence[ChatMessage], *, reserve: int) -> list[int]:
         """The templated prompt, dropping the oldest turns until it and `reserve` reply tokens fit the window.
@@ -186,7 +189,7 @@ def _load(folder: Path) -> _Loaded:
         model, tokenizer, config = load(str(folder), return_config=True)
     except Exception as exc:  # mlx-lm raises several types for a bad folder
         raise ModelError(f"The model in {folder} could not be loaded: {exc}") from exc
-    return _Loaded(model=model, tokenizer=tokenizer, config=config)
+    return _Loaded(model=model, tokenizer=tokenizer, config=config, markers=control_markers(tokenizer))
 
 
 def _free(loaded: _Loaded) -> None:

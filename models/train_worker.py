@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from models.prompt_text import control_markers, neutralise
+
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_DIVERGED = 0, 1, 3, 4
 CHECKPOINT = "checkpoint"
 
@@ -49,8 +51,12 @@ def _load(config: dict):
 
 
 def _chat_dataset(rows: list[dict], tokenizer: Any, mask_prompt: bool):
+    """Training rows are the user's memories: their text is data, so no control token may come from it."""
     from mlx_lm.tuner.datasets import CacheDataset, ChatDataset
-    return CacheDataset(ChatDataset(rows, tokenizer, mask_prompt=mask_prompt))
+    markers = control_markers(tokenizer)
+    safe = [{**row, "messages": [{**m, "content": neutralise(m["content"], markers)} for m in row["messages"]]}
+            if "messages" in row else row for row in rows]
+    return CacheDataset(ChatDataset(safe, tokenizer, mask_prompt=mask_prompt))
 
 
 def _read_jsonl(path: Path) -> list[dict]:
@@ -198,11 +204,13 @@ def _token_nll(model: Any, tokens: list[int], first_target: int) -> tuple[float,
 
 def _probe_loss(model: Any, tokenizer: Any, probes: list[dict]) -> float:
     total, count = 0.0, 0
+    markers = control_markers(tokenizer)
     for probe in probes:
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": probe["question"]}],
+        question, answer = neutralise(probe["question"], markers), neutralise(probe["answer"], markers)
+        prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}],
                                                add_generation_prompt=True)
-        full = tokenizer.apply_chat_template([{"role": "user", "content": probe["question"]},
-                                              {"role": "assistant", "content": probe["answer"]}])
+        full = tokenizer.apply_chat_template([{"role": "user", "content": question},
+                                              {"role": "assistant", "content": answer}])
         nll, n = _token_nll(model, list(full), len(prompt))
         total, count = total + nll, count + n
     return total / max(count, 1)
@@ -210,8 +218,9 @@ def _probe_loss(model: Any, tokenizer: Any, probes: list[dict]) -> float:
 
 def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
     total, count = 0.0, 0
+    markers = control_markers(tokenizer)
     for text in texts:
-        nll, n = _token_nll(model, list(tokenizer.encode(text)), 1)
+        nll, n = _token_nll(model, list(tokenizer.encode(neutralise(text, markers))), 1)
         total, count = total + nll, count + n
     return math.exp(total / max(count, 1))
 
