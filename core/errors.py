@@ -17,6 +17,10 @@ class NotADatabase(EngramError):
     """The file exists but is not an SQLite database."""
 
 
+class StoreBusy(EngramError):
+    """Another process held the store's write lock for longer than Engram waits; nothing was changed."""
+
+
 class SchemaTooNew(EngramError):
     """The file was written by a newer Engram; opening it could damage it."""
 

@@ -98,3 +98,22 @@ def validate(value: Any, schema: Mapping[str, Any], path: str = "$") -> list[str
             if key in props:
                 problems += validate(item, props[key], f"{path}.{key}")
     return problems
+
+
+class HashEmbedder:
+    """A deterministic stand-in embedder (a text's hash seeds its unit vector): for tests of the store's
+    concurrency and bookkeeping, where loading the real model in every child process would cost seconds."""
+
+    name = "hash-embedder"
+    dimension = 32
+
+    def embed(self, texts):
+        import hashlib
+
+        import numpy as np
+        rows = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()[:8], "little")
+            vector = np.random.default_rng(seed).standard_normal(self.dimension).astype(np.float32)
+            rows.append(vector / np.linalg.norm(vector))
+        return np.stack(rows) if rows else np.zeros((0, self.dimension), np.float32)

@@ -14,6 +14,7 @@ from core.memory import index
 from core.protocols import Embedder
 from core.store import backups, entities, episodes, export, history, memories, vectors
 from core.store.db import Database
+from core.store.text import clean_text
 from core.types import Episode, HistoryEntry, Memory
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
@@ -46,24 +47,41 @@ class MemoryManager:
     # --- memories ---------------------------------------------------------------------------------------
     def add(self, statement: str, *, pinned: bool = False, protected: bool = False, reason: str = "",
             **fields: Any) -> Memory:
-        """Write the row and its vector together: either both exist afterwards or neither does."""
-        with self.db.transaction():
-            memory_id = memories.add_memory(self.db, statement, reason=reason, **fields)
-            if pinned:
-                memories.set_flag(self.db, memory_id, "pinned", True, reason)
-            if protected:
-                memories.set_flag(self.db, memory_id, "protected", True, reason)
-            index.index_memories(self.db, self._embedder(), [memory_id])
-        return memories.get_memory(self.db, memory_id)
+        """Write the row and its vector together: either both exist afterwards or neither does.
+
+        The vector is made first, so the write transaction lasts milliseconds and another process can write
+        beside this one; a busy store is retried (Database.retrying)."""
+        ready = index.Precomputed.of(self._embedder(), [clean_text(statement, "statement")])
+
+        def write() -> int:
+            with self.db.transaction():
+                memory_id = memories.add_memory(self.db, statement, reason=reason, **fields)
+                if pinned:
+                    memories.set_flag(self.db, memory_id, "pinned", True, reason)
+                if protected:
+                    memories.set_flag(self.db, memory_id, "protected", True, reason)
+                index.index_memories(self.db, ready, [memory_id])
+            return memory_id
+
+        return memories.get_memory(self.db, self.db.retrying(write))
 
     def edit(self, memory_id: int, *, reason: str = "", **changes: Any) -> Memory:
-        """Change text or fields; the old version stays in history and the vector is remade."""
-        with self.db.transaction():
-            before = memories.get_memory(self.db, memory_id)
-            after = memories.update_memory(self.db, memory_id, reason=reason, **changes)
-            if index.memory_text(after) != index.memory_text(before):
-                index.index_memories(self.db, self._embedder(), [after.id])
-        return after
+        """Change text or fields; the old version stays in history and the vector is remade (made first, outside
+        the write transaction, as in `add`)."""
+        statement = changes.get("statement")
+        ready = None
+        if statement is not None and self.embedder is not None:
+            ready = index.Precomputed.of(self.embedder, [clean_text(statement, "statement")])
+
+        def write() -> Memory:
+            with self.db.transaction():
+                before = memories.get_memory(self.db, memory_id)
+                after = memories.update_memory(self.db, memory_id, reason=reason, **changes)
+                if index.memory_text(after) != index.memory_text(before):
+                    index.index_memories(self.db, ready or self._embedder(), [after.id])
+            return after
+
+        return self.db.retrying(write)
 
     def pin(self, memory_id: int, reason: str = "") -> Memory:
         return memories.set_flag(self.db, memory_id, "pinned", True, reason)
@@ -157,11 +175,16 @@ class MemoryManager:
         if path.stat().st_size > MAX_IMPORT_BYTES:
             raise InvalidInput(f"{path} is larger than {MAX_IMPORT_BYTES // 2**20} MB; refusing to import it")
         data = export.parse_export(path.read_bytes())
-        with self.db.transaction():
-            result = export.import_store(self.db, data)
-            index.index_memories(self.db, self._embedder(), list(result.memories.values()))
-            index.index_episodes(self.db, self._embedder(), list(result.episodes.values()))
-        return result
+        ready = index.Precomputed.of(self._embedder(), index.export_texts(data))  # minutes: before the lock
+
+        def write() -> export.ImportResult:
+            with self.db.transaction():
+                result = export.import_store(self.db, data)
+                index.index_memories(self.db, ready, list(result.memories.values()))
+                index.index_episodes(self.db, ready, list(result.episodes.values()))
+            return result
+
+        return self.db.retrying(write)
 
     def reembed(self) -> int:
         """Remake every vector with this manager's embedder (after switching models)."""

@@ -15,11 +15,12 @@ from typing import Any, Callable, Iterator, Sequence
 import apsw
 import sqlite_vec
 
-from core.errors import NotADatabase, SchemaTooNew
+from core.errors import NotADatabase, SchemaTooNew, StoreBusy
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
+BUSY_RETRIES = (0.05, 0.2, 0.5, 1.0, 2.0)  # seconds between whole retries, after each busy timeout ran out
 BACKUPS_KEPT = 5
 MMAP_BYTES = 1 << 30
 
@@ -34,12 +35,46 @@ class Database:
     # Data derived from the store and costly to read (vector centroids), kept per connection; each entry
     # carries a stamp read back from the file, so a change made through another connection is seen.
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    busy_pauses: Sequence[float] = BUSY_RETRIES  # see retrying()
+    sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
 
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:
-        """One atomic unit; nests as a savepoint."""
-        with self.conn:
-            yield self.conn
+        """One atomic unit; nests as a savepoint.
+
+        The outermost one takes the write lock up front (BEGIN IMMEDIATE): a deferred transaction that read first
+        fails at once with "database is locked" when another process committed meanwhile, where an immediate
+        one waits its turn for the busy timeout."""
+        if self.conn.in_transaction:
+            with self.conn:
+                yield self.conn
+            return
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            with self.conn:
+                yield self.conn
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+            raise
+        try:
+            self.conn.execute("COMMIT")
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+
+    def retrying(self, work: Callable[[], Any]) -> Any:
+        """Run `work` (one whole transaction); when another writer keeps the store busy past the busy timeout,
+        run it again after each of `busy_pauses`, and say so plainly when it never got its turn."""
+        for pause in (*self.busy_pauses, None):
+            try:
+                return work()
+            except apsw.BusyError:
+                if pause is None or self.conn.in_transaction:  # inside a caller's transaction: theirs to retry
+                    break
+                self.sleep(pause)
+        raise StoreBusy("The memory store is busy: another Engram process is writing to it. Nothing was changed; "
+                        "try again in a moment.")
 
     def execute(self, sql: str, params: Sequence[Any] | dict = ()) -> apsw.Cursor:
         return self.conn.execute(sql, params)
