@@ -189,9 +189,12 @@ def resolve_data_dir(settings: Settings, env: Mapping[str, str] | None = None) -
 
 
 def ensure_private_dir(path: Path) -> Path:
-    """Create the data folder readable by the user alone (0700)."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o700)
+    """Create the data folder readable by the user alone (0700). A folder that already exists keeps its mode:
+    Engram tightens only what it created (a shared 1777 folder given as --data-dir must stay shared)."""
+    if not path.is_dir():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)  # mkdir's mode is narrowed by the umask, never widened; make it exact
     return path
 
 

@@ -21,6 +21,14 @@ class StoreBusy(EngramError):
     """Another process held the store's write lock for longer than Engram waits; nothing was changed."""
 
 
+class StoreCorrupt(EngramError):
+    """The store's file is damaged; nothing more is written to it until the user checks or restores it."""
+
+
+class StoreRefused(EngramError):
+    """A file or folder Engram will not write into as it is: read-only, empty, or another application's."""
+
+
 class SchemaTooNew(EngramError):
     """The file was written by a newer Engram; opening it could damage it."""
 

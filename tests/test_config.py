@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import stat
 from pathlib import Path
 
@@ -69,8 +70,11 @@ def test_a_damaged_settings_file_falls_back_to_defaults_and_is_kept(tmp_path):
     assert load_settings(tmp_path) == Settings()
 
 
-def test_ensure_private_dir_tightens_an_existing_folder(tmp_path):
-    folder = tmp_path / "open"
-    folder.mkdir(mode=0o755)
-    ensure_private_dir(folder)
-    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+def test_ensure_private_dir_creates_a_private_folder_and_leaves_an_existing_one_as_it_was(tmp_path):
+    made = ensure_private_dir(tmp_path / "new" / "engram")
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)  # a folder others share: Engram did not create it, so it must not tighten it
+    ensure_private_dir(shared)
+    assert stat.S_IMODE(shared.stat().st_mode) == 0o1777

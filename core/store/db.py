@@ -6,6 +6,7 @@ backup is written with SQLite's backup API and old backups are rotated away.
 from __future__ import annotations
 
 import os
+import stat
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -15,7 +16,8 @@ from typing import Any, Callable, Iterator, Sequence
 import apsw
 import sqlite_vec
 
-from core.errors import NotADatabase, SchemaTooNew, StoreBusy
+from core.errors import NotADatabase, SchemaTooNew, StoreBusy, StoreCorrupt, StoreRefused
+from core.store import health
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -114,11 +116,19 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     """Open (creating if needed) the store at `path` and bring its schema up to date."""
     path = Path(path)
     _refuse_non_sqlite(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    existed = path.exists() and path.stat().st_size > 0
+    existed = path.exists()
+    if existed:
+        health.refuse_if_marked(path)
+        _refuse_read_only(path)
+    if not path.parent.is_dir():  # a folder Engram makes is private; one that exists keeps its mode
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
     conn = _connect(path)
     try:
         _check_readable(conn, path)
+        if existed:
+            _refuse_foreign(conn, path)
+            health.check_on_open(conn, path)
         latest = migrations[-1].version if migrations else 0
         current = schema_version(conn)
         if current > latest:
@@ -133,7 +143,8 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     except BaseException:
         conn.close()
         raise
-    _make_private(path)
+    if not existed:
+        _make_private(path)  # only what Engram created: a file the user made keeps the mode they gave it
     return Database(conn=conn, path=path, clock=clock)
 
 
@@ -180,8 +191,31 @@ def _refuse_non_sqlite(path: Path) -> None:
         raise NotADatabase(f"{path} is a folder, not an Engram database file")
     with path.open("rb") as fh:
         head = fh.read(len(SQLITE_HEADER))
-    if head and head != SQLITE_HEADER:
+    if not head:
+        raise StoreRefused(f"{path} is empty (0 bytes), where Engram's memory file should be. Engram did not start a "
+                           "new one over it: if you never used Engram with this folder, delete the empty file; "
+                           "otherwise run `engram doctor` to restore the newest backup.")
+    if head != SQLITE_HEADER:
         raise NotADatabase(f"{path} is not an SQLite database; Engram left it untouched")
+
+
+def _refuse_read_only(path: Path) -> None:
+    """A store (or its folder) the user made read-only stays so: Engram never changes permissions it did not set."""
+    def read_only(target: Path) -> bool:  # the mode bits too: root passes os.access whatever the mode says
+        return not os.access(target, os.W_OK) or not target.stat().st_mode & stat.S_IWUSR
+
+    if read_only(path) or read_only(path.parent):
+        what = path if read_only(path) else path.parent
+        raise StoreRefused(f"{what} is read-only, so Engram cannot write its memories there; it changed nothing. "
+                           "Make it writable again, or choose another data folder.")
+
+
+def _refuse_foreign(conn: apsw.Connection, path: Path) -> None:
+    """Another application's SQLite file: it has tables but not Engram's migration bookkeeping."""
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'").fetchall()}
+    if tables and "schema_migrations" not in tables:
+        raise StoreRefused(f"{path} is another application's SQLite database (it has tables Engram did not make); "
+                           "Engram left it untouched. Choose a data folder of Engram's own.")
 
 
 def _connect(path: Path) -> apsw.Connection:
@@ -204,8 +238,13 @@ def _load_vec(conn: apsw.Connection) -> None:
 def _check_readable(conn: apsw.Connection, path: Path) -> None:
     try:
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
-    except (apsw.NotADBError, apsw.CorruptError) as exc:
-        raise NotADatabase(f"{path} is not a readable SQLite database ({exc}); Engram left it untouched") from None
+    except apsw.CorruptError as exc:
+        health.mark_damaged(path, str(exc))
+        raise StoreCorrupt(health.damaged_message(path, str(exc))) from None
+    except apsw.NotADBError as exc:
+        health.mark_damaged(path, str(exc))
+        raise NotADatabase(f"{path} is not a readable SQLite database ({exc}); Engram left it untouched. "
+                           "Run `engram doctor` to restore the newest good backup.") from None
 
 
 def _configure(conn: apsw.Connection) -> None:
@@ -234,7 +273,6 @@ def _make_private(path: Path) -> None:
     for candidate in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         if candidate.exists():
             os.chmod(candidate, 0o600)
-    os.chmod(path.parent, 0o700)
 
 
 __all__ = ["Database", "open_db", "open_memory_db", "backup", "schema_version", "LATEST_VERSION"]
