@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Protocol, TextIO
 
+from app.cli_types import count, real
 from core.errors import EngramError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 
@@ -25,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     chat = subparsers.add_parser("chat", help="chat with the local model in the terminal (streaming)")
     chat.add_argument("--model", help="this model for this chat only: an installed name, repo id or folder")
     chat.add_argument("--incognito", action="store_true", help="start with remembering off")
-    chat.add_argument("--max-tokens", type=int, help="longest reply, in tokens")
-    chat.add_argument("--temperature", type=float, help="0 for the most likely words; higher for variety")
+    chat.add_argument("--max-tokens", type=count(1, 1_000_000), help="longest reply, in tokens")
+    chat.add_argument("--temperature", type=real(0.0, 5.0), help="0 for the most likely words; higher for variety")
     chat.add_argument("--no-memory", action="store_true", help="the model alone: no recall, nothing stored")
     chat.set_defaults(func=cmd_chat)
 

@@ -5,6 +5,7 @@ import argparse
 import signal
 from typing import Any
 
+from app.cli_types import row_id
 from core.errors import InvalidInput
 from core.finetune import adapters as versions
 from core.jobs import FINETUNE
@@ -20,7 +21,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands.add_parser("status", help="the active adapter and the fine-tune job").set_defaults(func=cmd_status)
     commands.add_parser("adapters", help="every adapter version with its gate scores").set_defaults(func=cmd_adapters)
     activate = commands.add_parser("activate", help="switch to a kept adapter version")
-    activate.add_argument("id", type=int)
+    activate.add_argument("id", type=row_id)
     activate.set_defaults(func=cmd_activate)
     commands.add_parser("rollback", help="switch adapters off: back to the base model").set_defaults(func=cmd_rollback)
 

@@ -12,6 +12,7 @@ import signal
 import sys
 from typing import Any
 
+from app.cli_types import count, row_id
 from core.errors import InvalidInput
 from core.scheduler import Scheduler
 from core.store import jobs as store
@@ -25,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing = commands.add_parser("list", help="queued, running and paused jobs (--all: finished too)")
     listing.add_argument("--all", action="store_true")
     listing.add_argument("--state", choices=JOB_STATES)
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--limit", type=count(), default=50)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_list)
 
@@ -38,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, helptext in (("pause", "pause a job (a running one stops at its next checkpoint)"),
                            ("cancel", "cancel a job (a running one stops at its next checkpoint)")):
         action = commands.add_parser(name, help=helptext)
-        action.add_argument("id", type=int)
+        action.add_argument("id", type=row_id)
         action.set_defaults(func=cmd_request, action=name)
 
     try:

@@ -6,22 +6,23 @@ import datetime as dt
 import json
 from typing import Any
 
+from app.cli_types import count, row_id
 from core.errors import InvalidInput
 from core.store import goals, hypotheses
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     reflect = subparsers.add_parser("reflect", help="review ended conversations now and learn about you")
-    reflect.add_argument("--session", type=int, help="this conversation (default: every one not reviewed yet)")
+    reflect.add_argument("--session", type=row_id, help="this conversation (default: every one not reviewed yet)")
     reflect.set_defaults(func=cmd_reflect)
 
     forget = subparsers.add_parser("forget", help="preview, run or undo forgetting")
     mode = forget.add_mutually_exclusive_group(required=True)
     mode.add_argument("--preview", action="store_true", help="what would be forgotten now, with its score")
     mode.add_argument("--run", action="store_true", help="forget it now (every step can be undone)")
-    mode.add_argument("--undo", type=int, metavar="EVENT", help="bring back what forgetting event EVENT took")
+    mode.add_argument("--undo", type=row_id, metavar="EVENT", help="bring back what forgetting event EVENT took")
     mode.add_argument("--log", action="store_true", help="what was forgotten, newest first")
-    forget.add_argument("--limit", type=int, default=50)
+    forget.add_argument("--limit", type=count(), default=50)
     forget.add_argument("--json", action="store_true")
     forget.set_defaults(func=cmd_forget)
 
@@ -33,10 +34,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.set_defaults(func=cmd_hypotheses_list)
     for name, status in (("confirm", "confirmed"), ("reject", "rejected")):
         action = hyp_commands.add_parser(name)
-        action.add_argument("id", type=int)
+        action.add_argument("id", type=row_id)
         action.set_defaults(func=cmd_hypothesis_decide, status=status)
     edit = hyp_commands.add_parser("edit", help="reword a hypothesis (it keeps its evidence and status)")
-    edit.add_argument("id", type=int)
+    edit.add_argument("id", type=row_id)
     edit.add_argument("--claim")
     edit.add_argument("--dimension")
     edit.set_defaults(func=cmd_hypothesis_edit)
@@ -47,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     goal_list.add_argument("--all", action="store_true", help="closed ones too")
     goal_list.set_defaults(func=cmd_goals_list)
     close = goal_commands.add_parser("close", help="answer a question; for a conflict, say which fact holds")
-    close.add_argument("id", type=int)
+    close.add_argument("id", type=row_id)
     close.add_argument("--answer", default="")
     close.add_argument("--keep", choices=("new", "old"),
                        help="a conflict with a pinned or protected memory: keep the new fact or what you had")

@@ -6,6 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
+from app.cli_types import count, real, row_id
 from core.errors import InvalidInput
 from core.types import MEMORY_KINDS, Memory
 
@@ -21,14 +22,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _triple_options(add)
     add.add_argument("--kind", choices=MEMORY_KINDS, default="semantic")
     add.add_argument("--critical", action="store_true", help="always consider it (allergies, deadlines...)")
-    add.add_argument("--confidence", type=float, default=0.9)
+    add.add_argument("--confidence", type=real(0.0, 1.0), default=0.9)
     add.add_argument("--pin", action="store_true")
     add.add_argument("--protect", action="store_true")
     add.set_defaults(func=cmd_add)
 
     search = commands.add_parser("search", help="recall the memories and episodes closest to a query")
     search.add_argument("query")
-    search.add_argument("-k", type=int, default=10)
+    search.add_argument("-k", type=count(1, 1000), default=10)
     search.add_argument("--json", action="store_true")
     search.set_defaults(func=cmd_search)
 
@@ -37,12 +38,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     listing.add_argument("--kind", choices=MEMORY_KINDS)
     for flag in ("pinned", "protected", "critical"):
         listing.add_argument(f"--{flag}", action="store_true", default=None, help=f"only {flag} memories")
-    listing.add_argument("--limit", type=int, default=50)
+    listing.add_argument("--limit", type=count(), default=50)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_list)
 
     show = commands.add_parser("show", help="one memory with its sources and history")
-    show.add_argument("id")
+    show.add_argument("id", type=row_id)
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=cmd_show)
 
@@ -54,11 +55,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         flag.set_defaults(func=cmd_flag, flag_name=name)
 
     edit = commands.add_parser("edit", help="change a memory; the old text stays in its history")
-    edit.add_argument("id")
+    edit.add_argument("id", type=row_id)
     edit.add_argument("--statement")
     _triple_options(edit, default=None)
     edit.add_argument("--kind", choices=MEMORY_KINDS)
-    edit.add_argument("--confidence", type=float)
+    edit.add_argument("--confidence", type=real(0.0, 1.0))
     edit.add_argument("--reason", default="edited by hand")
     edit.set_defaults(func=cmd_edit)
 
@@ -172,8 +173,9 @@ def cmd_flag(args: argparse.Namespace, services: Any) -> int:
     action = {("pin", False): manager.pin, ("pin", True): manager.unpin,
               ("protect", False): manager.protect, ("protect", True): manager.unprotect}[(args.flag_name, args.off)]
     past = {"pin": "pinned", "protect": "protected"}[args.flag_name]
-    for memory_id in _ids(args.ids):
-        memory = action(memory_id, args.reason)
+    with services.db.transaction():  # all or none, as delete: a bad id in the list changes nothing
+        done = [action(memory_id, args.reason) for memory_id in _ids(args.ids)]
+    for memory in done:
         print(f"#{memory.id} {'un' if args.off else ''}{past}: {_one_line(memory.statement)}")
     return 0
 
@@ -242,13 +244,14 @@ def cmd_reembed(args: argparse.Namespace, services: Any) -> int:
 
 
 def _ids(values: list[str]) -> list[int]:
+    """Ids as typed (12 or #12), each once, in the order given."""
     ids = []
     for value in values:
         try:
-            ids.append(int(value.lstrip("#")))
-        except ValueError:
-            raise InvalidInput(f"{value!r} is not a memory id (ids are whole numbers, e.g. 12)") from None
-    return ids
+            ids.append(row_id(value))
+        except argparse.ArgumentTypeError as exc:
+            raise InvalidInput(str(exc)) from None
+    return list(dict.fromkeys(ids))
 
 
 def _memory_dict(memory: Memory) -> dict[str, Any]:

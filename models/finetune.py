@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import queue
 import shutil
 import signal
@@ -74,10 +75,12 @@ def run_worker(mode: str, config: dict, folder: Path, *, on_event: Callable[[dic
                should_stop: Callable[[], bool] = lambda: False, poll_seconds: float = 0.2,
                python: str = sys.executable) -> WorkerResult:
     """Run models.train_worker in its own process, forwarding its JSON events; SIGTERM it when asked to stop."""
-    folder.mkdir(parents=True, exist_ok=True)
+    _private_folder(folder)
     config_path = folder / f"{mode}.json"
     config_path.write_text(json.dumps(config), encoding="utf-8")
     log = (folder / f"{mode}.log").open("ab")
+    for made in (config_path, folder / f"{mode}.log"):
+        os.chmod(made, 0o600)
     proc = subprocess.Popen([python, "-m", "models.train_worker", mode, str(config_path)], cwd=REPO_ROOT,
                             stdout=subprocess.PIPE, stderr=log, text=True)
     lines: "queue.Queue[Optional[str]]" = queue.Queue()
@@ -161,6 +164,8 @@ class FineTuner:
             ctx.progress(1.0, f"nothing to learn yet ({len(training.examples)} examples)")
             return None
         run_dir = self.adapters_root / f"run-{int(self.db.now())}-{ctx.job.id}"
+        _private_folder(self.adapters_root)
+        _private_folder(run_dir)
         _write_run(run_dir, training)
         state = {"run_dir": str(run_dir), "phase": "train", "iters": self.config.iters_for(len(training.examples))}
         ctx.checkpoint(state)
@@ -226,6 +231,12 @@ class FineTuner:
         return None
 
 
+def _private_folder(folder: Path) -> None:
+    """Adapters and their training data are learnt from the user's memories: readable by the user alone."""
+    folder.mkdir(parents=True, exist_ok=True)
+    os.chmod(folder, 0o700)
+
+
 def _write_run(run_dir: Path, training: TrainingSet) -> None:
     data = run_dir / "data"
     data.mkdir(parents=True, exist_ok=True)
@@ -236,6 +247,8 @@ def _write_run(run_dir: Path, training: TrainingSet) -> None:
                                                      for p in training.probes]), encoding="utf-8")
     (run_dir / "sources.json").write_text(json.dumps({"memory": training.memory_ids, "episode": training.episode_ids,
                                                       "hypothesis": training.hypothesis_ids}), encoding="utf-8")
+    for made in (data, data / "train.jsonl", run_dir / "probes.json", run_dir / "sources.json"):
+        os.chmod(made, 0o700 if made.is_dir() else 0o600)
 
 
 def _drop_training_text(run_dir: Path) -> None:

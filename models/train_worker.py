@@ -226,6 +226,7 @@ def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
 
 
 def main(argv: list[str]) -> int:
+    os.umask(0o077)  # the adapter, optimizer state and checkpoints it writes hold what it learnt about the user
     report = Reporter()
     if len(argv) != 2 or argv[0] not in ("train", "evaluate"):
         report.emit("error", message="usage: python -m models.train_worker train|evaluate CONFIG.json")

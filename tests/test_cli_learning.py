@@ -7,6 +7,7 @@ import time
 import pytest
 
 from app.cli import build_parser, run_cli
+from app.cli_types import UsageError
 from app.services import Services
 from core.memory import reflect
 from core.store import goals, hypotheses
@@ -100,7 +101,7 @@ def test_a_conflict_question_is_answered_by_keeping_the_new_fact(services, embed
     denver = Fact("user", "lives_in", "Denver", "The user lives in Denver.", 0.9)
     goal = reconcile_fact(db, embedder, model, denver, None, Settings()).goal_id
     assert run(services, "goals", "list") == 0 and "--keep new or --keep old" in capsys.readouterr().out
-    with pytest.raises(SystemExit):
+    with pytest.raises(UsageError, match="invalid choice"):
         run(services, "goals", "close", str(goal), "--keep", "sideways")  # only new or old
     assert goals.get_goal(db, goal).status == "open"
     capsys.readouterr()
@@ -120,5 +121,7 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
     assert run_cli(["--data-dir", home, "goals", "close", "1"]) == 1
     assert run_cli(["--data-dir", home, "hypotheses", "edit", "1"]) == 1
     assert "--claim" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(UsageError, match="not allowed with"):
         build_parser().parse_args(["forget", "--run", "--preview"])
+    assert run_cli(["--data-dir", home, "forget", "--run", "--preview"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Sequence
 from core.errors import InvalidInput
 from core.memory import index
 from core.protocols import Embedder
-from core.store import backups, entities, episodes, export, history, memories, vectors
+from core.store import backups, entities, episodes, export, files, history, memories, vectors
 from core.store.db import Database
 from core.store.text import clean_text
 from core.types import Episode, HistoryEntry, Memory
@@ -163,8 +163,9 @@ class MemoryManager:
 
     # --- whole store ------------------------------------------------------------------------------------
     def export_to(self, path: Path | str) -> dict[str, int]:
+        """Write the export whole or not at all: a full disk never leaves a truncated file in place of a good one."""
         data = export.export_store(self.db)
-        Path(path).write_text(export.dumps(data), encoding="utf-8")
+        files.write_private_atomically(Path(path), export.dumps(data).encode("utf-8"))
         return {name: len(data[name]) for name in export.SECTIONS}
 
     def import_from(self, path: Path | str) -> export.ImportResult:

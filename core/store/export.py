@@ -13,7 +13,7 @@ from typing import Any, Callable, Mapping
 from core.errors import InvalidInput
 from core.store import entities, history
 from core.store.db import Database
-from core.store.text import clean_text
+from core.store.text import MAX_INT, clean_text, clean_time
 from core.types import HISTORY_ACTIONS, MEMORY_KINDS, EpisodeId, MemoryId, SessionId
 
 FORMAT_NAME = "engram-export"
@@ -22,26 +22,26 @@ EDGE_KINDS = ("hebbian", "similarity", "supersedes", "summary")
 
 # Each section's fields: name -> (kind, required). Kinds: text, text?, number, number?, int, id, id?, bool, ...
 SESSION_FIELDS = {"id": ("id", True), "title": ("text?", False), "instructions": ("text?", False),
-                  "created_at": ("number", True), "updated_at": ("number?", False), "ended_at": ("number?", False),
-                  "reflected_at": ("number?", False), "deleted_at": ("number?", False)}
+                  "created_at": ("time", True), "updated_at": ("time?", False), "ended_at": ("time?", False),
+                  "reflected_at": ("time?", False), "deleted_at": ("time?", False)}
 EPISODE_FIELDS = {"id": ("id", True), "session_id": ("id?", False), "user_text": ("text", True),
-                  "assistant_text": ("text?", False), "speaker": ("text?", False), "created_at": ("number", True),
-                  "access_count": ("int", False), "last_access": ("number?", False), "protected": ("bool", False),
-                  "rating": ("rating", False), "summary_id": ("id?", False), "forgotten_at": ("number?", False),
-                  "deleted_at": ("number?", False), "metadata": ("object", False)}
+                  "assistant_text": ("text?", False), "speaker": ("text?", False), "created_at": ("time", True),
+                  "access_count": ("int", False), "last_access": ("time?", False), "protected": ("bool", False),
+                  "rating": ("rating", False), "summary_id": ("id?", False), "forgotten_at": ("time?", False),
+                  "deleted_at": ("time?", False), "metadata": ("object", False)}
 MEMORY_FIELDS = {"id": ("id", True), "statement": ("text", True), "subject": ("text?", False),
                  "relation": ("text?", False), "object": ("text?", False), "kind": ("kind", False),
                  "critical": ("bool", False), "confidence": ("unit", False), "importance": ("number", False),
                  "pinned": ("bool", False), "protected": ("bool", False), "permanent": ("bool", False),
-                 "access_count": ("int", False), "last_access": ("number?", False), "created_at": ("number", True),
-                 "updated_at": ("number?", False), "valid_from": ("number?", False), "valid_to": ("number?", False),
-                 "invalidated_at": ("number?", False), "superseded_by": ("id?", False),
-                 "forgotten_at": ("number?", False), "deleted_at": ("number?", False),
+                 "access_count": ("int", False), "last_access": ("time?", False), "created_at": ("time", True),
+                 "updated_at": ("time?", False), "valid_from": ("time?", False), "valid_to": ("time?", False),
+                 "invalidated_at": ("time?", False), "superseded_by": ("id?", False),
+                 "forgotten_at": ("time?", False), "deleted_at": ("time?", False),
                  "source_episode_ids": ("ids", False)}
 HISTORY_FIELDS = {"memory_id": ("id", True), "action": ("action", True), "old_value": ("object?", False),
-                  "new_value": ("object?", False), "reason": ("text?", False), "at": ("number", True)}
+                  "new_value": ("object?", False), "reason": ("text?", False), "at": ("time", True)}
 EDGE_FIELDS = {"a_id": ("id", True), "b_id": ("id", True), "kind": ("edge_kind", False),
-               "weight": ("number", False), "last_coactivated": ("number?", False), "created_at": ("number", True)}
+               "weight": ("number", False), "last_coactivated": ("time?", False), "created_at": ("time", True)}
 SECTIONS = {"sessions": SESSION_FIELDS, "episodes": EPISODE_FIELDS, "memories": MEMORY_FIELDS,
             "history": HISTORY_FIELDS, "edges": EDGE_FIELDS}
 
@@ -216,9 +216,16 @@ def _number(value: Any) -> tuple[bool, Any]:
     return (True, float(value)) if good else (False, "expected a finite number")
 
 
+def _time(value: Any) -> tuple[bool, Any]:
+    try:
+        return True, clean_time(value)
+    except InvalidInput as exc:
+        return False, str(exc)
+
+
 def _integer(value: Any, low: int = 0) -> tuple[bool, Any]:
-    good = isinstance(value, int) and not isinstance(value, bool) and value >= low
-    return (True, value) if good else (False, f"expected a whole number >= {low}")
+    good = isinstance(value, int) and not isinstance(value, bool) and low <= value <= MAX_INT
+    return (True, value) if good else (False, f"expected a whole number from {low} to {MAX_INT}")
 
 
 def _rating(value: Any) -> tuple[bool, Any]:
@@ -236,7 +243,7 @@ def _choice(options: tuple[str, ...]) -> Callable[[Any], tuple[bool, Any]]:
 
 
 _CHECKS: dict[str, Callable[[Any], tuple[bool, Any]]] = {
-    "text": _text, "number": _number, "int": _integer, "id": lambda v: _integer(v, 1),
+    "text": _text, "number": _number, "time": _time, "int": _integer, "id": lambda v: _integer(v, 1),
     "bool": lambda v: (True, v) if isinstance(v, bool) else (False, "expected true or false"),
     "unit": lambda v: (True, float(v)) if _number(v)[0] and 0 <= v <= 1 else (False, "expected 0 to 1"),
     "rating": _rating,
@@ -265,6 +272,9 @@ def _check_references(data: Mapping[str, Any]) -> None:
                     raise InvalidInput(f"{section}[{n}].{name} refers to {target[:-1]} {ref}, which the file lacks")
     if any(row["statement"].strip() == "" for row in data["memories"]):
         raise InvalidInput("a memory in the export has an empty statement")
+    for n, row in enumerate(data["memories"]):
+        if row.get("protected") and row.get("deleted_at") is not None:  # protection means never deleted
+            raise InvalidInput(f"memories[{n}] is both protected and in the trash; a memory can be only one")
 
 
 def _without(row: Mapping[str, Any], *names: str) -> dict[str, Any]:

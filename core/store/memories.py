@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 from core.errors import InvalidInput, NotFound
 from core.store import entities, history, vectors
 from core.store.db import Database
-from core.store.text import MAX_TEXT_CHARS, clean_text
+from core.store.text import MAX_TEXT_CHARS, clean_text, clean_time
 from core.types import MEMORY_KINDS, EpisodeId, Memory, MemoryId
 
 _FLAGS = ("critical", "pinned", "protected", "permanent")
@@ -38,7 +38,9 @@ def add_memory(db: Database, statement: str, *, subject: str = "", relation: str
     if kind not in MEMORY_KINDS:
         raise InvalidInput(f"kind must be one of {', '.join(MEMORY_KINDS)}, not {kind!r}")
     confidence = _unit(confidence, "confidence")
-    now = db.now() if created_at is None else created_at
+    importance = _number(importance, "importance")
+    now = db.now() if created_at is None else clean_time(created_at, "created_at")
+    valid_from = None if valid_from is None else clean_time(valid_from, "valid_from")
     with db.transaction():
         db.execute(
             "INSERT INTO memories(subject, relation, object, statement, kind, critical, confidence, importance,"
@@ -229,9 +231,11 @@ def _checked_changes(**values: Any) -> dict[str, Any]:
         raise InvalidInput(f"kind must be one of {', '.join(MEMORY_KINDS)}, not {changes['kind']!r}")
     if "confidence" in changes:
         changes["confidence"] = _unit(changes["confidence"], "confidence")
-    for name in ("importance", "valid_from", "valid_to"):
+    if "importance" in changes:
+        changes["importance"] = _number(changes["importance"], "importance")
+    for name in ("valid_from", "valid_to"):
         if name in changes:
-            changes[name] = _number(changes[name], name)
+            changes[name] = clean_time(changes[name], name)
     return changes
 
 
@@ -282,9 +286,11 @@ def _id(value: Any) -> int:
 
 
 def _number(value: Any, name: str) -> float:
+    if isinstance(value, str):
+        raise InvalidInput(f"{name} must be a number")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidInput(f"{name} must be a number") from None
     if number != number or number in (float("inf"), float("-inf")):
         raise InvalidInput(f"{name} must be a finite number")
@@ -292,9 +298,11 @@ def _number(value: Any, name: str) -> float:
 
 
 def _unit(value: Any, name: str) -> float:
+    if isinstance(value, str):  # float("nan") and float("0.5") would pass; a string is not a number here
+        raise InvalidInput(f"{name} must be a number between 0 and 1")
     try:
         number = float(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise InvalidInput(f"{name} must be a number between 0 and 1") from None
     if not 0.0 <= number <= 1.0:
         raise InvalidInput(f"{name} must be between 0 and 1, not {number}")

@@ -70,6 +70,8 @@ def test_five_facts_are_learned_and_the_adapter_is_activated_because_it_improved
         r["id"] for r in db.query("SELECT id FROM memories"))
     run_dir = Path(adapter.path).parent
     assert not (run_dir / "data").exists() and not (run_dir / "probes.json").exists()
+    for made in [run_dir.parent, *run_dir.rglob("*")]:  # adapters/ and everything in it: the user's alone
+        assert made.stat().st_mode & 0o077 == 0, made
     assert "Rex" not in " ".join(p.read_text(errors="ignore") for p in run_dir.rglob("*.json"))
     folder = Path(adapter.path)
     assert (folder / "adapters.safetensors").is_file() and json.loads(

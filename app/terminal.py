@@ -1,0 +1,42 @@
+"""What the command line prints is safe for the terminal that shows it.
+
+A memory, a recalled turn or a model's reply can hold terminal control sequences (ESC … changes colours, moves
+the cursor or retitles the window; BEL rings) and bidirectional overrides that make text read differently from
+what it is. Everything the CLI writes to standard output goes through `SafeStream`, which shows those
+characters escaped (`\\x1b`, `\\u202e`) and leaves every other character, newlines and tabs as they are.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, TextIO
+
+# C0 controls but tab and newline, DEL and C1, and the invisible characters that reorder or hide text.
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """`text` with every terminal control and bidi override shown as an escape."""
+    return UNSAFE.sub(_escape, text)
+
+
+def _escape(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+class SafeStream:
+    """A text stream that escapes what `printable` escapes on the way out; everything else is the wrapped stream's."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(printable(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)

@@ -1,0 +1,179 @@
+"""Every command-line failure ends in one `engram: …` line and a non-zero exit; what it prints is terminal-safe;
+values of the wrong type or range are refused at the API and import boundary with nothing changed."""
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import math
+import stat
+from pathlib import Path
+
+import pytest
+
+from app.cli import run_cli
+from app.terminal import printable
+from core.errors import InvalidInput
+from core.memory.manage import MemoryManager
+from core.store.db import open_db
+from tests.fakes import HashEmbedder
+
+HOSTILE = "Ana\x1b]0;pwned\x07 lives in \x1b[31mLisbon\u202egnp.exe\u2066 \r\x08"
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: HashEmbedder())
+    data = tmp_path / "data"
+    assert run_cli(["--data-dir", str(data), "memory", "add", HOSTILE]) == 0
+    capsys.readouterr()
+    return data
+
+
+def _one_line_failure(capsys, code: int) -> str:
+    err = capsys.readouterr().err
+    assert code != 0, err
+    assert err.startswith("engram: ") and err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize("argv", [
+    ("memory", "show", str(2**63)),
+    ("memory", "pin", "1", str(2**64)),
+    ("memory", "list", "--limit", "99999999999999999999"),
+    ("memory", "search", "x", "-k", "-3"),
+    ("memory", "add", "x", "--confidence", "nan"),
+    ("memory", "add", "x", "--confidence", "inf"),
+    ("jobs", "list", "--limit", "1e9"),
+    ("hypotheses", "confirm", "-1"),
+    ("memory", "add", "\u200b\u200c\u0301\u0301"),  # only zero-width and combining marks
+])
+def test_out_of_range_and_invisible_input_is_one_line_and_changes_nothing(folder, capsys, argv):
+    before = _digest(folder)
+    _one_line_failure(capsys, run_cli(["--data-dir", str(folder), *argv]))
+    assert _digest(folder) == before
+
+
+def test_an_import_nested_a_hundred_thousand_deep_is_one_line(folder, tmp_path, capsys):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 100_000 + "]" * 100_000)
+    before = _digest(folder)
+    _one_line_failure(capsys, run_cli(["--data-dir", str(folder), "memory", "import", str(deep)]))
+    assert _digest(folder) == before
+
+
+@pytest.mark.parametrize("error, words", [
+    (OSError(errno.ENOSPC, "No space left on device"), "disk is full"),
+    (PermissionError(errno.EACCES, "Permission denied", "/some/file"), "Permission denied: /some/file"),
+    (OverflowError("int too large"), "too large"),
+    (RecursionError("deep"), "nested too deeply"),
+    (KeyError("surprise"), "ENGRAM_DEBUG=1"),
+])
+def test_an_unexpected_failure_is_described_in_one_line(folder, capsys, monkeypatch, error, words):
+    def fail(*args, **kwargs):
+        raise error
+    monkeypatch.setattr("core.memory.manage.MemoryManager.list", fail)
+    err = _one_line_failure(capsys, run_cli(["--data-dir", str(folder), "memory", "list"]))
+    assert words in err
+
+
+def test_engram_debug_shows_the_traceback(folder, capsys, monkeypatch):
+    monkeypatch.setenv("ENGRAM_DEBUG", "1")
+    monkeypatch.setattr("core.memory.manage.MemoryManager.list", lambda *a, **k: {}["missing"])
+    assert run_cli(["--data-dir", str(folder), "memory", "list"]) == 1
+    assert "Traceback" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("verb", [("memory", "list"), ("memory", "show", "1"), ("memory", "search", "lives"),
+                                  ("memory", "list", "--json")])
+def test_control_characters_in_memory_text_are_printed_escaped(folder, capsys, verb):
+    assert run_cli(["--data-dir", str(folder), *verb]) == 0
+    out = capsys.readouterr().out
+    assert "Lisbon" in out
+    assert not any(c in out for c in "\x1b\x07\x08\r\u202e\u2066"), repr(out)
+    assert "\\x1b" in out or "\\u001b" in out  # shown, not hidden: the user sees what was stored
+
+
+def test_printable_keeps_ordinary_text_and_escapes_controls():
+    assert printable("Zoë 👩‍👩‍👧 naïve\tcafé\n") == "Zoë 👩‍👩‍👧 naïve\tcafé\n"
+    assert printable("a\x1b[2Jb\u202ec") == "a\\x1b[2Jb\\u202ec"
+
+
+def test_pin_of_many_ids_is_all_or_nothing(folder, capsys):
+    assert run_cli(["--data-dir", str(folder), "memory", "pin", "1", "999"]) == 1
+    capsys.readouterr()
+    db = open_db(folder / "engram.db")
+    assert db.scalar("SELECT pinned FROM memories WHERE id = 1") == 0
+    db.close()
+
+
+@pytest.mark.parametrize("fields", [
+    {"created_at": "yesterday"}, {"created_at": 1e300}, {"created_at": math.nan}, {"created_at": -5},
+    {"importance": math.nan}, {"importance": "high"}, {"confidence": math.inf}, {"valid_from": math.inf},
+])
+def test_the_api_refuses_a_bad_value_and_writes_nothing(tmp_path, fields):
+    db = open_db(tmp_path / "engram.db")
+    manager = MemoryManager(db, HashEmbedder())
+    with pytest.raises(InvalidInput):
+        manager.add("A fine statement.", **fields)
+    assert db.scalar("SELECT count(*) FROM memories") == 0
+    manager.add("Searches still work.")
+    from core.memory.recall import recall
+    assert recall(db, HashEmbedder(), "Searches still work.").hits
+    db.close()
+
+
+def _export_with(tmp_path: Path, **memory_fields) -> Path:
+    row = {"id": 1, "statement": "Imported fact.", "created_at": 1_700_000_000.0, **memory_fields}
+    doc = {"format": "engram-export", "version": 1, "sessions": [], "episodes": [], "memories": [row],
+           "history": [], "edges": []}
+    path = tmp_path / "export.json"
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("fields", [
+    {"created_at": 1e300}, {"access_count": 2**70}, {"last_access": -1.0},
+    {"protected": True, "deleted_at": 1_700_000_100.0},
+])
+def test_an_import_with_a_bad_value_is_refused_whole(tmp_path, fields):
+    db = open_db(tmp_path / "engram.db")
+    manager = MemoryManager(db, HashEmbedder())
+    template = json.loads(_export_with(tmp_path).read_text())
+    manager.export_to(tmp_path / "mine.json")
+    shape = json.loads((tmp_path / "mine.json").read_text())
+    path = _export_with(tmp_path, **fields)
+    doc = json.loads(path.read_text())
+    doc = {**shape, **{k: doc[k] for k in ("sessions", "episodes", "memories", "history", "edges")}}
+    path.write_text(json.dumps(doc))
+    assert template["memories"]
+    with pytest.raises(InvalidInput):
+        manager.import_from(path)
+    assert db.scalar("SELECT count(*) FROM memories") == 0
+    db.close()
+
+
+def test_an_export_on_a_full_disk_leaves_the_previous_export_whole(tmp_path, monkeypatch):
+    db = open_db(tmp_path / "engram.db")
+    manager = MemoryManager(db, HashEmbedder())
+    manager.add("First fact.")
+    target = tmp_path / "export.json"
+    manager.export_to(target)
+    good = target.read_bytes()
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    manager.add("Second fact.")
+
+    def full(_fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+    monkeypatch.setattr("core.store.files.os.fsync", full)
+    with pytest.raises(OSError):
+        manager.export_to(target)
+    assert target.read_bytes() == good
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    with pytest.raises(InvalidInput, match="not a regular file"):
+        manager.export_to(Path("/dev/null"))
+    db.close()
