@@ -15,7 +15,8 @@ from typing import Any, Sequence
 from app.cli_types import EngramParser, UsageError
 
 # Command groups, by module; a module missing here simply adds no commands.
-COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs", "app.cli_learning")
+COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs", "app.cli_learning",
+                   "app.cli_doctor")
 
 
 def build_parser() -> argparse.ArgumentParser:

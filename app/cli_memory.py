@@ -221,6 +221,10 @@ def cmd_purge(args: argparse.Namespace, services: Any) -> int:
     print(f"purged {result.memories} memories and {result.episodes} episodes for good"
           + (f"; removed {result.backups_removed} upgrade backup(s) that still held their text"
              if result.backups_removed else ""))
+    if result.scrub_pending:
+        print("Older copies of their pages in the write-ahead log are erased as soon as the other Engram process "
+              "reading the store closes it (pending until the other reader closes; at the latest when Engram next "
+              "opens the store).")
     return 0
 
 

@@ -110,3 +110,39 @@ def test_a_purge_also_removes_the_backups_that_still_hold_the_text(filled, db):
     assert not holding.exists() and before.exists()  # the backup without the text is kept
     for path in folder.iterdir():
         assert SECRET.encode() not in path.read_bytes()
+
+
+def test_a_purge_beside_another_reader_cleans_the_backups_now_and_the_wal_when_the_reader_closes(tmp_path, capsys,
+                                                                                                 monkeypatch):
+    """With another connection reading, the WAL cannot be truncated: the purge still removes the rows and the
+    backups that hold the text, says the rest is pending, and the next open finishes it."""
+    import apsw
+
+    from app.cli import run_cli
+    from core.store.db import backup, open_db
+    from tests.fakes import HashEmbedder
+
+    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: HashEmbedder())
+    folder = tmp_path / "data"
+    assert run_cli(["--data-dir", str(folder), "memory", "add", f"My {SECRET} code is {SECRET_OBJECT}"]) == 0
+    path = folder / "engram.db"
+    db = open_db(path)
+    backup(db.conn, folder / "backups", label="manual")
+    db.close()
+    assert run_cli(["--data-dir", str(folder), "memory", "delete", "1"]) == 0
+    reader = apsw.Connection(str(path))
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM memories").fetchall()  # holds a snapshot: the WAL cannot be reset
+    monkeypatch.setattr("core.store.db.BUSY_TIMEOUT_MS", 50)
+    capsys.readouterr()
+    assert run_cli(["--data-dir", str(folder), "memory", "purge", "1", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "purged 1 memories" in out and "removed 1 upgrade backup" in out
+    assert "pending until the other reader closes" in out
+    assert list((folder / "backups").glob("engram-*.db")) == []
+    reader.execute("COMMIT")
+    reader.close()
+    again = open_db(path)  # the next open finishes the scrub
+    assert not again.scrub_pending()
+    again.close()
+    _assert_absent(path, SECRET, SECRET_OBJECT)

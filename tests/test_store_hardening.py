@@ -121,3 +121,48 @@ def test_rebuild_remakes_the_full_text_index(tmp_path):
     assert any("memories_fts" in d for d in done)
     assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'worth'").fetchall()[0][0] == 5
     conn.close()
+
+
+def test_a_summary_left_without_its_vector_is_repaired_by_the_next_forgetting_pass(tmp_path):
+    """A kill after `forget --run` committed, before the summary's vector was written."""
+    from core.config import Settings
+    from core.memory.forget import forgetting_pass
+    from core.memory.recall import recall
+    from core.store.memories import add_memory
+
+    db = open_db(tmp_path / "engram.db")
+    embedder = HashEmbedder()
+    MemoryManager(db, embedder).add("bound")
+    orphan = add_memory(db, "Summary of a week of talk about gardening and tomatoes.", kind="summary")
+    from core.store import vectors
+    assert vectors.ids_without_vectors(db, "memory") == [orphan]
+    forgetting_pass(db, Settings(), embedder=embedder)
+    assert vectors.ids_without_vectors(db, "memory") == []
+    found = recall(db, embedder, "Summary of a week of talk about gardening and tomatoes.", kinds=["memory"], k=1)
+    assert found.ids("memory") == [orphan]
+    db.close()
+
+
+def test_engram_doctor_checks_restores_and_rebuilds_from_the_command_line(tmp_path, capsys, monkeypatch):
+    from app.cli import run_cli
+    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: HashEmbedder())
+    folder = tmp_path / "data"
+    assert run_cli(["--data-dir", str(folder), "memory", "add", "Ana lives in Lisbon."]) == 0
+    assert run_cli(["--data-dir", str(folder), "doctor"]) == 0
+    assert "sound" in capsys.readouterr().out
+    db = open_db(folder / "engram.db")
+    backup(db.conn, folder / "backups", label="manual")
+    MemoryManager(db, HashEmbedder()).add("Later fact.")
+    db.close()
+    assert run_cli(["--data-dir", str(folder), "doctor", "--rebuild"]) == 0
+    assert "full-text index" in capsys.readouterr().out
+    damage(folder / "engram.db") if (folder / "engram.db").stat().st_size > 8 * 4096 else \
+        (folder / "engram.db").write_bytes((folder / "engram.db").read_bytes()[:4096] + b"\xff" * 8192)
+    assert run_cli(["--data-dir", str(folder), "memory", "add", "x"]) == 1
+    assert "engram doctor" in capsys.readouterr().err
+    assert run_cli(["--data-dir", str(folder), "doctor"]) == 1
+    assert "damaged" in capsys.readouterr().out
+    assert run_cli(["--data-dir", str(folder), "doctor", "--restore"]) == 0
+    assert "kept as" in capsys.readouterr().out
+    assert run_cli(["--data-dir", str(folder), "memory", "list"]) == 0
+    assert "Ana lives in Lisbon." in capsys.readouterr().out

@@ -44,7 +44,7 @@ from core.config import Settings
 from core.errors import InvalidInput, NotFound
 from core.memory import compaction
 from core.memory import importance as imp
-from core.memory.index import index_memories
+from core.memory.index import repair_missing_vectors
 from core.protocols import Embedder
 from core.store import history, vectors
 from core.store.db import Database
@@ -265,8 +265,8 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
     with db.transaction():
         events = [archive_memory(db, s, s.reason(limit), now) for s in doomed_memories]
         summaries, compact_events = compact_episodes(db, doomed_episodes, limit, now)
-    if embedder is not None and summaries:
-        index_memories(db, embedder, summaries)
+    if embedder is not None:  # the new summaries, and any row a kill between two commits left without a vector
+        repair_missing_vectors(db, embedder)
     return PassResult(tuple(s.item_id for s in doomed_memories), tuple(s.item_id for s in doomed_episodes),
                       tuple(summaries), tuple(events + compact_events),
                       sum(len(t.ids) for t in tables.values()), _time.perf_counter() - started)

@@ -84,3 +84,14 @@ def index_episodes(db: Database, embedder: Embedder, ids: Sequence[int]) -> None
     order = [i for i in ids if i in found]
     if order:
         vectors.upsert_vectors(db, "episode", order, embedder.embed([episode_text(found[i]) for i in order]))
+
+
+def repair_missing_vectors(db: Database, embedder: Embedder) -> int:
+    """Give every memory and episode without a vector its vector (recall cannot find a row without one)."""
+    repaired = 0
+    for table, index in (("memory", index_memories), ("episode", index_episodes)):
+        missing = vectors.ids_without_vectors(db, table)
+        if missing:
+            index(db, embedder, missing)
+            repaired += len(missing)
+    return repaired

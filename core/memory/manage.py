@@ -32,6 +32,7 @@ class PurgeResult:
     memories: int
     episodes: int
     backups_removed: int = 0  # upgrade backups that still held a purged text
+    scrub_pending: bool = False  # another process is reading: the WAL's old copies go when it closes
 
 
 @dataclass
@@ -128,15 +129,21 @@ class MemoryManager:
         """
         if memory_ids is None and episode_ids is None:
             memory_ids, episode_ids = memories.trashed_memory_ids(self.db), episodes.trashed_episode_ids(self.db)
-        texts = self._texts_of(list(memory_ids or ()), list(episode_ids or ()))
-        with self.db.transaction():
-            purged = (memories.purge_memory_rows(self.db, list(memory_ids or ()), reason),
-                      episodes.purge_episode_rows(self.db, list(episode_ids or ())))
+        memory_ids, episode_ids = list(dict.fromkeys(memory_ids or ())), list(dict.fromkeys(episode_ids or ()))
+        texts = self._texts_of(memory_ids, episode_ids)
+
+        def write() -> tuple[int, int]:
+            with self.db.transaction():
+                return (memories.purge_memory_rows(self.db, memory_ids, reason),
+                        episodes.purge_episode_rows(self.db, episode_ids))
+
+        purged = self.db.retrying(write)
         if self.db.path.name == ":memory:":
             return PurgeResult(*purged)
-        self.db.checkpoint()
+        # The backups first: they do not wait for other readers, and a retry could no longer find the text.
         removed = backups.remove_backups_holding(self.db.path.parent / "backups", texts)
-        return PurgeResult(*purged, backups_removed=len(removed))
+        clean = self.db.scrub_wal()
+        return PurgeResult(*purged, backups_removed=len(removed), scrub_pending=not clean)
 
     def _texts_of(self, memory_ids: list[int], episode_ids: list[int]) -> list[str]:
         """What a purge erases, read first so the backups can be searched for it afterwards."""

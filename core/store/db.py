@@ -22,6 +22,7 @@ from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migra
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
+PENDING_SCRUB = "pending_wal_scrub"  # meta key: a purge could not truncate the WAL yet (see Database.scrub_wal)
 BUSY_RETRIES = (0.05, 0.2, 0.5, 1.0, 2.0)  # seconds between whole retries, after each busy timeout ran out
 BACKUPS_KEPT = 5
 MMAP_BYTES = 1 << 30
@@ -104,10 +105,33 @@ class Database:
         """Fold the WAL back into the main file and truncate it."""
         self.conn.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_TRUNCATE)
 
+    def scrub_wal(self) -> bool:
+        """Truncate the WAL, where older copies of purged pages may linger. While another connection reads, it
+        cannot be done: the scrub is then recorded as pending and finished by a later call (every open tries).
+        True when the WAL is clean now."""
+        try:
+            self.checkpoint()
+        except apsw.BusyError:
+            self.execute("INSERT INTO meta(key, value) VALUES (?, '1') ON CONFLICT(key) DO UPDATE SET value = '1'",
+                         (PENDING_SCRUB,))
+            return False
+        if self.scalar("SELECT 1 FROM meta WHERE key = ?", (PENDING_SCRUB,)):
+            self.execute("DELETE FROM meta WHERE key = ?", (PENDING_SCRUB,))
+            self.checkpoint()  # the deletion itself went through the WAL
+        return True
+
+    def scrub_pending(self) -> bool:
+        return bool(self.scalar("SELECT 1 FROM meta WHERE key = ?", (PENDING_SCRUB,)))
+
     def schema_version(self) -> int:
         return schema_version(self.conn)
 
     def close(self) -> None:
+        try:
+            if self.path.name != ":memory:" and not self.conn.in_transaction and self.scrub_pending():
+                self.scrub_wal()  # the reader that held it back may be gone by now
+        except apsw.Error:
+            pass  # closing must not fail (nor a second close); the next open tries again
         self.conn.close()
 
 
@@ -143,9 +167,12 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     except BaseException:
         conn.close()
         raise
+    database = Database(conn=conn, path=path, clock=clock)
+    if database.scrub_pending():
+        database.scrub_wal()
     if not existed:
         _make_private(path)  # only what Engram created: a file the user made keeps the mode they gave it
-    return Database(conn=conn, path=path, clock=clock)
+    return database
 
 
 def open_memory_db(*, clock: Callable[[], float] = time.time) -> Database:

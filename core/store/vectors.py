@@ -102,6 +102,16 @@ def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.n
             clusters.cluster(db, name, sign_bits)
 
 
+def ids_without_vectors(db: Database, table: Table) -> list[int]:
+    """Rows that have no vector (a process killed between two commits left them so); none before binding."""
+    if bound_embedder(db) is None:
+        return []
+    name = _table(table)
+    rows = "memories" if table == "memory" else "episodes"
+    held = f"{name}_float" if _has_bits(db) else name
+    return [r["id"] for r in db.query(f"SELECT id FROM {rows} WHERE id NOT IN (SELECT id FROM {held}) ORDER BY id")]
+
+
 def delete_vectors(db: Database, table: Table, ids: Iterable[int]) -> None:
     if bound_embedder(db) is None:
         return

@@ -1,0 +1,109 @@
+"""`engram doctor`: check the memory file, restore the newest good backup, rebuild what is derived from the rows.
+
+It works on a damaged file that every other command refuses to open: it reads the file directly (read-only for the
+check) and never deletes it — a restore moves it aside beside the store.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+from pathlib import Path
+from typing import Any
+
+from core.errors import EngramError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    doctor = subparsers.add_parser("doctor", help="check the memory file; restore a backup or rebuild its indexes")
+    action = doctor.add_mutually_exclusive_group()
+    action.add_argument("--restore", action="store_true",
+                        help="put the newest backup that passes the check in place of the store (the store is kept aside)")
+    action.add_argument("--rebuild", action="store_true",
+                        help="rebuild the full-text and b-tree indexes and the missing vectors (for a store that "
+                             "passes the check but searches badly)")
+    doctor.set_defaults(func=cmd_doctor)
+
+
+def cmd_doctor(args: argparse.Namespace, services: Any) -> int:
+    path = services.db_path
+    if not path.exists():
+        print(f"No memory file at {path} yet: nothing to check.")
+        return 0
+    if args.restore:
+        return _restore(path)
+    result = _check(path)
+    if args.rebuild:
+        return _rebuild(path, services) if result.ok else _refuse_rebuild(path)
+    _print_backups(path)
+    return 0 if result.ok else 1
+
+
+def _check(path: Path):
+    import apsw
+
+    from core.store import health
+    print(f"Checking {path} ({path.stat().st_size / 2**20:.1f} MB) ...")
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        result = health.CheckResult(False, [str(exc)])
+    else:
+        try:
+            result = health.check(conn, full=True)
+        finally:
+            conn.close()
+    if result.ok:
+        health.clear_marker(path)
+        print("The memory file is sound (integrity_check: ok).")
+    else:
+        health.mark_damaged(path, result.summary())
+        print(f"The memory file is damaged: {result.summary()}")
+        print("Engram will not write to it. `engram doctor --restore` puts the newest good backup in its place.")
+    return result
+
+
+def _print_backups(path: Path) -> None:
+    from core.store import health
+    backups = health.good_backups(path.parent / "backups")
+    if not backups:
+        print("No backups yet (one is written before every upgrade of the file's format).")
+        return
+    print("Backups, newest first:")
+    for backup, result in backups:
+        when = dt.datetime.fromtimestamp(backup.stat().st_mtime).strftime("%Y-%m-%d %H:%M")
+        print(f"  {when}  {backup.name}  {'good' if result.ok else 'damaged: ' + result.summary()}")
+
+
+def _restore(path: Path) -> int:
+    from core.store import health
+    good = [backup for backup, result in health.good_backups(path.parent / "backups") if result.ok]
+    if not good:
+        raise EngramError(f"There is no backup that passes the check in {path.parent / 'backups'}; the memory file "
+                          "was left as it is.")
+    aside = health.restore(path, good[0])
+    print(f"Restored {good[0].name}. The previous file is kept as {aside.name}: delete it once you are sure.")
+    return 0
+
+
+def _rebuild(path: Path, services: Any) -> int:
+    import apsw
+
+    from core.store import health
+    conn = apsw.Connection(str(path))
+    try:
+        done = health.rebuild_indexes(conn)
+    finally:
+        conn.close()
+    repaired = _repair_vectors(services)
+    print("Rebuilt " + ", ".join(done) + (f"; made {repaired} missing vector(s)" if repaired else "") + ".")
+    return 0
+
+
+def _repair_vectors(services: Any) -> int:
+    from core.memory.index import repair_missing_vectors
+    return repair_missing_vectors(services.db, services.embedder)
+
+
+def _refuse_rebuild(path: Path) -> int:
+    print("A damaged file is not rebuilt in place: restore a backup with `engram doctor --restore`.")
+    return 1
