@@ -27,6 +27,15 @@ _INLINE_QUOTE = re.compile(r'"[^"]*"|\u201c[^\u201d]*\u201d')
 _INSTRUCTION_LIKE = re.compile(r"\b(ignore|disregard|forget|override)\b.{0,40}\b(instructions?|prompts?|rules?|"
                                r"above|previous)\b|\bsystem prompt\b|\byou are now\b|\bnew instructions?\b",
                                re.IGNORECASE | re.S)
+# Text the user relays rather than says: after "Forwarding this:", "Fwd:", "----- Original Message -----" ...
+_RELAY = re.compile(r"\b(forwarding|forwarded|fwd?|pasting|copied|copying|relaying|quoting)\b[^.:\n]{0,40}:|"
+                    r"-{2,}\s*(original|forwarded) message|\bhere'?s what\b[^.:\n]{0,40}\b(wrote|said|sent)\b",
+                    re.IGNORECASE)
+# A role label or an order to the model: the start of injected instructions, wherever it stands.
+_ROLE_LABEL = re.compile(r"(^|[\s.;>\]])(system|assistant|developer)\s*:", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_PARAGRAPH = re.compile(r"\n\s*\n")
+_FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b", re.IGNORECASE)
 _STOP = frozenset("the a an and or of to in on at for with is are was were be been my me i you your it this that "
                   "user user's has have had not no do does did very really just".split())
 
@@ -75,6 +84,8 @@ def rejection(item: dict[str, Any], user_text: str, assistant_text: str) -> str:
     own_words, quoted = split_quoted(user_text)
     if _overlaps(item["object"], quoted) and not _overlaps(item["object"], own_words):
         return "only in text the user quoted"
+    if is_critical(canonical_relation(item.get("relation", ""))) and not _said_in_first_person(item, own_words):
+        return "a critical fact needs the user's own first-person statement"
     if item.get("source") == "user_confirmed":
         if AFFIRMATIONS.search(user_text) and _overlaps(item["object"], assistant_text + " " + user_text):
             return ""
@@ -85,15 +96,44 @@ def rejection(item: dict[str, Any], user_text: str, assistant_text: str) -> str:
 
 
 def split_quoted(user_text: str) -> tuple[str, str]:
-    """The user's own words, and the quoted material in the message that facts must not come from."""
+    """The user's own words, and the quoted material in the message that facts must not come from: pasted
+    blocks, what follows a relay marker ("Forwarding this:"), inline quotes that give instructions, and — quoted
+    or not — everything from an instruction or a role label ("SYSTEM:") to the end of its paragraph."""
     quoted = [m.group(0) for m in _PASTED.finditer(user_text)]
     own = _PASTED.sub(" ", user_text)
+    relay = _RELAY.search(own)
+    if relay:
+        quoted.append(own[relay.start():])
+        own = own[:relay.start()]
     for match in _INLINE_QUOTE.finditer(own):
         if _INSTRUCTION_LIKE.search(match.group(0)):
             quoted.append(match.group(0))
     for text in quoted:
         own = own.replace(text, " ")
-    return own, "\n".join(quoted)
+    injected = _injected_paragraph_tails(own)
+    for text in injected:
+        own = own.replace(text, " ")
+    return own, "\n".join(quoted + injected)
+
+
+def _injected_paragraph_tails(text: str) -> list[str]:
+    """From the first sentence that gives the model orders or a role label, the rest of that paragraph."""
+    tails = []
+    for paragraph in _PARAGRAPH.split(text):
+        for sentence in _SENTENCE.finditer(paragraph):
+            if _INSTRUCTION_LIKE.search(sentence.group(0)) or _ROLE_LABEL.search(sentence.group(0)):
+                tails.append(paragraph[sentence.start():])
+                break
+    return tails
+
+
+def _said_in_first_person(item: dict[str, Any], own_words: str) -> bool:
+    """An allergy, a medication or a deadline is kept only from a sentence where the user speaks of themself
+    ("I'm allergic to…", "my flight is…"): a third-person claim about "the user" is someone else's text."""
+    for sentence in _SENTENCE.finditer(own_words):
+        if _FIRST_PERSON.search(sentence.group(0)) and _overlaps(item["object"], sentence.group(0)):
+            return True
+    return False
 
 
 def to_fact(item: dict[str, Any], now: float) -> Fact:
