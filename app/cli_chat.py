@@ -88,11 +88,19 @@ class MemoryBackend:
             end_session(self.assistant.db, self.session_id)
 
     def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
-        from core.store.sessions import create_session
+        from core.store.sessions import create_session, discard_if_empty
+        from core.store.text import clean_text
+        clean_text(text, "message")  # a refused message (1 MB, invalid UTF-8) is said so, before anything is written
+        created = None
         if self.session_id is None and not self.incognito:  # incognito writes nothing, not even a session
-            self.session_id = create_session(self.assistant.db, title=text[:60])
-        self.prepared = self.assistant.prepare(self.session_id, text, incognito=self.incognito)
-        return self.assistant.stream(self.prepared, self.sampling, cancel=cancel)
+            self.session_id = created = create_session(self.assistant.db, title=text[:60])
+        try:
+            self.prepared = self.assistant.prepare(self.session_id, text, incognito=self.incognito)
+            return self.assistant.stream(self.prepared, self.sampling, cancel=cancel)
+        except BaseException:
+            if created is not None and discard_if_empty(self.assistant.db, created):
+                self.session_id = None  # no empty conversation is left behind by a failed first message
+            raise
 
     def finish(self, text: str, reply: str, finish_reason: str | None) -> str:
         record = self.assistant.finish(self.prepared, reply, finish_reason)

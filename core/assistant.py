@@ -39,6 +39,7 @@ from core.memory.critical import IntentClassifier, critical_memory_ids, relation
 from core.memory.dates import iso_day
 from core.memory.engram import Extraction, Fact, extract_facts
 from core.memory.index import index_episodes
+from core.memory.query import query_of_message
 from core.memory.recall import recall
 from core.memory.reflect import session_instructions
 from core.memory.reconcile import Outcome, reconcile_fact
@@ -175,8 +176,8 @@ class Assistant:
     def _recalled(self, user_text: str, k: int, now: float, exclude: tuple[MemoryId, ...], session_id: int | None,
                   already: set[int], current: set[int]) -> list[ContextItem]:
         """Recall's hits minus the critical facts already first and the turns already in the history."""
-        result = recall(self.db, self.embedder, user_text, k=k, settings=self.settings, now=now, exclude=exclude,
-                        session_id=session_id)
+        result = recall(self.db, self.embedder, query_of_message(user_text), k=k, settings=self.settings, now=now,
+                        exclude=exclude, session_id=session_id)
         items = []
         for hit in result.hits:
             if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):

@@ -67,3 +67,12 @@ def stem(word: str) -> str:
 
 def _unique(items) -> tuple[str, ...]:
     return tuple(dict.fromkeys(items))
+
+
+def query_of_message(message: str, limit: int = MAX_QUERY_CHARS) -> str:
+    """What a long chat message recalls with: its opening and, most of all, its end, where a pasted document's
+    question usually stands. A search query the user types is never cut (analyse refuses it instead)."""
+    if len(message) <= limit:
+        return message
+    head = limit // 4
+    return message[:head] + " … " + message[-(limit - head - 3):]

@@ -81,6 +81,15 @@ def _update(db: Database, session_id: int, **values: Any) -> Session:
     return get_session(db, session_id)
 
 
+def discard_if_empty(db: Database, session_id: int) -> bool:
+    """Remove a session no turn was ever written to (its first message was refused); True if it was removed."""
+    with db.transaction():
+        if db.scalar("SELECT 1 FROM episodes WHERE session_id = ? LIMIT 1", (int(session_id),)):
+            return False
+        db.execute("DELETE FROM sessions WHERE id = ?", (int(session_id),))
+    return True
+
+
 def row_to_session(row: dict[str, Any]) -> Session:
     return Session(id=SessionId(row["id"]), title=row["title"], created_at=row["created_at"],
                    updated_at=row["updated_at"], ended_at=row["ended_at"], reflected_at=row["reflected_at"],

@@ -122,3 +122,19 @@ def test_chat_runs_with_the_active_fine_tuned_adapter(chat, tiny_model_dir, tmp_
     assert "Using your fine-tuned adapter (adapter 2026-11-23 03:00)" in err
     code, out, err = chat("/quit\n", "chat", "--no-memory")
     assert code == 0 and "fine-tuned adapter" not in err  # the model alone: the base weights
+
+
+def test_a_refused_first_message_leaves_no_conversation_and_bad_utf8_is_named(chat, tiny_model_dir):
+    """Issue 13.11: a refused 1 MB message created an empty session; invalid UTF-8 was reported as a bad 'title'."""
+    assert chat("", "models", "use", str(tiny_model_dir))[0] == 0
+    huge = "x" * (1024 * 1024)
+    too_long_for_the_model = "memory " * 5000
+    code, out, err = chat(f"{huge}\nbad \udcff bytes\n{too_long_for_the_model}\n/quit\n", "chat", "--max-tokens", "4")
+    assert code == 0, err
+    assert "too long" in out and "invalid UTF-8" in out and "title" not in out
+    assert "context window" in out
+    db = open_db(chat.data_dir / "engram.db")
+    try:
+        assert list_sessions(db, include_deleted=True) == []
+    finally:
+        db.close()
