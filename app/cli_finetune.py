@@ -67,7 +67,9 @@ def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace, services: Any) -> int:
+    from app.cli_jobs import build_scheduler
     db = services.db
+    build_scheduler(services).recover()  # a run whose process was killed is interrupted, not "running" for ever
     active = versions.active_adapter(db)
     if active is None:
         print("active: the base model (no adapter)")

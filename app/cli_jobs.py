@@ -59,8 +59,9 @@ def build_scheduler(services: Any) -> Scheduler:
 
 def cmd_list(args: argparse.Namespace, services: Any) -> int:
     states = [args.state] if args.state else (None if args.all else list(store.OPEN_STATES))
-    rows = store.list_jobs(services.db, states=states, limit=args.limit)
     scheduler = build_scheduler(services)
+    scheduler.recover()  # a job whose process is gone (a killed `engram finetune now`) shows as interrupted
+    rows = store.list_jobs(services.db, states=states, limit=args.limit)
     if args.json:
         print(json.dumps([_job_dict(j, scheduler) for j in rows], indent=2))
         return 0

@@ -13,6 +13,7 @@ import math
 import os
 import signal
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -225,8 +226,25 @@ def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
     return math.exp(total / max(count, 1))
 
 
+def watch_parent(parent: int, *, poll: float = 0.5, grace: float = 30.0,
+                 getppid: Callable[[], int] = os.getppid) -> threading.Thread:
+    """The worker dies with the process that started it (a killed `engram finetune now` left it training for
+    ever): once its parent is gone it is asked to stop (SIGTERM: training checkpoints and ends), and it exits
+    for certain after `grace` seconds."""
+    def watch() -> None:
+        while getppid() == parent:
+            time.sleep(poll)
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(grace)
+        os._exit(EXIT_CANCELLED)
+    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
+    thread.start()
+    return thread
+
+
 def main(argv: list[str]) -> int:
     os.umask(0o077)  # the adapter, optimizer state and checkpoints it writes hold what it learnt about the user
+    watch_parent(os.getppid())
     report = Reporter()
     if len(argv) != 2 or argv[0] not in ("train", "evaluate"):
         report.emit("error", message="usage: python -m models.train_worker train|evaluate CONFIG.json")
