@@ -42,7 +42,7 @@ def run_cli(argv: Sequence[str]) -> int:
         args = parser.parse_args(list(argv))
     except UsageError as exc:
         from app.terminal import printable
-        print(f"engram: {printable(str(exc).removeprefix('engram: '))}", file=sys.stderr)
+        print(f"engram: {printable(str(exc).removeprefix('engram: '), one_line=True)}", file=sys.stderr)
         return 2
     if not getattr(args, "func", None):
         parser.print_help()
@@ -72,7 +72,7 @@ def _report(exc: BaseException, services: Any) -> int:
     if damaged and services is not None:
         from core.store import health
         health.mark_damaged(services.db_path, str(exc))
-    print(f"engram: {printable(message)}", file=sys.stderr)
+    print(f"engram: {printable(message, one_line=True)}", file=sys.stderr)
     if os.environ.get("ENGRAM_DEBUG"):
         traceback.print_exception(exc)
     return 1

@@ -10,13 +10,17 @@ from __future__ import annotations
 import re
 from typing import Any, TextIO
 
-# C0 controls but tab and newline, DEL and C1, and the invisible characters that reorder or hide text.
-UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+# C0 controls but tab and newline, DEL and C1, the invisible characters that reorder or hide text, and lone
+# surrogates (bytes that were not UTF-8: they cannot even be written out).
+UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029"
+                    "\ud800-\udfff]")
+UNSAFE_IN_A_LINE = re.compile(UNSAFE.pattern[:-1] + "\t\n]")
 
 
-def printable(text: str) -> str:
-    """`text` with every terminal control and bidi override shown as an escape."""
-    return UNSAFE.sub(_escape, text)
+def printable(text: str, *, one_line: bool = False) -> str:
+    """`text` with every terminal control and bidi override shown as an escape (and, for a message that must
+    stay one line, tabs and newlines too)."""
+    return (UNSAFE_IN_A_LINE if one_line else UNSAFE).sub(_escape, text)
 
 
 def _escape(match: re.Match) -> str:

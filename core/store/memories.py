@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 from core.errors import InvalidInput, NotFound
 from core.store import entities, history, vectors
 from core.store.db import Database
-from core.store.text import MAX_TEXT_CHARS, clean_text, clean_time
+from core.store.text import MAX_INT, MAX_TEXT_CHARS, clean_text, clean_time
 from core.types import MEMORY_KINDS, EpisodeId, Memory, MemoryId
 
 _FLAGS = ("critical", "pinned", "protected", "permanent")
@@ -282,6 +282,8 @@ def _id(value: Any) -> int:
             value = int(str(value).strip())
         except ValueError:
             raise InvalidInput(f"{value!r} is not a memory id") from None
+    if not -MAX_INT - 1 <= value <= MAX_INT:  # SQLite's integers: a larger one is no row's id
+        raise NotFound(f"no memory with id {value}")
     return value
 
 
