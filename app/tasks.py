@@ -12,6 +12,8 @@ from typing import Any, Callable, Iterable
 
 from PySide6.QtCore import QObject, Signal, Slot
 
+from core.errors import EngramError
+
 LANES = ("db", "model", "io")  # io: downloads, which must never hold up the store or the model
 
 
@@ -19,6 +21,19 @@ LANES = ("db", "model", "io")  # io: downloads, which must never hold up the sto
 class _Delivery:
     callback: Callable[..., Any] | None
     args: tuple
+
+
+def in_words(exc: BaseException) -> BaseException:
+    """A failure of the machine (a damaged or busy store, a full disk, a permission) as an EngramError whose text
+    a panel can show as it is; Engram's own errors, and anything a handler may test for, pass unchanged."""
+    import apsw
+    if isinstance(exc, EngramError) or not isinstance(exc, (apsw.Error, OSError, RecursionError, UnicodeError,
+                                                            MemoryError, OverflowError)):
+        return exc
+    from app.errors import describe
+    worded = EngramError(describe(exc)[0])
+    worded.__cause__ = exc
+    return worded
 
 
 class TaskRunner(QObject):
@@ -73,7 +88,7 @@ class TaskRunner(QObject):
         # the connection's mutex with the GIL held).
         traceback.clear_frames(exc.__traceback__)
         self.errors = (self.errors + ["".join(traceback.format_exception_only(type(exc), exc)).strip()])[-20:]
-        self._deliver.emit(_Delivery(on_error, (exc,)))
+        self._deliver.emit(_Delivery(on_error, (in_words(exc),)))
 
     @Slot(object)
     def _on_deliver(self, delivery: _Delivery) -> None:

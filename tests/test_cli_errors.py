@@ -177,3 +177,26 @@ def test_an_export_on_a_full_disk_leaves_the_previous_export_whole(tmp_path, mon
     with pytest.raises(InvalidInput, match="not a regular file"):
         manager.export_to(Path("/dev/null"))
     db.close()
+
+
+def test_the_gui_lanes_deliver_a_machine_failure_in_words(qtbot):
+    """What a panel shows for a damaged file or a full disk is a sentence, not an exception's repr."""
+    import apsw
+
+    from app.tasks import TaskRunner
+    runner = TaskRunner()
+    got = []
+
+    def fail(error):
+        raise error
+    try:
+        for error in (apsw.CorruptError("database disk image is malformed"),
+                      OSError(errno.ENOSPC, "No space left on device"), InvalidInput("kept as it is")):
+            with qtbot.waitSignal(runner._deliver, timeout=5000):
+                runner.submit("db", fail, error, on_error=got.append)
+        qtbot.waitUntil(lambda: len(got) == 3)
+    finally:
+        runner.shutdown()
+    assert "damaged" in str(got[0]) and "engram doctor" in str(got[0])
+    assert "disk is full" in str(got[1])
+    assert got[2].__class__ is InvalidInput and str(got[2]) == "kept as it is"
