@@ -28,12 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     hyp = subparsers.add_parser("hypotheses", help="what Engram thinks about you: list, confirm, reject, edit")
     hyp_commands = hyp.add_subparsers(dest="hypotheses_command", metavar="ACTION", required=True)
-    listing = hyp_commands.add_parser("list")
+    listing = hyp_commands.add_parser("list", help="every hypothesis with its confidence (the default)")
     listing.add_argument("--status", choices=hypotheses.STATUSES)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_hypotheses_list)
     for name, status in (("confirm", "confirmed"), ("reject", "rejected")):
-        action = hyp_commands.add_parser(name)
+        action = hyp_commands.add_parser(name, help=f"{'accept' if name == 'confirm' else 'turn down'} a "
+                                         "hypothesis (by id)")
         action.add_argument("id", type=row_id)
         action.set_defaults(func=cmd_hypothesis_decide, status=status)
     edit = hyp_commands.add_parser("edit", help="reword a hypothesis (it keeps its evidence and status)")
@@ -44,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     goal = subparsers.add_parser("goals", help="questions Engram wants to ask you: list, close")
     goal_commands = goal.add_subparsers(dest="goals_command", metavar="ACTION", required=True)
-    goal_list = goal_commands.add_parser("list")
+    goal_list = goal_commands.add_parser("list", help="the open questions (the default; --all: closed ones too)")
     goal_list.add_argument("--all", action="store_true", help="closed ones too")
     goal_list.set_defaults(func=cmd_goals_list)
     close = goal_commands.add_parser("close", help="answer a question; for a conflict, say which fact holds")
