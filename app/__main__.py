@@ -9,15 +9,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv:
         from app.gui import run_gui  # deferred: Qt loads only when the window is wanted
         return run_gui()
-    if argv == ["--self-check"]:
-        from app.selfcheck import run_self_check  # proves an install or a bundle works, offline
-        return run_self_check()
-    if argv[0] == "--screenshots":
-        from app.screenshots import main as screenshots  # one PNG per panel on a seeded sample folder
-        return screenshots(argv[1:])
     if argv[0] == "-m" and getattr(sys, "frozen", False):
         return _run_bundled_module(argv[1:])
-    from app.cli import run_cli
+    from app.cli import run_cli  # the commands, and --self-check and --screenshots, which `engram --help` lists
     return run_cli(argv)
 
 

@@ -11,12 +11,16 @@ from __future__ import annotations
 import argparse
 import sys
 import threading
+from pathlib import Path
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Iterator, Protocol, TextIO
 
 from app.cli_types import count, real
-from core.errors import EngramError
-from core.protocols import ChatMessage, GenerationChunk, SamplingParams
+from app.terminal import printable
+from core.errors import EngramError, ModelError
+
+if TYPE_CHECKING:  # core.protocols imports numpy: not while the command line is parsed
+    from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 
 HELP = "Commands: /new (new conversation), /incognito (toggle remembering), /quit. Ctrl-C stops a reply."
 SYSTEM_PROMPT = "You are Engram, a helpful assistant that runs privately on the user's own computer."
@@ -60,10 +64,12 @@ class PlainBackend:
         pass  # nothing was stored
 
     def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
+        from core.protocols import ChatMessage
         messages = [ChatMessage("system", SYSTEM_PROMPT), *self.history, ChatMessage("user", text)]
         return self.engine.stream(messages, self.sampling, cancel=cancel)
 
     def finish(self, text: str, reply: str, finish_reason: str | None) -> str:
+        from core.protocols import ChatMessage
         self.history += [ChatMessage("user", text), ChatMessage("assistant", reply)]
         return ""
 
@@ -129,20 +135,24 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     store = open_store(services)
     ref = args.model or services.settings.chat_model
     if not ref:
-        print(no_model_message(store), file=sys.stderr)
-        return 1
+        raise ModelError(no_model_message(store))
+    if args.model and _looks_like_a_folder(ref) and not Path(ref).expanduser().is_dir():
+        raise ModelError(f"There is no folder {ref}: give a folder of MLX weights, the name of an installed model "
+                         "(`engram models list`) or a Hugging Face repo id.")
     folder = store.resolve(ref)
+    _decode_stdin_leniently()
+    from core.protocols import SamplingParams
     from models.chat import ChatEngine
     generation = services.settings.generation
-    print(f"Loading {ref} ...", file=sys.stderr)
+    print(f"Loading {printable(ref)} ...", file=sys.stderr)
     engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram)
     try:
         if not args.no_memory:  # what Engram learned about you includes the weights it fine-tuned
             from app.services import use_active_adapter
             adapter = use_active_adapter(engine, services.db)
             if adapter is not None:
-                print(f"Using your fine-tuned adapter ({adapter.name}); `engram finetune rollback` turns it off.",
-                      file=sys.stderr)
+                print(f"Using your fine-tuned adapter ({printable(adapter.name)}); `engram finetune rollback` "
+                      "turns it off.", file=sys.stderr)
         sampling = SamplingParams(
             temperature=generation.temperature if args.temperature is None else args.temperature,
             top_p=generation.top_p, max_tokens=args.max_tokens or generation.max_tokens)
@@ -154,6 +164,22 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
             backend.end_conversation()
     finally:
         engine.unload()
+
+
+def _looks_like_a_folder(ref: str) -> bool:
+    """A path, not a model's name or a repo id (which has exactly one slash: owner/name)."""
+    return ref.startswith(("/", "~", ".")) or ref.endswith("/") or ref.count("/") > 1
+
+
+def _decode_stdin_leniently() -> None:
+    """Bytes that are not UTF-8 reach the chat as a message it refuses by name ("not valid UTF-8"), instead of
+    ending the chat with a decoding error (standard input decodes strictly by default)."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        try:
+            reconfigure(errors="surrogateescape")
+        except (ValueError, OSError):
+            pass
 
 
 def memory_backend(services: Any, engine: Any, sampling: SamplingParams) -> MemoryBackend:
@@ -172,7 +198,8 @@ def no_model_message(store: Any) -> str:
         return f"No chat model is chosen. Installed: {names}. Choose one with `engram models use NAME`."
     recommended = default_model(store.total_ram or 0)
     return (f"No chat model is installed. Download the one recommended for this computer with "
-            f"`engram models download {recommended.name}` (see `engram models list` for others).")
+            f"`engram models download {recommended.name}` (see `engram models list` for others), or use a "
+            "folder of MLX weights you already have with `engram models use FOLDER`.")
 
 
 @dataclass

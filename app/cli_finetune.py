@@ -3,13 +3,15 @@ from __future__ import annotations
 
 import argparse
 import signal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_types import row_id
-from core.errors import InvalidInput
-from core.finetune import adapters as versions
-from core.jobs import FINETUNE
-from core.store import jobs as store
+from core.errors import EngramError, InvalidInput
+
+if TYPE_CHECKING:
+    from core.finetune import adapters as versions
+
+FINETUNE = "finetune"  # core.jobs.FINETUNE, named here so that parsing opens no SQLite (a test keeps them equal)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,7 +32,8 @@ def resolve_model_path(services: Any) -> str:
     """The chosen chat model's local folder (installed, a folder, or already in the Hugging Face cache): the base
     a fine-tune trains on. Fine-tuning never downloads on its own."""
     if not services.settings.chat_model:
-        raise InvalidInput("no chat model is chosen yet; pick one in Settings or with `engram models`")
+        raise InvalidInput("no chat model is chosen yet: choose the one to personalise with `engram models use "
+                           "NAME` (`engram models` lists them) or in Settings")
     return str(services.chat_model_folder())
 
 
@@ -50,15 +53,17 @@ def cmd_now(args: argparse.Namespace, services: Any) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     if final is None:
-        print(f"fine-tune job {job.id} could not start; it stays queued")
-        return 1
+        raise EngramError(f"fine-tune job {job.id} could not start (another process took it or a heavy job is "
+                          "running); it stays queued")
     print(f"fine-tune job {final.id}: {final.state}. {final.message}")
-    if final.last_error and final.state != "done":
-        print(f"error: {final.last_error}")
-    return 0 if final.state == "done" or final.message.startswith("stopped:") else 1
+    if final.state == "done" or final.message.startswith("stopped:"):
+        return 0
+    from app.cli_jobs import _first_line
+    raise EngramError(f"fine-tune job {final.id} {final.state}" + _first_line(final.last_error))
 
 
 def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
+    from core.store import jobs as store
     job = store.enqueue(services.db, FINETUNE)
     quiet = services.settings.scheduler
     print(f"fine-tune job {job.id} queued: it runs between {quiet.quiet_hours_start} and {quiet.quiet_hours_end} "
@@ -68,6 +73,8 @@ def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
 
 def cmd_status(args: argparse.Namespace, services: Any) -> int:
     from app.cli_jobs import build_scheduler
+    from core.finetune import adapters as versions
+    from core.store import jobs as store
     db = services.db
     build_scheduler(services).recover()  # a run whose process was killed is interrupted, not "running" for ever
     active = versions.active_adapter(db)
@@ -86,6 +93,7 @@ def cmd_status(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_adapters(args: argparse.Namespace, services: Any) -> int:
+    from core.finetune import adapters as versions
     rows = versions.list_adapters(services.db)
     if not rows:
         print("no adapters yet")
@@ -96,12 +104,14 @@ def cmd_adapters(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_activate(args: argparse.Namespace, services: Any) -> int:
+    from core.finetune import adapters as versions
     adapter = versions.activate(services.db, args.id)
     print(f"adapter {adapter.id} is active; the app switches to it on its next turn")
     return 0
 
 
 def cmd_rollback(args: argparse.Namespace, services: Any) -> int:
+    from core.finetune import adapters as versions
     previous = versions.rollback_to_base(services.db)
     print("back to the base model" + (f" (adapter {previous.id} switched off; it is kept)" if previous else ""))
     return 0

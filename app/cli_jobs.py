@@ -9,14 +9,17 @@ import argparse
 import datetime as dt
 import json
 import signal
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_types import count, row_id
-from core.errors import InvalidInput
-from core.scheduler import Scheduler
-from core.store import jobs as store
-from core.store.jobs import JOB_STATES, Job
+from core.errors import EngramError, InvalidInput
+
+if TYPE_CHECKING:
+    from core.scheduler import Scheduler
+    from core.store.jobs import Job
+
+# core.store.jobs.JOB_STATES, named here so that parsing the command line opens no SQLite (a test keeps them equal)
+JOB_STATES = ("queued", "running", "paused", "done", "failed", "cancelled")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -58,6 +61,7 @@ def build_scheduler(services: Any) -> Scheduler:
 
 
 def cmd_list(args: argparse.Namespace, services: Any) -> int:
+    from core.store import jobs as store
     states = [args.state] if args.state else (None if args.all else list(store.OPEN_STATES))
     scheduler = build_scheduler(services)
     scheduler.recover()  # a job whose process is gone (a killed `engram finetune now`) shows as interrupted
@@ -80,9 +84,8 @@ def cmd_run(args: argparse.Namespace, services: Any) -> int:
         print(f"job {job.id} ({job.kind}) queued to run now")
         return 0
     if job.kind not in scheduler.specs:
-        print(f"job {job.id} ({job.kind}) is queued to run now; this command cannot run {job.kind!r} here, "
-              "the app will pick it up", file=sys.stderr)
-        return 1
+        raise EngramError(f"job {job.id} ({job.kind}) is queued to run now, but this command cannot run "
+                          f"{job.kind!r} jobs: the app will pick it up")
     scheduler.recover()
     reason = scheduler.waiting_reason(job)
     if reason:
@@ -94,13 +97,16 @@ def cmd_run(args: argparse.Namespace, services: Any) -> int:
     finally:
         signal.signal(signal.SIGINT, previous)
     if final is None:
-        print(f"job {job.id} could not start (another process took it or a heavy job is running)")
-        return 1
+        raise EngramError(f"job {job.id} could not start: another process took it or a heavy job is running; "
+                          "it stays queued")
     print(_job_line(final, scheduler))
-    return 0 if final.state in ("done", "queued", "paused") else 1
+    if final.state not in ("done", "queued", "paused"):
+        raise EngramError(f"job {final.id} ({final.kind}) {final.state}" + _first_line(final.last_error))
+    return 0
 
 
 def cmd_request(args: argparse.Namespace, services: Any) -> int:
+    from core.store import jobs as store
     job = store.request(services.db, args.id, args.action)
     if job.state == "running":
         print(f"job {job.id} ({job.kind}) asked to {args.action}; it stops at its next checkpoint")
@@ -110,8 +116,13 @@ def cmd_request(args: argparse.Namespace, services: Any) -> int:
 
 
 def _job_to_run(args: argparse.Namespace, scheduler: Scheduler) -> Job:
-    if args.job.isdigit():
-        job = store.get_job(scheduler.db, int(args.job))
+    from core.store import jobs as store
+    if args.job.lstrip("#").isascii() and args.job.lstrip("#").isdigit():
+        try:
+            job_id = row_id(args.job)
+        except argparse.ArgumentTypeError as exc:
+            raise InvalidInput(str(exc)) from None
+        job = store.get_job(scheduler.db, job_id)
         if job.state == "paused" or (job.state == "queued" and not job.run_now):
             job = scheduler.resume(job.id)
         elif job.state != "queued":
@@ -126,6 +137,10 @@ def _job_to_run(args: argparse.Namespace, scheduler: Scheduler) -> Job:
     if args.job not in scheduler.specs and args.job not in ("reflection", "consolidation", "forgetting", "finetune"):
         raise InvalidInput(f"unknown job kind {args.job!r}; one of reflection, consolidation, forgetting, finetune")
     return store.enqueue(scheduler.db, args.job, payload=payload, run_now=True)
+
+
+def _first_line(error: str | None) -> str:
+    return f": {error.strip().splitlines()[0]}" if error and error.strip() else ""
 
 
 def _job_dict(job: Job, scheduler: Scheduler) -> dict:

@@ -8,7 +8,9 @@ from typing import Any
 
 from app.cli_types import count, row_id
 from core.errors import InvalidInput
-from core.store import goals, hypotheses
+
+# core.store.hypotheses.STATUSES, named here so that parsing the command line opens no SQLite (a test keeps them equal)
+HYPOTHESIS_STATUSES = ("open", "confirmed", "rejected")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -29,7 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     hyp = subparsers.add_parser("hypotheses", help="what Engram thinks about you: list, confirm, reject, edit")
     hyp_commands = hyp.add_subparsers(dest="hypotheses_command", metavar="ACTION", required=True)
     listing = hyp_commands.add_parser("list", help="every hypothesis with its confidence (the default)")
-    listing.add_argument("--status", choices=hypotheses.STATUSES)
+    listing.add_argument("--status", choices=HYPOTHESIS_STATUSES)
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=cmd_hypotheses_list)
     for name, status in (("confirm", "confirmed"), ("reject", "rejected")):
@@ -101,6 +103,7 @@ def cmd_forget(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_hypotheses_list(args: argparse.Namespace, services: Any) -> int:
+    from core.store import hypotheses
     rows = hypotheses.list_hypotheses(services.db, status=args.status)
     ready = services.settings.reflection.confirm_threshold
     if args.json:
@@ -116,6 +119,7 @@ def cmd_hypotheses_list(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_hypothesis_decide(args: argparse.Namespace, services: Any) -> int:
+    from core.store import hypotheses
     h = hypotheses.decide(services.db, args.id, args.status)
     after = ("it shapes how Engram talks to you from the next conversation" if h.status == "confirmed"
              else "it will not come back on the same evidence")
@@ -126,6 +130,7 @@ def cmd_hypothesis_decide(args: argparse.Namespace, services: Any) -> int:
 def cmd_hypothesis_edit(args: argparse.Namespace, services: Any) -> int:
     if args.claim is None and args.dimension is None:
         raise InvalidInput("give --claim and/or --dimension")
+    from core.store import hypotheses
     h = hypotheses.edit_hypothesis(services.db, args.id, claim=args.claim, dimension=args.dimension)
     print(f"hypothesis {h.id}: [{h.dimension}] {h.claim} ({h.status})")
     return 0
@@ -133,6 +138,7 @@ def cmd_hypothesis_edit(args: argparse.Namespace, services: Any) -> int:
 
 def cmd_goals_list(args: argparse.Namespace, services: Any) -> int:
     from core.memory.reconcile import conflict_of
+    from core.store import goals
     rows = goals.list_goals(services.db, status=None if args.all else "open")
     if not rows:
         print("no open learning goals" if not args.all else "no learning goals yet")
@@ -146,6 +152,7 @@ def cmd_goals_list(args: argparse.Namespace, services: Any) -> int:
 
 def cmd_goal_close(args: argparse.Namespace, services: Any) -> int:
     from core.memory.reconcile import resolve_conflict
+    from core.store import goals
     if args.keep:
         g = resolve_conflict(services.db, args.id, args.keep, args.answer)
     else:

@@ -4,11 +4,17 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.cli_types import count, real, row_id
 from core.errors import InvalidInput
-from core.types import MEMORY_KINDS, Memory
+
+if TYPE_CHECKING:
+    from core.types import Memory
+
+# core.types.MEMORY_KINDS, named here so that parsing the command line imports no more than it needs (a test keeps
+# them equal)
+MEMORY_KINDS = ("episodic", "semantic", "summary")
 
 STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
 
@@ -214,7 +220,9 @@ def _say_if_adapter_learned(services: Any, memory_ids: list[int]) -> None:
 
 
 def cmd_purge(args: argparse.Namespace, services: Any) -> int:
-    if bool(args.ids) == bool(args.all):
+    if args.ids and args.all:
+        raise InvalidInput("give either the ids of trashed memories to purge or --all (the whole trash), not both")
+    if not args.ids and not args.all:
         raise InvalidInput("give the ids of trashed memories to purge, or --all to empty the whole trash")
     manager = _store_only(services)
     result = manager.purge() if args.all else manager.purge(memory_ids=_ids(args.ids))
@@ -259,6 +267,7 @@ def _ids(values: list[str]) -> list[int]:
 
 
 def _memory_dict(memory: Memory) -> dict[str, Any]:
+    from core.types import Memory
     data = {name: getattr(memory, name) for name in Memory.__dataclass_fields__}
     data["source_episode_ids"] = list(memory.source_episode_ids)
     data["status"] = memory.status

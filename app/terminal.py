@@ -3,7 +3,7 @@
 A memory, a recalled turn or a model's reply can hold terminal control sequences (ESC … changes colours, moves
 the cursor or retitles the window; BEL rings) and bidirectional overrides that make text read differently from
 what it is. Everything the CLI writes to standard output goes through `SafeStream`, which shows those
-characters escaped (`\\x1b`, `\\u202e`) and leaves every other character, newlines and tabs as they are.
+characters escaped (`\\u001b`, `\\u202e`) and leaves every other character, newlines and tabs as they are.
 """
 from __future__ import annotations
 
@@ -24,8 +24,9 @@ def printable(text: str, *, one_line: bool = False) -> str:
 
 
 def _escape(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+    # \\uXXXX for every one: readable in a terminal, and the same character again inside `--json` output's strings
+    # (json.dumps leaves DEL, C1 controls, bidi overrides and lone surrogates as they are; "\\x85" is not JSON).
+    return f"\\u{ord(match.group()):04x}"
 
 
 class SafeStream:
@@ -35,7 +36,12 @@ class SafeStream:
         self._stream = stream
 
     def write(self, text: str) -> int:
-        self._stream.write(printable(text))
+        safe = printable(text)
+        try:
+            self._stream.write(safe)
+        except UnicodeEncodeError:  # a terminal that is not UTF-8 (LANG=…ISO-8859-1): "Zo\xeb", not a failure
+            encoding = getattr(self._stream, "encoding", None) or "ascii"
+            self._stream.write(safe.encode(encoding, "backslashreplace").decode(encoding))
         return len(text)
 
     def writelines(self, lines: Any) -> None:

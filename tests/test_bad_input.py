@@ -51,7 +51,7 @@ def _refused(folder: Path, capsys, *argv: str, message: str) -> None:
     (("memory", "add", "  \t\n "), "statement is empty"),
     (("memory", "add", ONE_MB), "too long"),
     (("memory", "add", "nul\x00byte"), "NUL byte"),
-    (("memory", "add", "bad \udcff utf-8"), "invalid UTF-8"),
+    (("memory", "add", "bad \udcff utf-8"), "not valid UTF-8"),
     (("memory", "add", "fine", "--subject", "nul\x00"), "NUL byte"),
     (("memory", "add", "fine", "--confidence", "3"), "between 0 and 1"),
     (("memory", "search", ""), "query is empty"),
@@ -101,7 +101,7 @@ def test_invalid_utf8_bytes_on_the_real_command_line(store):
                            b"caf\xe9 latin-1 bytes"], cwd=ROOT, capture_output=True, timeout=120,
                           env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"})
     assert done.returncode == 1
-    assert b"engram: statement contains unpaired surrogates (invalid UTF-8)" in done.stderr
+    assert done.stderr == b"engram: statement is not valid UTF-8 (character 4 is not text)\n"
     assert _files_digest(store) == before
 
 

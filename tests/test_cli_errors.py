@@ -9,9 +9,10 @@ import math
 import stat
 from pathlib import Path
 
+import apsw
 import pytest
 
-from app.cli import run_cli
+from app.cli import LOG_NAME, run_cli
 from app.terminal import printable
 from core.errors import InvalidInput
 from core.memory.manage import MemoryManager
@@ -71,7 +72,13 @@ def test_an_import_nested_a_hundred_thousand_deep_is_one_line(folder, tmp_path, 
     (PermissionError(errno.EACCES, "Permission denied", "/some/file"), "Permission denied: /some/file"),
     (OverflowError("int too large"), "too large"),
     (RecursionError("deep"), "nested too deeply"),
-    (KeyError("surprise"), "ENGRAM_DEBUG=1"),
+    (UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte"), "not valid UTF-8"),
+    (MemoryError(), "not enough memory"),
+    (apsw.BusyError("database is locked"), "busy: another Engram process is writing"),
+    (apsw.FullError("database or disk is full"), "disk is full"),
+    (apsw.ReadOnlyError("attempt to write a readonly database"), "read-only"),
+    (apsw.CorruptError("database disk image is malformed"), "engram doctor"),
+    (KeyError("surprise"), "--debug"),
 ])
 def test_an_unexpected_failure_is_described_in_one_line(folder, capsys, monkeypatch, error, words):
     def fail(*args, **kwargs):
@@ -88,6 +95,85 @@ def test_engram_debug_shows_the_traceback(folder, capsys, monkeypatch):
     assert "Traceback" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("argv", [("--debug", "memory", "list"), ("memory", "list", "--debug")])
+def test_debug_shows_the_traceback(folder, capsys, monkeypatch, argv):
+    monkeypatch.delenv("ENGRAM_DEBUG", raising=False)
+    monkeypatch.setattr("core.memory.manage.MemoryManager.list", lambda *a, **k: {}["missing"])
+    assert run_cli(["--data-dir", str(folder), *argv]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("engram: Something went wrong (KeyError: 'missing')") and "Traceback" in err
+
+
+def test_an_unforeseen_failure_is_logged_without_the_users_text(folder, capsys, monkeypatch):
+    secret = "my bank PIN is 4711"
+
+    def fail(*args, **kwargs):
+        raise ValueError(f"cannot file {secret}")
+    monkeypatch.delenv("ENGRAM_DEBUG", raising=False)
+    monkeypatch.setattr("core.memory.manage.MemoryManager.add", fail)
+    err = _one_line_failure(capsys, run_cli(["--data-dir", str(folder), "memory", "add", secret]))
+    log = folder / "logs" / LOG_NAME
+    assert f"the details are in {log}; run it again with --debug to see them here" in err
+    text = log.read_text()
+    assert "builtins.ValueError" in text and "cli_memory.py" in text and "in cmd_add" in text
+    assert secret not in text and "4711" not in text  # a purge must be able to erase every copy of a memory
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
+
+
+def test_a_damaged_file_is_one_line_naming_engram_doctor(folder, capsys):
+    path = folder / "engram.db"
+    size = path.stat().st_size
+    with path.open("r+b") as handle:  # garbage over the middle pages, as a failing disk might leave them
+        handle.seek(size // 3)
+        handle.write(bytes(range(256)) * ((size // 3) // 256))
+    for argv in (("memory", "list"), ("memory", "pin", "1"), ("memory", "list")):
+        err = _one_line_failure(capsys, run_cli(["--data-dir", str(folder), *argv]))
+        assert "damaged" in err and "engram doctor" in err
+
+
+def test_ctrl_c_is_one_line_and_exit_130(folder, capsys, monkeypatch):
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr("core.memory.manage.MemoryManager.list", interrupt)
+    assert run_cli(["--data-dir", str(folder), "memory", "list"]) == 130
+    assert capsys.readouterr().err == "engram: interrupted\n"
+
+
+def test_a_closed_pipe_ends_quietly(folder, capsys, monkeypatch):
+    """`engram memory list | head -1`: the reader left; there is no one to tell."""
+    def gone(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+    monkeypatch.setattr("core.memory.manage.MemoryManager.list", gone)
+    assert run_cli(["--data-dir", str(folder), "memory", "list"]) == 141
+    assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize("argv, message", [
+    (("memory", "pin"), "engram: memory pin: the following arguments are required: ids "
+                        "(see `engram memory pin --help`)"),
+    (("memory", "lst"), "engram: memory: argument ACTION: invalid choice: 'lst'"),
+    (("memory", "list", "--limit", "99999999999999999999"),
+     "engram: memory list: argument --limit: '99999999999999999999' is out of range: it must be between 1 and "
+     "100,000"),
+    (("memory", "show", str(2**63)), f"engram: memory show: argument id: '{2**63}' is not an id (ids run from 1 to "
+                                     f"{2**63 - 1})"),
+    (("memory", "purge", "1", "--all"), "engram: give either the ids of trashed memories to purge or --all"),
+])
+def test_messages_name_the_command_once_and_fit_the_input(folder, capsys, argv, message):
+    code = run_cli(["--data-dir", str(folder), *argv])
+    assert code != 0
+    assert capsys.readouterr().err.startswith(message)
+
+
+def test_a_terminal_that_is_not_utf8_gets_escapes_not_a_failure():
+    import io
+    from app.terminal import SafeStream
+    raw = io.TextIOWrapper(io.BytesIO(), encoding="latin-1")
+    SafeStream(raw).write("Zoë 🙂 \x1b[2J\n")
+    raw.flush()
+    assert raw.buffer.getvalue() == "Zoë \\U0001f642 \\u001b[2J\n".encode("latin-1")
+
+
 @pytest.mark.parametrize("verb", [("memory", "list"), ("memory", "show", "1"), ("memory", "search", "lives"),
                                   ("memory", "list", "--json")])
 def test_control_characters_in_memory_text_are_printed_escaped(folder, capsys, verb):
@@ -100,7 +186,7 @@ def test_control_characters_in_memory_text_are_printed_escaped(folder, capsys, v
 
 def test_printable_keeps_ordinary_text_and_escapes_controls():
     assert printable("Zoë 👩‍👩‍👧 naïve\tcafé\n") == "Zoë 👩‍👩‍👧 naïve\tcafé\n"
-    assert printable("a\x1b[2Jb\u202ec") == "a\\x1b[2Jb\\u202ec"
+    assert printable("a\x1b[2Jb\u202ec\x85") == "a\\u001b[2Jb\\u202ec\\u0085"
 
 
 def test_pin_of_many_ids_is_all_or_nothing(folder, capsys):

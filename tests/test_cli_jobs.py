@@ -8,6 +8,7 @@ import pytest
 from app.cli import build_parser, run_cli
 from app.cli_jobs import build_scheduler
 from app.services import Services
+from core.errors import EngramError
 from core.jobs import Step, stepwise
 from core.store import jobs as store
 
@@ -81,8 +82,8 @@ def test_cancel_a_queued_job_and_refuse_a_finished_one(services, capsys):
 
 def test_a_kind_this_process_cannot_run_is_left_queued_for_the_app(services, capsys):
     queued = store.enqueue(services.db, "newer-kind")  # written by a newer Engram sharing this folder
-    assert run(services, "jobs", "run", str(queued.id)) == 1
-    assert "the app will pick it up" in capsys.readouterr().err
+    with pytest.raises(EngramError, match="the app will pick it up"):  # run_cli: one `engram: …` line, exit 1
+        run(services, "jobs", "run", str(queued.id))
     job = store.list_jobs(services.db)[0]
     assert job.kind == "newer-kind" and job.state == "queued" and job.run_now
 

@@ -24,8 +24,8 @@ def clean_text(value: object, what: str = "text", *, allow_empty: bool = False,
         raise InvalidInput(f"{what} must be text, not {type(value).__name__}")
     try:
         value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidInput(f"{what} contains unpaired surrogates (invalid UTF-8)") from None
+    except UnicodeEncodeError as exc:  # a lone surrogate: how bytes that are not UTF-8 arrive from argv or stdin
+        raise InvalidInput(f"{what} is not valid UTF-8 (character {exc.start + 1} is not text)") from None
     if "\x00" in value:
         raise InvalidInput(f"{what} contains a NUL byte")
     if not allow_empty and not value.strip():

@@ -131,7 +131,7 @@ def test_a_refused_first_message_leaves_no_conversation_and_bad_utf8_is_named(ch
     too_long_for_the_model = "memory " * 5000
     code, out, err = chat(f"{huge}\nbad \udcff bytes\n{too_long_for_the_model}\n/quit\n", "chat", "--max-tokens", "4")
     assert code == 0, err
-    assert "too long" in out and "invalid UTF-8" in out and "title" not in out
+    assert "too long" in out and "not valid UTF-8" in out and "title" not in out
     assert "context window" in out
     db = open_db(chat.data_dir / "engram.db")
     try:
