@@ -65,6 +65,7 @@ class ForgettingSettings:
     recency_half_life_days: float = 30.0  # 001: recency = 2^(−days since last use / half-life)
     context_episodes: int = 50  # 001: "recent context" = the centroid of the newest episodes
     fact_half_life_factor: float = 3.0  # 001/KenLM: a fact fades this many times slower than a conversation turn
+    learn: bool = True  # 001: α, β, γ and the bias are learnt from the user's restores (core.memory.learned)
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ import numpy as np
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
-from core.memory import compaction
+from core.memory import compaction, learned
 from core.memory import importance as imp
 from core.memory.index import repair_missing_vectors
 from core.protocols import Embedder
@@ -200,8 +200,10 @@ def _eligible_episodes(db: Database, cutoff: float) -> np.ndarray:
 
 
 def score_store(db: Database, settings: Settings, *, now: float | None = None) -> dict[str, ScoreTable]:
-    """Retention of every item that may be forgotten, as {'memory': table, 'episode': table}."""
+    """Retention of every item that may be forgotten, as {'memory': table, 'episode': table}, with the weights
+    learnt from the user's signals (core.memory.learned) when learning is on."""
     now = db.now() if now is None else now
+    settings = learned.effective(db, settings)
     cutoff = now - settings.forgetting.min_age_days * SECONDS_PER_DAY
     centroid = context_centroid(db, settings)
     tables = {}
@@ -258,7 +260,9 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
     """Forget everything below the threshold now: archive facts, compact episodes into summaries."""
     started = _time.perf_counter()
     now = db.now() if now is None else now
+    learn_from_silence(db, settings, now)
     tables = score_store(db, settings, now=now)
+    _penalise_size(db, settings, tables)
     limit = threshold(settings)
     doomed_memories = tables["memory"].below(limit)
     doomed_episodes = tables["episode"].below(limit)
@@ -272,12 +276,21 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
                       sum(len(t.ids) for t in tables.values()), _time.perf_counter() - started)
 
 
+def _penalise_size(db: Database, settings: Settings, tables: dict[str, ScoreTable]) -> None:
+    """The store-size term of the learnt weights: every pass leans them a little towards forgetting."""
+    if not settings.forgetting.learn:
+        return
+    terms = np.concatenate([np.column_stack([t.recency, t.relevance, t.importance]) for t in tables.values()])
+    with db.transaction():
+        learned.save(db, learned.size_step(learned.load(db, settings), terms, settings))
+
+
 def archive_memory(db: Database, scored: Scored, reason: str, now: float) -> int:
     before = get_memory(db, scored.item_id)
     db.execute("UPDATE memories SET forgotten_at = ? WHERE id = ?", (now, before.id))
     history.record(db, before.id, "forget", snapshot(before), {**snapshot(before), "forgotten_at": now},
                    reason, at=now)
-    return _log(db, "memory", before.id, "archive", scored.retention, reason, None, now)
+    return _log(db, "memory", before.id, "archive", scored, reason, None, now)
 
 
 def compact_episodes(db: Database, doomed: Sequence[Scored], limit: float, now: float) -> tuple[list[int], list[int]]:
@@ -297,18 +310,39 @@ def compact_episodes(db: Database, doomed: Sequence[Scored], limit: float, now: 
             db.execute("UPDATE episodes SET forgotten_at = ?, summary_id = ? WHERE id = ?",
                        (now, summary_id, row["id"]))
             scored = by_id[row["id"]]
-            events.append(_log(db, "episode", row["id"], "compact", scored.retention, scored.reason(limit),
-                               summary_id, now))
+            events.append(_log(db, "episode", row["id"], "compact", scored, scored.reason(limit), summary_id, now))
     return summaries, events
 
 
 # -- log and undo ------------------------------------------------------------------------------------------
-def _log(db: Database, item_type: str, item_id: int, action: str, retention: float, reason: str,
+def _log(db: Database, item_type: str, item_id: int, action: str, scored: Scored, reason: str,
          summary_id: int | None, now: float) -> int:
-    db.execute("INSERT INTO forgetting_events(item_type, item_id, action, retention, reason, summary_id, at) "
-               "VALUES (?, ?, ?, ?, ?, ?, ?)", (item_type, int(item_id), action, float(retention), reason,
-                                               summary_id, now))
+    """The event keeps the three terms the item was scored with: the user's restore, or silence, teaches the
+    weights from them (core.memory.learned)."""
+    db.execute("INSERT INTO forgetting_events(item_type, item_id, action, retention, reason, summary_id, at, "
+               "recency, relevance, importance) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+               (item_type, int(item_id), action, float(scored.retention), reason, summary_id, now,
+                float(scored.recency), float(scored.relevance), float(scored.importance)))
     return int(db.conn.last_insert_rowid())
+
+
+def learn_from_silence(db: Database, settings: Settings, now: float) -> int:
+    """Forgettings the user left alone for learned.SILENCE_DAYS were right: each is a (weak) 'forget' signal."""
+    if not settings.forgetting.learn:
+        return 0
+    rows = db.query("SELECT id, recency, relevance, importance FROM forgetting_events WHERE restored_at IS NULL "
+                    "AND learned_at IS NULL AND recency IS NOT NULL AND at <= ? ORDER BY id",
+                    (now - learned.SILENCE_DAYS * SECONDS_PER_DAY,))
+    if not rows:
+        return 0
+    weights = learned.load(db, settings)
+    engaged = weights.kept_signals > 0  # before the user's first restore, silence says nothing about them
+    for row in rows if engaged else ():
+        weights = learned.step(weights, (row["recency"], row["relevance"], row["importance"]), False, settings)
+    with db.transaction():
+        learned.save(db, weights)
+        db.conn.executemany("UPDATE forgetting_events SET learned_at = ? WHERE id = ?", [(now, r["id"]) for r in rows])
+    return len(rows)
 
 
 def list_events(db: Database, *, limit: int = 200, include_restored: bool = True) -> list[ForgettingEvent]:
@@ -324,8 +358,9 @@ def get_event(db: Database, event_id: int) -> ForgettingEvent:
     return _event(row)
 
 
-def undo(db: Database, event_id: int) -> ForgettingEvent:
-    """Bring the item back (its summary stays); refused once the item was purged or already restored."""
+def undo(db: Database, event_id: int, settings: Settings | None = None) -> ForgettingEvent:
+    """Bring the item back (its summary stays); refused once the item was purged or already restored. The undo
+    is a signal the retention weights learn from (core.memory.learned)."""
     event = get_event(db, event_id)
     if event.restored_at is not None:
         raise InvalidInput(f"forgetting event {event.id} was already undone")
@@ -343,7 +378,21 @@ def undo(db: Database, event_id: int) -> ForgettingEvent:
                 history.record(db, before.id, "restore", snapshot(before), snapshot(get_memory(db, before.id)),
                                f"undo of forgetting event {event.id}", at=now)
         db.execute("UPDATE forgetting_events SET restored_at = ? WHERE id = ?", (now, event.id))
+        _learn_from_restore(db, event.id, settings or Settings(), now)
     return get_event(db, event.id)
+
+
+def _learn_from_restore(db: Database, event_id: int, settings: Settings, now: float) -> None:
+    """The user asked for a forgotten item back: 'keep things like this', learnt from the terms the event
+    recorded (an event written before they were recorded has none)."""
+    row = db.query_one("SELECT recency, relevance, importance, learned_at FROM forgetting_events WHERE id = ?",
+                       (event_id,))
+    if not settings.forgetting.learn or row is None or row["recency"] is None or row["learned_at"] is not None:
+        return
+    weights = learned.step(learned.load(db, settings), (row["recency"], row["relevance"], row["importance"]), True,
+                           settings)
+    learned.save(db, weights)
+    db.execute("UPDATE forgetting_events SET learned_at = ? WHERE id = ?", (now, event_id))
 
 
 def _event(row: dict) -> ForgettingEvent:

@@ -367,11 +367,18 @@ def _v4_vector_partition_index(conn: apsw.Connection) -> None:
         index_partitions(conn, table)  # tables of a store with no embedder yet do not exist: nothing to do
 
 
+def _v5_forgetting_features(conn: apsw.Connection) -> None:
+    """The three terms an item was forgotten with, so the user's restore (or silence) can teach the weights."""
+    for column in ("recency", "relevance", "importance", "learned_at"):
+        conn.execute(f"ALTER TABLE forgetting_events ADD COLUMN {column} REAL")
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial_schema),
     Migration(2, "job queue, adapters and lineage", _v2_job_queue),
     Migration(3, "reply memories: per-reply attribution", _v3_reply_memories),
     Migration(4, "index the partitions of the vector tables", _v4_vector_partition_index),
+    Migration(5, "forgetting events keep the terms they were scored with", _v5_forgetting_features),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -1,0 +1,135 @@
+"""Retention weights learnt from the user's own signals (seed 001's α, β, γ learnt rather than fixed).
+
+What the user does with forgetting is a label on an item's three terms: restoring a forgotten item says "keep
+things like this" (y = 1); a forgotten item left forgotten for `SILENCE_DAYS` says the forgetting was right (y = 0).
+The retention model is already a logistic one, P = σ(α·recency + β·relevance + γ·importance + bias), forgetting
+below τ; so the simplest learner that fits is a regularised logistic regression, updated online by one gradient
+step per signal on the log-loss of "kept" at the boundary logit(τ) (silence weighted SILENCE_WEIGHT, and counted
+only once the user has restored something: a user who never looks at forgetting keeps the documented defaults):
+
+    w ← w + η·[(y − σ(w·x − logit τ))·x − λ·(w − w₀)],   then clipped to BOUNDS,
+
+where λ pulls towards the defaults w₀ (few signals barely move anything), and at every forgetting pass a store-size
+term, the gradient of μ·mean(P) over the store (with the same pull), leans towards forgetting, as the seed's reward
+penalises memory size. Until the first signal the weights are exactly the defaults; after it, the size term alone
+moves them at most μ/4λ from where the signals put them.
+No policy gradient: there is no episode return to estimate, only a label per item, and a logistic update is
+stable with a handful of signals. τ itself stays the user's strength dial: it and the bias move the same
+boundary, so learning both would be unidentifiable. Pinned, protected, permanent and critical memories are never
+scored at all (core.memory.forget), whatever the weights.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, replace
+from typing import Sequence
+
+import numpy as np
+
+from core.config import Settings
+from core.store.db import Database
+
+META_KEY = "learned_retention"
+NAMES = ("alpha", "beta", "gamma", "bias")
+BOUNDS = {"alpha": (0.5, 8.0), "beta": (0.0, 8.0), "gamma": (0.5, 10.0), "bias": (-8.0, 0.0)}
+LEARNING_RATE = 0.5
+PULL_TO_DEFAULTS = 0.02  # λ
+SIZE_PENALTY = 0.01  # μ: with λ it bounds how far the size term alone moves the weights (μ/4λ in the bias)
+SILENCE_DAYS = 14.0  # a forgotten item not asked back for this long was rightly forgotten
+SILENCE_WEIGHT = 0.25  # silence is weaker evidence than a restore: the user may simply not have looked
+
+
+@dataclass(frozen=True)
+class LearnedRetention:
+    alpha: float
+    beta: float
+    gamma: float
+    bias: float
+    kept_signals: int = 0  # restores
+    forgot_signals: int = 0  # forgettings left alone
+
+    @property
+    def signals(self) -> int:
+        return self.kept_signals + self.forgot_signals
+
+    def vector(self) -> np.ndarray:
+        return np.array([self.alpha, self.beta, self.gamma, self.bias])
+
+
+def defaults(settings: Settings) -> LearnedRetention:
+    f = settings.forgetting
+    return LearnedRetention(f.alpha, f.beta, f.gamma, f.bias)
+
+
+def load(db: Database, settings: Settings) -> LearnedRetention:
+    raw = db.scalar("SELECT value FROM meta WHERE key = ?", (META_KEY,))
+    if not raw:
+        return defaults(settings)
+    try:
+        return _clipped(LearnedRetention(**{k: v for k, v in json.loads(raw).items()
+                                            if k in LearnedRetention.__dataclass_fields__}))
+    except (TypeError, ValueError):
+        return defaults(settings)  # a damaged record starts over rather than breaking forgetting
+
+
+def save(db: Database, learned: LearnedRetention) -> None:
+    db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+               (META_KEY, json.dumps(asdict(learned))))
+
+
+def reset(db: Database) -> None:
+    db.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
+
+
+def effective(db: Database, settings: Settings) -> Settings:
+    """Settings with the learnt weights in place of the defaults (when learning is on)."""
+    if not settings.forgetting.learn:
+        return settings
+    learned = load(db, settings)
+    return replace(settings, forgetting=replace(settings.forgetting, alpha=learned.alpha, beta=learned.beta,
+                                                gamma=learned.gamma, bias=learned.bias))
+
+
+def step(learned: LearnedRetention, terms: Sequence[float], kept: bool, settings: Settings) -> LearnedRetention:
+    """One signal: the item's (recency, relevance, importance) and whether the user wanted it kept (a restore) or
+    not (silence, weighted SILENCE_WEIGHT)."""
+    x = np.array([*terms, 1.0], dtype=np.float64)
+    w = learned.vector()
+    p = _sigmoid(float(w @ x) - _logit(_threshold(settings)))
+    weight = 1.0 if kept else SILENCE_WEIGHT
+    w = w + LEARNING_RATE * (weight * ((1.0 if kept else 0.0) - p) * x
+                             - PULL_TO_DEFAULTS * (w - defaults(settings).vector()))
+    counts = {"kept_signals": learned.kept_signals + int(kept), "forgot_signals": learned.forgot_signals + int(not kept)}
+    return _clipped(LearnedRetention(*w.tolist(), **counts))
+
+
+def size_step(learned: LearnedRetention, terms: np.ndarray, settings: Settings) -> LearnedRetention:
+    """The store-size penalty: one step down the gradient of μ·mean(P) over the store's items (rows of terms)."""
+    if len(terms) == 0 or learned.signals == 0:  # no signal yet: the weights are exactly the defaults
+        return learned
+    x = np.column_stack([terms, np.ones(len(terms))])
+    w = learned.vector()
+    p = _sigmoid(x @ w)
+    gradient = SIZE_PENALTY * (p * (1 - p)) @ x / len(terms) + PULL_TO_DEFAULTS * (w - defaults(settings).vector())
+    return _clipped(replace(learned, **dict(zip(NAMES, (w - LEARNING_RATE * gradient).tolist()))))
+
+
+def _clipped(learned: LearnedRetention) -> LearnedRetention:
+    values = {name: float(min(max(getattr(learned, name), low), high)) for name, (low, high) in BOUNDS.items()}
+    if not all(math.isfinite(v) for v in values.values()):
+        raise ValueError("learned weights must be finite")
+    return replace(learned, **values)
+
+
+def _threshold(settings: Settings) -> float:
+    from core.memory.forget import threshold  # here: forget imports this module
+    return threshold(settings)
+
+
+def _logit(p: float) -> float:
+    return math.log(p / (1.0 - p))
+
+
+def _sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
