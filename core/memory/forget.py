@@ -384,10 +384,11 @@ def undo(db: Database, event_id: int, settings: Settings | None = None) -> Forge
 
 def _learn_from_restore(db: Database, event_id: int, settings: Settings, now: float) -> None:
     """The user asked for a forgotten item back: 'keep things like this', learnt from the terms the event
-    recorded (an event written before they were recorded has none)."""
-    row = db.query_one("SELECT recency, relevance, importance, learned_at FROM forgetting_events WHERE id = ?",
-                       (event_id,))
-    if not settings.forgetting.learn or row is None or row["recency"] is None or row["learned_at"] is not None:
+    recorded (an event written before they were recorded has none). It counts even when the silence window
+    had passed (a restore outweighs the silence, and before the first restore silence was not counted at all);
+    an event is restored once, so it teaches once."""
+    row = db.query_one("SELECT recency, relevance, importance FROM forgetting_events WHERE id = ?", (event_id,))
+    if not settings.forgetting.learn or row is None or row["recency"] is None:
         return
     weights = learned.step(learned.load(db, settings), (row["recency"], row["relevance"], row["importance"]), True,
                            settings)

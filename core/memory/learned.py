@@ -67,10 +67,24 @@ def load(db: Database, settings: Settings) -> LearnedRetention:
     if not raw:
         return defaults(settings)
     try:
-        return _clipped(LearnedRetention(**{k: v for k, v in json.loads(raw).items()
-                                            if k in LearnedRetention.__dataclass_fields__}))
+        return _parsed(json.loads(raw))
     except (TypeError, ValueError):
         return defaults(settings)  # a damaged record starts over rather than breaking forgetting
+
+
+def _parsed(record: object) -> LearnedRetention:
+    """The stored record, checked field by field (ValueError for anything a save could not have written)."""
+    if not isinstance(record, dict):
+        raise ValueError("learned weights must be a JSON object")
+    weights = {name: record[name] for name in NAMES if _is_number(record.get(name))}
+    counts = {name: record.get(name, 0) for name in ("kept_signals", "forgot_signals")}
+    if len(weights) != len(NAMES) or not all(type(c) is int and c >= 0 for c in counts.values()):
+        raise ValueError("learned weights record is incomplete")
+    return _clipped(LearnedRetention(**{k: float(v) for k, v in weights.items()}, **counts))
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def save(db: Database, learned: LearnedRetention) -> None:
@@ -94,7 +108,7 @@ def effective(db: Database, settings: Settings) -> Settings:
 def step(learned: LearnedRetention, terms: Sequence[float], kept: bool, settings: Settings) -> LearnedRetention:
     """One signal: the item's (recency, relevance, importance) and whether the user wanted it kept (a restore) or
     not (silence, weighted SILENCE_WEIGHT)."""
-    x = np.array([*terms, 1.0], dtype=np.float64)
+    x = np.append(_terms(np.asarray(terms, dtype=np.float64)), 1.0)
     w = learned.vector()
     p = _sigmoid(float(w @ x) - _logit(_threshold(settings)))
     weight = 1.0 if kept else SILENCE_WEIGHT
@@ -108,7 +122,7 @@ def size_step(learned: LearnedRetention, terms: np.ndarray, settings: Settings) 
     """The store-size penalty: one step down the gradient of μ·mean(P) over the store's items (rows of terms)."""
     if len(terms) == 0 or learned.signals == 0:  # no signal yet: the weights are exactly the defaults
         return learned
-    x = np.column_stack([terms, np.ones(len(terms))])
+    x = np.column_stack([_terms(np.asarray(terms, dtype=np.float64)), np.ones(len(terms))])
     w = learned.vector()
     p = _sigmoid(x @ w)
     gradient = SIZE_PENALTY * (p * (1 - p)) @ x / len(terms) + PULL_TO_DEFAULTS * (w - defaults(settings).vector())
@@ -127,7 +141,13 @@ def _threshold(settings: Settings) -> float:
     return threshold(settings)
 
 
+def _terms(terms: np.ndarray) -> np.ndarray:
+    """Recency, relevance and importance are each in [0, 1]; a damaged row's value is held to that range."""
+    return np.clip(np.nan_to_num(terms, nan=0.0, posinf=1.0, neginf=0.0), 0.0, 1.0)
+
+
 def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1.0 - 1e-6)  # a threshold set to 0 or 1 still has a boundary
     return math.log(p / (1.0 - p))
 
 
