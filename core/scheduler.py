@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterable, Mapping, Optional
 
 from core.conditions import ModelGate, in_quiet_hours
 from core.config import SchedulerSettings
-from core.errors import InvalidInput
+from core.errors import InvalidInput, StoreCorrupt
+from core.store import health
 from core.store import jobs as store
 from core.store.db import Database
 from core.store.jobs import Job
@@ -208,10 +209,18 @@ class Scheduler:
         except JobInterrupted:
             return self._after_yield(ctx)
         except Exception as exc:  # a failing handler must not take the scheduler (or the app) down
+            if health.is_corruption(exc):  # ...unless the file is damaged: record nothing more into it, stop
+                raise self._damaged(exc) from None
             return self._after_failure(ctx, exc)
         if result == YIELDED:
             return self._after_yield(ctx)
         return store.finish(self.db, job.id, "done")
+
+    def _damaged(self, exc: Exception) -> StoreCorrupt:
+        if isinstance(exc, StoreCorrupt):
+            return exc
+        health.mark_damaged(self.db.path, str(exc))
+        return StoreCorrupt(health.damaged_message(self.db.path, str(exc)))
 
     def _after_yield(self, ctx: JobContext) -> Job:
         reason = ctx.yield_reason or self.yield_reason(ctx.job, ctx.spec) or "yielded"

@@ -150,6 +150,7 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     conn = _connect(path)
     try:
         _check_readable(conn, path)
+        health.guard(conn, path)  # from here on, damage met by any statement stops every write
         if existed:
             _refuse_foreign(conn, path)
             health.check_on_open(conn, path)

@@ -142,3 +142,54 @@ def rebuild_indexes(conn: apsw.Connection) -> list[str]:
 
 def clear_marker(path: Path) -> None:
     marker_path(path).unlink(missing_ok=True)
+
+
+class GuardedCursor(apsw.Cursor):
+    """A cursor of the store's connection: corruption met while a statement runs marks the file and becomes a
+    StoreCorrupt (never apsw's CorruptError, which no caller knows what to do with)."""
+
+    store_path: Path
+
+    def execute(self, *args, **kwargs):
+        return self._guarded(super().execute, *args, **kwargs)
+
+    def executemany(self, *args, **kwargs):
+        return self._guarded(super().executemany, *args, **kwargs)
+
+    def fetchall(self):
+        return self._guarded(super().fetchall)
+
+    def fetchone(self):
+        return self._guarded(super().fetchone)
+
+    def __next__(self):
+        return self._guarded(super().__next__)
+
+    def _guarded(self, call, *args, **kwargs):
+        try:
+            return call(*args, **kwargs)
+        except CORRUPTION as exc:
+            mark_damaged(self.store_path, str(exc))
+            raise StoreCorrupt(damaged_message(self.store_path, str(exc))) from None
+
+
+def guard(conn: apsw.Connection, path: Path) -> None:
+    """Every statement of `conn` goes through a GuardedCursor, and no statement that writes runs once the file is
+    marked damaged — by this connection or by another process (the marker is beside the file, checked per write)."""
+    def cursor(connection: apsw.Connection) -> GuardedCursor:
+        made = GuardedCursor(connection)
+        made.store_path = path
+        return made
+
+    def refuse_writes_when_marked(cur: apsw.Cursor | apsw.Connection, sql: str, bindings) -> bool:
+        # The connection itself runs its savepoints (BEGIN, RELEASE): those write nothing.
+        if not getattr(cur, "is_readonly", True) and marker_path(path).exists():
+            refuse_if_marked(path)
+        return True
+
+    conn.cursor_factory = cursor
+    conn.exec_trace = refuse_writes_when_marked
+
+
+def is_corruption(exc: BaseException) -> bool:
+    return isinstance(exc, (StoreCorrupt, *CORRUPTION))
