@@ -110,11 +110,15 @@ def _store_only(services: Any):
 
 
 def cmd_add(args: argparse.Namespace, services: Any) -> int:
-    memory = _manager(services).add(
+    added = _manager(services).remember(
         args.statement, subject=args.subject, relation=args.relation, object=args.object, kind=args.kind,
         critical=args.critical, confidence=args.confidence, pinned=args.pin, protected=args.protect,
         reason="added by hand")
-    print(f"remembered #{memory.id}: {memory.statement}")
+    memory = added.memory
+    if added.existed:
+        print(f"already remembered: #{memory.id}, confidence now {memory.confidence:.1f}")
+    else:
+        print(f"remembered #{memory.id}: {memory.statement}")
     return 0
 
 
@@ -246,6 +250,9 @@ def cmd_import(args: argparse.Namespace, services: Any) -> int:
     result = _manager(services).import_from(args.path)
     print(f"imported {len(result.memories)} memories, {len(result.episodes)} episodes, "
           f"{len(result.sessions)} sessions, {result.history_rows} history rows, {result.edges} edges")
+    already = len(result.existing_memories), len(result.existing_episodes), len(result.existing_sessions)
+    if any(already):  # importing the same file again adds nothing: say why
+        print(f"already here, not added again: {already[0]} memories, {already[1]} episodes, {already[2]} sessions")
     return 0
 
 

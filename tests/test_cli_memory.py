@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from app.cli import run_cli
+from core.store.db import open_db
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,6 +34,12 @@ def _ok(result) -> str:
     code, out, err = result
     assert code == 0, err
     return out
+
+
+def test_adding_what_is_already_remembered_says_so(cli):
+    _ok(cli("memory", "add", "Ana lives in Lisbon", "--confidence", "0.8"))
+    assert _ok(cli("memory", "add", "ana lives in lisbon")).strip() == "already remembered: #1, confidence now 0.9"
+    assert len(json.loads(_ok(cli("memory", "list", "--json")))) == 1
 
 
 def test_add_list_show_edit_pin_protect(cli):
@@ -80,10 +87,15 @@ def test_export_then_import_into_another_folder(cli, tmp_path):
     assert code == 0
     code = run_cli(["--data-dir", str(other), "memory", "import", str(path)])
     assert code == 0
-    code, out, _ = cli("memory", "import", str(path))
-    assert "imported 1 memories" in out
+    code, out, _ = cli("memory", "import", str(path))  # into the store it came from: nothing is doubled
+    assert "imported 0 memories" in out and "already here, not added again: 1 memories" in out
     listed = json.loads(_ok(cli("memory", "list", "--json")))
-    assert [m["id"] for m in listed] == [2, 1] and all(m["protected"] for m in listed)
+    assert [m["id"] for m in listed] == [1] and all(m["protected"] for m in listed)
+    other_db = open_db(other / "engram.db")
+    try:
+        assert other_db.scalar("SELECT count(*) FROM memories") == 1  # two imports there: one copy
+    finally:
+        other_db.close()
 
 
 def test_search_prints_hits_with_why(cli):

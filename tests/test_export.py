@@ -75,15 +75,6 @@ def test_import_into_a_non_empty_store_remaps_ids_and_reembeds(source, tmp_path,
     target_db.close()
 
 
-def test_importing_the_same_file_twice_adds_a_second_copy(source, tmp_path):
-    path = tmp_path / "export.json"
-    source.export_to(path)
-    before = _counts(source.db)
-    source.import_from(path)
-    after = _counts(source.db)
-    assert after["memories"] == 2 * before["memories"] and after["episodes"] == 2 * before["episodes"]
-
-
 @pytest.mark.parametrize("damage, message", [
     (lambda d: d.update(format="something-else"), "not an Engram export"),
     (lambda d: d.update(version=99), "format version 99"),
@@ -133,3 +124,37 @@ def test_a_failure_half_way_through_the_import_rolls_everything_back(source, tmp
     with pytest.raises(RuntimeError):
         source.import_from(path)
     assert _counts(source.db) == before
+
+
+def test_importing_the_same_export_twice_adds_nothing_the_second_time(source, tmp_path, embedder, clock):
+    """Rows carry content keys: a row already in the store is recognised and not added again."""
+    path = tmp_path / "export.json"
+    source.export_to(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    assert all(len(row["key"]) == 32 for section in ("sessions", "episodes", "memories") for row in data[section])
+    target_db = open_db(tmp_path / "other" / "engram.db", clock=clock)
+    target = MemoryManager(target_db, embedder)
+    first = target.import_from(path)
+    once = _counts(target_db)
+    create_session(target_db, "Another day")  # the store moves on between the two imports
+    again = target.import_from(path)
+    assert {t: n for t, n in _counts(target_db).items() if t != "sessions"} == {
+        t: n for t, n in once.items() if t != "sessions"}
+    assert _counts(target_db)["sessions"] == once["sessions"] + 1  # only the one made by hand
+    assert (again.memories, again.episodes, again.sessions, again.history_rows) == ({}, {}, {}, 0)
+    assert again.existing_memories == first.memories and again.existing_episodes == first.episodes
+    assert again.existing_sessions == first.sessions
+    target_db.close()
+
+
+def test_reimporting_into_the_exporting_store_adds_nothing_and_an_old_file_without_keys_too(source, tmp_path):
+    path = tmp_path / "export.json"
+    source.export_to(path)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    for section in ("sessions", "episodes", "memories"):
+        for row in data[section]:
+            del row["key"]  # as written by an Engram before content keys
+    path.write_text(json.dumps(data), encoding="utf-8")
+    before = _counts(source.db)
+    result = source.import_from(path)
+    assert _counts(source.db) == before and result.memories == {}

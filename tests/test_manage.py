@@ -133,3 +133,18 @@ def test_a_reembed_that_fails_half_way_changes_nothing(manager, db):
     assert after[0] == before[0] and set(after[1]) == {1, 2}
     assert all((after[1][i] == before[1][i]).all() for i in (1, 2))
     assert _nearest(manager, "beverage preference") == 2  # recall works as before
+
+
+def test_adding_a_statement_already_remembered_raises_its_confidence_instead_of_a_copy(manager):
+    first = manager.add("Ana lives in Porto", confidence=0.8)
+    manager.add("The boiler was serviced in March")
+    again = manager.remember("  ana lives in  Porto. ", pinned=True)
+    assert again.existed and again.memory.id == first.id
+    assert again.memory.confidence == pytest.approx(0.9) and again.memory.pinned  # the flag asked for is applied
+    assert manager.db.scalar("SELECT count(*) FROM memories") == 2
+    assert [h.action for h in manager.show(first.id).history] == ["create", "update", "pin"]
+    assert manager.add("Ana lives in Porto").id == first.id  # add() follows the same rule
+    assert manager.get(first.id).confidence == pytest.approx(1.0)  # and never beyond certain
+    manager.delete(first.id)
+    fresh = manager.remember("Ana lives in Porto")  # a trashed memory is not "remembered": a new row
+    assert not fresh.existed and fresh.memory.id != first.id

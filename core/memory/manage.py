@@ -18,6 +18,7 @@ from core.store.text import clean_text
 from core.types import Episode, HistoryEntry, Memory
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
+RESTATE_STEP = 0.1  # saying a remembered fact again makes it this much more certain (as reconcile's duplicate does)
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,17 @@ class PurgeResult:
     scrub_pending: bool = False  # another process is reading: the WAL's old copies go when it closes
 
 
+@dataclass(frozen=True)
+class Added:
+    memory: Memory
+    existed: bool  # the statement was already remembered: its confidence rose instead of a copy being added
+
+
+def normalised(statement: str) -> str:
+    """What counts as "the same statement": case, spacing and a final full stop do not."""
+    return " ".join(statement.split()).casefold().rstrip(".!")
+
+
 @dataclass
 class MemoryManager:
     db: Database
@@ -48,11 +60,21 @@ class MemoryManager:
     # --- memories ---------------------------------------------------------------------------------------
     def add(self, statement: str, *, pinned: bool = False, protected: bool = False, reason: str = "",
             **fields: Any) -> Memory:
-        """Write the row and its vector together: either both exist afterwards or neither does.
+        """The memory holding `statement`: a new one, or the active one already saying it (see `remember`)."""
+        return self.remember(statement, pinned=pinned, protected=protected, reason=reason, **fields).memory
+
+    def remember(self, statement: str, *, pinned: bool = False, protected: bool = False, reason: str = "",
+                 **fields: Any) -> Added:
+        """Write the row and its vector together: either both exist afterwards or neither does. An active
+        memory with the same normalised statement is not copied: it becomes more certain and is returned.
 
         The vector is made first, so the write transaction lasts milliseconds and another process can write
         beside this one; a busy store is retried (Database.retrying)."""
-        ready = index.Precomputed.of(self._embedder(), [clean_text(statement, "statement")])
+        cleaned = clean_text(statement, "statement")
+        same = self._active_with_statement(cleaned)
+        if same is not None:
+            return Added(self._restate(same, fields.get("confidence"), pinned, protected, reason), existed=True)
+        ready = index.Precomputed.of(self._embedder(), [cleaned])
 
         def write() -> int:
             with self.db.transaction():
@@ -64,7 +86,32 @@ class MemoryManager:
                 index.index_memories(self.db, ready, [memory_id])
             return memory_id
 
-        return memories.get_memory(self.db, self.db.retrying(write))
+        return Added(memories.get_memory(self.db, self.db.retrying(write)), existed=False)
+
+    def _active_with_statement(self, statement: str) -> Memory | None:
+        wanted = normalised(statement)
+        # SQLite narrows it down in C (LIKE ignores ASCII case; % spans any spacing), Python decides
+        pattern = "%".join(w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+                           for w in wanted.split()) + "%"
+        rows = self.db.query("SELECT id, statement FROM active_memories WHERE statement LIKE ? ESCAPE '\\' "
+                             "ORDER BY id", (pattern,))
+        found = next((r["id"] for r in rows if normalised(r["statement"]) == wanted), None)
+        return None if found is None else memories.get_memory(self.db, found)
+
+    def _restate(self, memory: Memory, confidence: float | None, pinned: bool, protected: bool,
+                 reason: str) -> Memory:
+        raised = min(1.0, max(memory.confidence + RESTATE_STEP, float(confidence or 0.0)))
+
+        def write() -> Memory:
+            with self.db.transaction():
+                memories.update_memory(self.db, memory.id, confidence=raised,
+                                       reason=f"said again{': ' + reason if reason else ''}")
+                for flag, wanted in (("pinned", pinned), ("protected", protected)):
+                    if wanted and not getattr(memory, flag):
+                        memories.set_flag(self.db, memory.id, flag, True, reason)
+            return memories.get_memory(self.db, memory.id)
+
+        return self.db.retrying(write)
 
     def edit(self, memory_id: int, *, reason: str = "", **changes: Any) -> Memory:
         """Change text or fields; the old version stays in history and the vector is remade (made first, outside

@@ -2,9 +2,12 @@
 
 Import checks the whole file before writing anything, gives every row a new id (so it never clobbers
 rows already in the store) and writes everything in one transaction: a bad file imports nothing.
+Sessions, episodes and memories carry a content key (`row_key`): a row whose key is already in the store is
+not added again, so importing the same export twice adds nothing the second time.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -46,13 +49,42 @@ SECTIONS = {"sessions": SESSION_FIELDS, "episodes": EPISODE_FIELDS, "memories": 
             "history": HISTORY_FIELDS, "edges": EDGE_FIELDS}
 
 
+KEYED = ("sessions", "episodes", "memories")
+
+
 @dataclass
 class ImportResult:
+    """The rows added (file id -> new id), and the rows the store already had (file id -> its id there)."""
     sessions: dict[int, SessionId] = field(default_factory=dict)
     episodes: dict[int, EpisodeId] = field(default_factory=dict)
     memories: dict[int, MemoryId] = field(default_factory=dict)
     history_rows: int = 0
     edges: int = 0
+    existing_sessions: dict[int, SessionId] = field(default_factory=dict)
+    existing_episodes: dict[int, EpisodeId] = field(default_factory=dict)
+    existing_memories: dict[int, MemoryId] = field(default_factory=dict)
+
+    def session_ids(self) -> dict[int, SessionId]:
+        return {**self.existing_sessions, **self.sessions}
+
+    def episode_ids(self) -> dict[int, EpisodeId]:
+        return {**self.existing_episodes, **self.episodes}
+
+    def memory_ids(self) -> dict[int, MemoryId]:
+        return {**self.existing_memories, **self.memories}
+
+
+def row_key(section: str, row: Mapping[str, Any]) -> str:
+    """A row's identity across stores, from what never changes about it: when it was made and its first words
+    (a session by its title, an episode by what the user said, a memory by its kind and statement)."""
+    if section == "sessions":
+        parts = [row.get("title") or "", row.get("instructions") or ""]
+    elif section == "episodes":
+        parts = [row["user_text"]]
+    else:
+        parts = [row.get("kind") or "semantic", row["statement"]]
+    text = json.dumps([section, float(row["created_at"]), *parts], ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def export_store(db: Database) -> dict[str, Any]:
@@ -75,9 +107,13 @@ def export_store(db: Database) -> dict[str, Any]:
         row["old_value"], row["new_value"] = (_json_or_none(row["old_value"]), _json_or_none(row["new_value"]))
     embedder = {r["key"]: r["value"] for r in db.query(
         "SELECT key, value FROM meta WHERE key IN ('embedder_name', 'embedder_dimension')")}
+    sessions = db.query("SELECT * FROM sessions ORDER BY id")
+    for section, keyed in (("sessions", sessions), ("episodes", episodes), ("memories", memories)):
+        for row in keyed:
+            row["key"] = row_key(section, row)
     return {"format": FORMAT_NAME, "version": FORMAT_VERSION, "exported_at": db.now(),
             "schema_version": db.schema_version(), "embedder": embedder.get("embedder_name"),
-            "sessions": db.query("SELECT * FROM sessions ORDER BY id"), "episodes": episodes,
+            "sessions": sessions, "episodes": episodes,
             "memories": memories, "history": rows, "edges": db.query("SELECT * FROM edges ORDER BY a_id, b_id")}
 
 
@@ -114,48 +150,88 @@ def parse_export(raw: bytes | str) -> dict[str, Any]:
 
 
 def import_store(db: Database, data: Mapping[str, Any]) -> ImportResult:
-    """Add a parsed export to the store under new ids, in one transaction."""
+    """Add a parsed export to the store under new ids, in one transaction; rows already there are reused."""
     result = ImportResult()
     with db.transaction():
-        for row in data["sessions"]:
-            result.sessions[row["id"]] = SessionId(_insert(db, "sessions", _without(row, "id")))
-        for row in data["episodes"]:
-            values = _without(row, "id", "summary_id")
-            values["session_id"] = result.sessions.get(row.get("session_id"))
-            values["metadata"] = json.dumps(row.get("metadata") or {}, ensure_ascii=False)
-            result.episodes[row["id"]] = EpisodeId(_insert(db, "episodes", values))
+        have = _stored_keys(db)
+        _import_episodes_and_sessions(db, data, have, result)
         for row in data["memories"]:
-            result.memories[row["id"]] = MemoryId(_insert(db, "memories", _memory_values(row)))
+            known = have["memories"].get(row_key("memories", row))
+            if known is not None:
+                result.existing_memories[row["id"]] = MemoryId(known)
+            else:
+                result.memories[row["id"]] = MemoryId(_insert(db, "memories", _memory_values(row)))
         _link_memories(db, data, result)
         for row in data["history"]:
-            history.record(db, result.memories[row["memory_id"]], row["action"], row.get("old_value"),
-                           row.get("new_value"), row.get("reason") or "", at=row["at"])
-            result.history_rows += 1
+            if row["memory_id"] in result.memories:  # a memory already here keeps its own history
+                history.record(db, result.memories[row["memory_id"]], row["action"], row.get("old_value"),
+                               row.get("new_value"), row.get("reason") or "", at=row["at"])
+                result.history_rows += 1
         for old, new in result.memories.items():
             history.record(db, new, "create", None, None, f"imported from an export (id {old} there)")
+        ids = result.memory_ids()
         for row in data["edges"]:
-            result.edges += _insert_edge(db, row, result.memories)
+            if row["a_id"] in result.memories or row["b_id"] in result.memories:
+                result.edges += _insert_edge(db, row, ids)
     return result
 
 
+def _stored_keys(db: Database) -> dict[str, dict[str, int]]:
+    """The content key of every session, episode and memory in the store -> its id."""
+    queries = {"sessions": "SELECT id, created_at, title, instructions FROM sessions",
+               "episodes": "SELECT id, created_at, user_text FROM episodes",
+               "memories": "SELECT id, created_at, kind, statement FROM memories"}
+    return {section: {row_key(section, row): row["id"] for row in db.query(sql)} for section, sql in queries.items()}
+
+
+def _import_episodes_and_sessions(db: Database, data: Mapping[str, Any], have: Mapping[str, dict[str, int]],
+                                  result: ImportResult) -> None:
+    known_episodes = {row["id"]: have["episodes"].get(row_key("episodes", row)) for row in data["episodes"]}
+    # a session whose turns are already here is that conversation, even if it was renamed since
+    session_of = {}
+    for row in data["episodes"]:
+        if known_episodes[row["id"]] is not None and row.get("session_id") is not None:
+            stored = db.scalar("SELECT session_id FROM episodes WHERE id = ?", (known_episodes[row["id"]],))
+            if stored is not None:
+                session_of.setdefault(row["session_id"], stored)
+    for row in data["sessions"]:
+        known = session_of.get(row["id"]) or have["sessions"].get(row_key("sessions", row))
+        if known is not None:
+            result.existing_sessions[row["id"]] = SessionId(known)
+        else:
+            result.sessions[row["id"]] = SessionId(_insert(db, "sessions", _without(row, "id", "key")))
+    sessions = result.session_ids()
+    for row in data["episodes"]:
+        if known_episodes[row["id"]] is not None:
+            result.existing_episodes[row["id"]] = EpisodeId(known_episodes[row["id"]])
+            continue
+        values = _without(row, "id", "summary_id", "key")
+        values["session_id"] = sessions.get(row.get("session_id"))
+        values["metadata"] = json.dumps(row.get("metadata") or {}, ensure_ascii=False)
+        result.episodes[row["id"]] = EpisodeId(_insert(db, "episodes", values))
+
+
 def _link_memories(db: Database, data: Mapping[str, Any], result: ImportResult) -> None:
+    episodes = result.episode_ids()
     for row in data["memories"]:
-        new_id = result.memories[row["id"]]
+        new_id = result.memories.get(row["id"])
+        if new_id is None:
+            continue  # already in the store, with its own links
         for episode_id in row.get("source_episode_ids") or []:
             db.execute("INSERT OR IGNORE INTO memory_sources(memory_id, episode_id) VALUES (?, ?)",
-                       (new_id, result.episodes[episode_id]))
+                       (new_id, episodes[episode_id]))
         if row.get("superseded_by") is not None:
             db.execute("UPDATE memories SET superseded_by = ? WHERE id = ?",
-                       (result.memories[row["superseded_by"]], new_id))
+                       (result.memory_ids()[row["superseded_by"]], new_id))
         entities.link_triple(db, new_id, row.get("subject") or "", row.get("object") or "")
     for row in data["episodes"]:
-        if row.get("summary_id") is not None:
+        if row.get("summary_id") is not None and row["id"] in result.episodes:
             db.execute("UPDATE episodes SET summary_id = ? WHERE id = ?",
-                       (result.memories[row["summary_id"]], result.episodes[row["id"]]))
+                       (result.memory_ids()[row["summary_id"]], result.episodes[row["id"]]))
 
 
 def _memory_values(row: Mapping[str, Any]) -> dict[str, Any]:
-    values = _without(row, "id", "superseded_by", "source_episode_ids")
+    values = _without(row, "id", "superseded_by", "source_episode_ids", "key")
     for flag in ("critical", "pinned", "protected", "permanent"):
         if flag in values:
             values[flag] = int(values[flag])
