@@ -24,6 +24,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     mode.add_argument("--run", action="store_true", help="forget it now (every step can be undone)")
     mode.add_argument("--undo", type=row_id, metavar="EVENT", help="bring back what forgetting event EVENT took")
     mode.add_argument("--log", action="store_true", help="what was forgotten, newest first")
+    mode.add_argument("--weights", action="store_true",
+                      help="the retention weights learnt from your restores, and from how many signals")
+    mode.add_argument("--reset-weights", action="store_true", help="forget what was learnt: back to the defaults")
     forget.add_argument("--limit", type=count(), default=50)
     forget.add_argument("--json", action="store_true")
     forget.set_defaults(func=cmd_forget)
@@ -80,9 +83,11 @@ def cmd_forget(args: argparse.Namespace, services: Any) -> int:
     from core.memory import forget
     db, settings = services.db, services.settings
     if args.undo is not None:
-        event = forget.undo(db, args.undo)
+        event = forget.undo(db, args.undo, settings)  # the user's settings: with learning off, a restore teaches nothing
         print(f"restored {event.item_type} {event.item_id} (forgetting event {event.id})")
         return 0
+    if args.weights or args.reset_weights:
+        return _forget_weights(args, db, settings)
     if args.log:
         events = forget.list_events(db, limit=args.limit)
         _emit(args, [e.__dict__ for e in events], [_event_line(e) for e in events], "nothing was forgotten yet")
@@ -99,6 +104,23 @@ def cmd_forget(args: argparse.Namespace, services: Any) -> int:
     print(f"archived {len(result.archived)} facts, compacted {len(result.compacted)} conversation turns into "
           f"{len(result.summaries)} summaries ({result.seconds:.1f}s); `engram forget --log` lists them, "
           "`engram forget --undo EVENT` brings one back")
+    return 0
+
+
+def _forget_weights(args: argparse.Namespace, db: Any, settings: Any) -> int:
+    from core.memory import learned
+    if args.reset_weights:
+        signals = learned.load(db, settings).signals
+        learned.reset(db)
+        print(f"forgetting weights reset to the defaults ({signals} signal{'' if signals == 1 else 's'} set aside)")
+        return 0
+    if args.json:
+        weights = learned.load(db, settings)
+        print(json.dumps({"learn": settings.forgetting.learn, **weights.__dict__, "signals": weights.signals,
+                          "defaults": {n: getattr(learned.defaults(settings), n) for n in learned.NAMES},
+                          "bounds": learned.BOUNDS}, indent=2))
+    else:
+        print(learned.describe(db, settings))
     return 0
 
 

@@ -230,3 +230,45 @@ def test_nothing_untouchable_is_forgotten_whatever_the_weights(db, clock):
             assert get_memory(db, memory_id).forgotten_at is None, name
         assert get_episode(db, kept_turn).forgotten_at is None
     assert plain in result.archived or get_memory(db, plain).forgotten_at is not None
+
+
+# -- what the user sees: engram forget --weights / --reset-weights -------------------------------------------
+def test_the_command_line_shows_and_resets_the_learnt_weights(tmp_path, capsys):
+    from app.cli import run_cli
+    from core.store.db import open_db
+    home = str(tmp_path / "home")
+    assert run_cli(["--data-dir", home, "forget", "--weights"]) == 0
+    assert capsys.readouterr().out.startswith("Nothing learnt yet")
+    db = open_db(tmp_path / "home" / "engram.db")
+    learned.save(db, learned.LearnedRetention(3.5, 2.0, 4.0, -2.5, kept_signals=1, forgot_signals=2))
+    db.close()
+    assert run_cli(["--data-dir", home, "forget", "--weights"]) == 0
+    out = capsys.readouterr().out
+    assert "Learnt from 1 restore and 2 forgettings left alone" in out and "recency 3.50 (default 3.00)" in out
+    assert run_cli(["--data-dir", home, "forget", "--weights", "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["alpha"], shown["signals"], shown["defaults"]["alpha"]) == (3.5, 3, 3.0)
+    assert run_cli(["--data-dir", home, "forget", "--reset-weights"]) == 0
+    assert "3 signals set aside" in capsys.readouterr().out
+    assert run_cli(["--data-dir", home, "forget", "--weights"]) == 0
+    assert capsys.readouterr().out.startswith("Nothing learnt yet")
+
+
+def test_an_undo_from_the_command_line_follows_the_users_learning_setting(tmp_path, clock, capsys):
+    from app.cli import run_cli
+    from core.config import load_settings, save_settings
+    from core.store.db import open_db
+    home = tmp_path / "home"
+    assert run_cli(["--data-dir", str(home), "forget", "--weights"]) == 0
+    save_settings(load_settings(home).replace(forgetting=ForgettingSettings(learn=False)), home)
+    db = open_db(home / "engram.db", clock=clock)
+    fact = faded_facts(db, clock, 1)[0]
+    forget.forgetting_pass(db, OFF)
+    event = events_by_item(db)[fact].id
+    db.close()
+    assert run_cli(["--data-dir", str(home), "forget", "--undo", str(event)]) == 0
+    assert "Learning is off" in (run_cli(["--data-dir", str(home), "forget", "--weights"]) == 0 and
+                                 capsys.readouterr().out)
+    db = open_db(home / "engram.db")
+    assert stored(db) is None
+    db.close()

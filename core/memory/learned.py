@@ -93,7 +93,25 @@ def save(db: Database, learned: LearnedRetention) -> None:
 
 
 def reset(db: Database) -> None:
-    db.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
+    with db.transaction():
+        db.execute("DELETE FROM meta WHERE key = ?", (META_KEY,))
+
+
+def describe(db: Database, settings: Settings) -> str:
+    """One line for the user: the weights forgetting uses, what they were learnt from, against the defaults."""
+    if not settings.forgetting.learn:
+        return "Learning is off (forgetting.learn): forgetting uses the default weights."
+    weights, start = load(db, settings), defaults(settings)
+    if weights.signals == 0:
+        return "Nothing learnt yet: forgetting uses the default weights until you restore something it forgot."
+    terms = ", ".join(f"{label} {getattr(weights, name):.2f} (default {getattr(start, name):.2f})"
+                      for name, label in zip(NAMES, ("recency", "relevance", "importance", "offset")))
+    return (f"Learnt from {_plural(weights.kept_signals, 'restore')} and "
+            f"{_plural(weights.forgot_signals, 'forgetting')} left alone: {terms}.")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 def effective(db: Database, settings: Settings) -> Settings:
