@@ -162,8 +162,12 @@ class GuardedCursor(apsw.Cursor):
     def fetchone(self):
         return self._guarded(super().fetchone)
 
-    def __next__(self):
-        return self._guarded(super().__next__)
+    def __next__(self):  # per row: written out rather than through _guarded, one call fewer (~0.1 µs a row)
+        try:
+            return super().__next__()
+        except CORRUPTION as exc:
+            mark_damaged(self.store_path, str(exc))
+            raise StoreCorrupt(damaged_message(self.store_path, str(exc))) from None
 
     def _guarded(self, call, *args, **kwargs):
         try:
