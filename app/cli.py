@@ -18,8 +18,8 @@ from typing import Any, Callable, Sequence
 from app.cli_types import EngramParser, UsageError
 
 # Command groups, by module; a module missing here simply adds no commands.
-COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs", "app.cli_learning",
-                   "app.cli_doctor")
+COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs", "app.cli_finetune",
+                   "app.cli_learning", "app.cli_doctor")
 
 # What a group does when it is named alone: its listing (or, for finetune, its status).
 BARE_ACTIONS = {"memory": "list", "models": "list", "jobs": "list", "finetune": "status", "hypotheses": "list",

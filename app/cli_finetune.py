@@ -5,8 +5,8 @@ import argparse
 import signal
 from typing import TYPE_CHECKING, Any
 
-from app.cli_types import row_id
-from core.errors import EngramError, InvalidInput
+from app.cli_types import first_line, row_id
+from core.errors import EngramError
 
 if TYPE_CHECKING:
     from core.finetune import adapters as versions
@@ -28,18 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     commands.add_parser("rollback", help="switch adapters off: back to the base model").set_defaults(func=cmd_rollback)
 
 
-def resolve_model_path(services: Any) -> str:
-    """The chosen chat model's local folder (installed, a folder, or already in the Hugging Face cache): the base
-    a fine-tune trains on. Fine-tuning never downloads on its own."""
-    if not services.settings.chat_model:
-        raise InvalidInput("no chat model is chosen yet: choose the one to personalise with `engram models use "
-                           "NAME` (`engram models` lists them) or in Settings")
-    return str(services.chat_model_folder())
-
-
 def cmd_now(args: argparse.Namespace, services: Any) -> int:
-    from app.cli_jobs import build_scheduler
-    resolve_model_path(services)  # fail before queueing anything
+    from app.scheduling import build_scheduler, finetune_base_folder
+    finetune_base_folder(services)  # fail before queueing anything
     scheduler = build_scheduler(services)
     scheduler.recover()
     job = scheduler.enqueue(FINETUNE, run_now=True)
@@ -58,8 +49,7 @@ def cmd_now(args: argparse.Namespace, services: Any) -> int:
     print(f"fine-tune job {final.id}: {final.state}. {final.message}")
     if final.state == "done" or final.message.startswith("stopped:"):
         return 0
-    from app.cli_jobs import _first_line
-    raise EngramError(f"fine-tune job {final.id} {final.state}" + _first_line(final.last_error))
+    raise EngramError(f"fine-tune job {final.id} {final.state}" + first_line(final.last_error))
 
 
 def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
@@ -72,7 +62,7 @@ def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace, services: Any) -> int:
-    from app.cli_jobs import build_scheduler
+    from app.scheduling import build_scheduler
     from core.finetune import adapters as versions
     from core.store import jobs as store
     db = services.db

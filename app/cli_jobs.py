@@ -11,7 +11,7 @@ import json
 import signal
 from typing import TYPE_CHECKING, Any
 
-from app.cli_types import count, row_id
+from app.cli_types import count, first_line, row_id
 from core.errors import EngramError, InvalidInput
 
 if TYPE_CHECKING:
@@ -44,14 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action = commands.add_parser(name, help=helptext)
         action.add_argument("id", type=row_id)
         action.set_defaults(func=cmd_request, action=name)
-
-    try:
-        from app.cli_finetune import register as register_finetune
-    except ModuleNotFoundError as exc:
-        if exc.name != "app.cli_finetune":
-            raise
-    else:
-        register_finetune(subparsers)
 
 
 def build_scheduler(services: Any) -> Scheduler:
@@ -101,7 +93,7 @@ def cmd_run(args: argparse.Namespace, services: Any) -> int:
                           "it stays queued")
     print(_job_line(final, scheduler))
     if final.state not in ("done", "queued", "paused"):
-        raise EngramError(f"job {final.id} ({final.kind}) {final.state}" + _first_line(final.last_error))
+        raise EngramError(f"job {final.id} ({final.kind}) {final.state}" + first_line(final.last_error))
     return 0
 
 
@@ -137,10 +129,6 @@ def _job_to_run(args: argparse.Namespace, scheduler: Scheduler) -> Job:
     if args.job not in scheduler.specs and args.job not in ("reflection", "consolidation", "forgetting", "finetune"):
         raise InvalidInput(f"unknown job kind {args.job!r}; one of reflection, consolidation, forgetting, finetune")
     return store.enqueue(scheduler.db, args.job, payload=payload, run_now=True)
-
-
-def _first_line(error: str | None) -> str:
-    return f": {error.strip().splitlines()[0]}" if error and error.strip() else ""
 
 
 def _job_dict(job: Job, scheduler: Scheduler) -> dict:

@@ -10,6 +10,11 @@ MAX_ID = 2**63 - 1  # SQLite's largest integer
 MAX_COUNT = 100_000
 
 
+def first_line(error: str | None) -> str:
+    """': <the first line of a job's error>', or '' when it has none: a failure said in one line."""
+    return f": {error.strip().splitlines()[0]}" if error and error.strip() else ""
+
+
 def row_id(value: str) -> int:
     """An id as the user types it: 12 or #12."""
     try:

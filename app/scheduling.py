@@ -16,7 +16,7 @@ from typing import Any, Mapping, Optional
 
 from core.conditions import ActivityTracker, CachedProbe, ModelGate, combined_idle
 from core.config import Settings
-from core.errors import ModelError
+from core.errors import InvalidInput, ModelError
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
     standard_specs, stepwise
 from core.scheduler import Environment, JobContext, Scheduler
@@ -35,6 +35,15 @@ def build_scheduler(services: Any, *, db: Database | None = None, env: Environme
     handlers.update(getattr(services, "job_handlers", lambda: {})() or {})  # a caller may supply its own
     return Scheduler(db, standard_specs(**handlers), settings=services.settings.scheduler,
                      env=env or default_environment(db, activity, model_gate))
+
+
+def finetune_base_folder(services: Any) -> str:
+    """The chosen chat model's local folder (installed, a folder, or already in the Hugging Face cache): the base
+    a fine-tune trains on. Fine-tuning never downloads on its own."""
+    if not services.settings.chat_model:
+        raise InvalidInput("no chat model is chosen yet: choose the one to personalise with `engram models use "
+                           "NAME` (`engram models` lists them) or in Settings")
+    return str(services.chat_model_folder())
 
 
 def default_environment(db: Database, activity: ActivityTracker | None = None,
@@ -108,9 +117,8 @@ def forgetting_handler(services: Any, db: Database) -> Handler:
 
 def finetune_handler(services: Any, db: Database) -> Handler:
     def handler(ctx: JobContext) -> Optional[str]:
-        from app.cli_finetune import resolve_model_path
         from models.finetune import FineTuner
-        tuner = FineTuner(db, resolve_model_path(services), services.data_dir / "adapters")
+        tuner = FineTuner(db, finetune_base_folder(services), services.data_dir / "adapters")
         return tuner(ctx)
     return handler
 

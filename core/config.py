@@ -52,6 +52,9 @@ class ImportanceWeights:
     freshness_tau_days: float = 30.0
 
 
+STRENGTH_SCALE = {"gentle": 0.5, "normal": 1.0, "strong": 1.5}  # the forgetting dial multiplies τ
+
+
 @dataclass(frozen=True)
 class ForgettingSettings:
     # 001: retention P = 1 / (1 + exp(−(α·recency + β·relevance + γ·importance))); forget below τ.
@@ -66,6 +69,10 @@ class ForgettingSettings:
     context_episodes: int = 50  # 001: "recent context" = the centroid of the newest episodes
     fact_half_life_factor: float = 3.0  # 001/KenLM: a fact fades this many times slower than a conversation turn
     learn: bool = True  # 001: α, β, γ and the bias are learnt from the user's restores (core.memory.learned)
+
+    def effective_threshold(self) -> float:
+        """τ scaled by the strength dial (gentle ½, strong 1½), below 1."""
+        return min(0.99, self.threshold * STRENGTH_SCALE.get(self.strength, 1.0))
 
 
 @dataclass(frozen=True)

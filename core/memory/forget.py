@@ -51,7 +51,6 @@ from core.store.db import Database
 from core.store.memories import get_memory, snapshot
 
 SECONDS_PER_DAY = 86400.0
-STRENGTH_SCALE = {"gentle": 0.5, "normal": 1.0, "strong": 1.5}  # multiplies the threshold
 VECTOR_CHUNK = 5000
 
 
@@ -119,8 +118,7 @@ class PassResult:
 # -- scores ------------------------------------------------------------------------------------------------
 def threshold(settings: Settings) -> float:
     """The forgetting threshold τ, scaled by the user's strength dial."""
-    f = settings.forgetting
-    return min(0.99, f.threshold * STRENGTH_SCALE.get(f.strength, 1.0))
+    return settings.forgetting.effective_threshold()
 
 
 def recency_score(days_since_use: np.ndarray | float, half_life_days: float) -> np.ndarray:

@@ -155,8 +155,7 @@ def _clipped(learned: LearnedRetention) -> LearnedRetention:
 
 
 def _threshold(settings: Settings) -> float:
-    from core.memory.forget import threshold  # here: forget imports this module
-    return threshold(settings)
+    return settings.forgetting.effective_threshold()
 
 
 def _terms(terms: np.ndarray) -> np.ndarray:

@@ -11,6 +11,8 @@ from typing import Callable
 
 import apsw
 
+from core.store.vectors import VEC_TABLES, index_partitions
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -362,7 +364,6 @@ def _v3_reply_memories(conn: apsw.Connection) -> None:
 
 
 def _v4_vector_partition_index(conn: apsw.Connection) -> None:
-    from core.store.vectors import VEC_TABLES, index_partitions  # here: vectors imports db, which imports us
     for table in VEC_TABLES.values():
         index_partitions(conn, table)  # tables of a store with no embedder yet do not exist: nothing to do
 

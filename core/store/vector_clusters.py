@@ -10,10 +10,12 @@ Centroids are learnt once from the rows present at that point; later rows only j
 from __future__ import annotations
 
 import uuid
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from core.store.db import Database
+if TYPE_CHECKING:  # annotations only: db imports migrations, which imports vectors and so this module
+    from core.store.db import Database
 
 CLUSTER_AT = 20_000  # rows before a table is clustered: below this a full bit scan takes a few ms
 CLUSTERS = 512  # centroids: 100k rows make clusters of ~200 (one 256-row vec0 chunk), a million ~2,000

@@ -14,14 +14,16 @@ bench/recall.py measures the speed and the recall@10 against exact search on rea
 """
 from __future__ import annotations
 
-from typing import Callable, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
 
 import apsw
 import numpy as np
 
 from core.errors import EmbedderMismatch, InvalidInput
 from core.store import vector_clusters as clusters
-from core.store.db import Database
+
+if TYPE_CHECKING:  # annotations only: db imports migrations, which imports this module
+    from core.store.db import Database
 
 Table = Literal["memory", "episode"]
 VEC_TABLES: dict[str, str] = {"memory": "memory_vec", "episode": "episode_vec"}
