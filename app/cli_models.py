@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from core.config import save_settings
+from core.config import update_settings
 
 PROGRESS_INTERVAL = 0.5  # seconds between progress lines when stderr is not a terminal
 
@@ -53,18 +53,16 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
     from models.registry import CURATED, default_model, fit
     store = open_store(services)
     ram = store.total_ram or 0
-    installed = {m.repo_id: m for m in store.installed()}
     active = services.settings.chat_model
+    installed = {m.repo_id: m for m in store.usable(active)}
     recommended = default_model(ram).repo_id
     rows = [{"name": info.name, "repo_id": info.repo_id, "family": info.family, "params_b": info.params_b,
              "size_bytes": info.size_bytes, "context_length": info.context_length, "ram_bytes": info.ram_bytes,
              "fit": fit(info.ram_bytes, ram), "installed": info.repo_id in installed,
-             "active": active in (info.repo_id, info.name), "recommended": info.repo_id == recommended}
-            for info in CURATED]
+             "active": active in (info.repo_id, info.name), "recommended": info.repo_id == recommended,
+             "source": "curated"} for info in CURATED]
     curated = {info.repo_id for info in CURATED}
-    rows += [{"name": m.name, "repo_id": m.repo_id, "size_bytes": m.size_bytes, "installed": True,
-              "active": active in (m.repo_id, m.name), "fit": "", "recommended": False}
-             for m in installed.values() if m.repo_id not in curated]
+    rows += [_installed_row(m, active, ram) for m in installed.values() if m.repo_id not in curated]
     if args.json:
         print(json.dumps({"total_ram_bytes": ram, "active": active, "models": rows}, indent=2))
         return 0
@@ -76,10 +74,21 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
         context = f"{row['context_length'] // 1024}k" if row.get("context_length") else ""
         needs = human_bytes(row["ram_bytes"]) if row.get("ram_bytes") else ""
         print(f"{marks}{row['name']:<34} {human_bytes(row['size_bytes']):>9} {context:>8} {needs:>9}  {row['fit']}")
+        if row["source"] == "folder":
+            print(f"     from the folder {row['path']}")
     if not installed:
         print(f"\nNo model is installed yet. Get the recommended one with: engram models download "
               f"{default_model(ram).name}")
     return 0
+
+
+def _installed_row(model: Any, active: str, ram: int) -> dict[str, Any]:
+    """A listing row for a model outside the curated list: downloaded by repo id, or a folder the user added."""
+    from models.registry import fit, ram_estimate
+    need = ram_estimate(model.size_bytes)
+    return {"name": model.name, "repo_id": model.repo_id, "size_bytes": model.size_bytes, "ram_bytes": need,
+            "installed": True, "active": active in (model.repo_id, model.name), "fit": fit(need, ram),
+            "recommended": False, "source": "folder" if model.local else "download", "path": str(model.path)}
 
 
 # -- download --------------------------------------------------------------------------------------------
@@ -176,7 +185,10 @@ def progress_line(progress: Any) -> str:
 
 def cmd_remove(args: argparse.Namespace, services: Any) -> int:
     removed = open_store(services).remove(args.model)
-    print(f"Removed {removed.repo_id} ({human_bytes(removed.size_bytes)} freed).")
+    if removed.local:
+        print(f"Engram no longer lists {removed.path}; its files are left as they are.")
+    else:
+        print(f"Removed {removed.repo_id} ({human_bytes(removed.size_bytes)} freed).")
     if services.settings.chat_model in (removed.repo_id, removed.name, str(removed.path)):
         _save_choice(services, "")
         print("It was the chat model; choose another with `engram models use NAME`.")
@@ -191,7 +203,8 @@ def cmd_use(args: argparse.Namespace, services: Any) -> int:
     if installed is not None:
         choice, folder = installed.repo_id, installed.path
     elif local.is_dir():
-        choice, folder = str(local.resolve()), local.resolve()
+        added = store.add_folder(local)  # checked, then remembered: `models list` and the Models panel show it
+        choice, folder = added.repo_id, added.path
     else:
         folder = store.resolve(args.model)  # a repo in the Hugging Face cache, or a clear "not installed"
         choice = args.model
@@ -202,8 +215,8 @@ def cmd_use(args: argparse.Namespace, services: Any) -> int:
 
 
 def _save_choice(services: Any, chat_model: str) -> None:
-    services.settings = services.settings.replace(chat_model=chat_model)
-    save_settings(services.settings, services.data_dir)
+    # only this field, merged into the file as it is now: the open app may have saved other settings meanwhile
+    services.settings = update_settings(services.data_dir, {"chat_model": chat_model})
 
 
 # -- small helpers ---------------------------------------------------------------------------------------

@@ -217,9 +217,60 @@ def load_settings(data_dir: Path) -> Settings:
 
 
 def save_settings(settings: Settings, data_dir: Path) -> None:
+    _write_settings_file(data_dir, settings.to_dict())
+
+
+def settings_changes(before: Settings, after: Settings) -> dict[str, Any]:
+    """The fields `after` changes from `before`, nested as in the file: what one save should write."""
+    return _changed(before.to_dict(), after.to_dict())
+
+
+def update_settings(data_dir: Path, changes: Mapping[str, Any]) -> Settings:
+    """Merge `changes` into the settings file as it is on disk now, and return what it then says.
+
+    Another process (`engram models use`, the app) may have written other fields since this one read the file:
+    writing a whole Settings object would put its stale values back. Keys this version does not know are kept.
+    """
+    path = data_dir / SETTINGS_FILENAME
+    try:
+        current = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        current = {}  # missing or damaged: the changes go over the defaults, as load_settings reads it
+    merged = _merged(current if isinstance(current, dict) else {}, changes)
+    _write_settings_file(data_dir, merged)
+    return Settings.from_dict(merged)
+
+
+def with_changes(settings: Settings, changes: Mapping[str, Any]) -> Settings:
+    """`settings` with `changes` (as settings_changes returns them) laid over it."""
+    return Settings.from_dict(_merged(settings.to_dict(), changes))
+
+
+def _changed(before: Mapping[str, Any], after: Mapping[str, Any]) -> dict[str, Any]:
+    changes: dict[str, Any] = {}
+    for key, value in after.items():
+        old = before.get(key)
+        if isinstance(value, Mapping) and isinstance(old, Mapping):
+            nested = _changed(old, value)
+            if nested:
+                changes[key] = nested
+        elif value != old:
+            changes[key] = value
+    return changes
+
+
+def _merged(base: Mapping[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in changes.items():
+        old = merged.get(key)
+        merged[key] = _merged(old, value) if isinstance(value, Mapping) and isinstance(old, Mapping) else value
+    return merged
+
+
+def _write_settings_file(data_dir: Path, data: Mapping[str, Any]) -> None:
     ensure_private_dir(data_dir)
     path = data_dir / SETTINGS_FILENAME
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(settings.to_dict(), indent=2), encoding="utf-8")
+    tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp")  # per process: the app and a CLI may save at once
+    tmp.write_text(json.dumps(data, indent=2), encoding="utf-8")
     os.chmod(tmp, 0o600)
-    os.replace(tmp, path)
+    os.replace(tmp, path)  # one rename: a reader (the app's file watcher) never sees half a file

@@ -20,6 +20,10 @@ from models.checks import check_model_folder, verify_loads
 from models.registry import GB, find_model
 
 MARKER = "engram-model.json"
+# Model folders the user added from elsewhere on disk. Kept here, beside the downloads, not in settings.json:
+# this folder is the record of which models this machine has (`models remove` edits it), settings.json holds only
+# the user's choices (the open app reloads on each change of it), and a list of paths is no Settings field.
+ADDED_FOLDERS = "added-folders.json"
 STAGING = ".staging"
 ALLOW_PATTERNS = ["*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model",
                   "*.txt", "*.jsonl", "*.jinja"]
@@ -48,6 +52,7 @@ class InstalledModel:
     repo_id: str
     path: Path
     size_bytes: int
+    local: bool = False  # a folder the user added: listed and usable, never moved or deleted by Engram
 
 
 class DownloadCancelled(ModelError):
@@ -72,6 +77,55 @@ class ModelStore:
     # -- installed models ----------------------------------------------------------------------------
 
     def installed(self) -> list[InstalledModel]:
+        """Downloaded models first, then the folders the user added that are still there."""
+        downloaded = self._downloaded()
+        known = {model.path.resolve() for model in downloaded}
+        added = [InstalledModel(path.name, str(path), path, _weights_size(path), local=True)
+                 for path in self.added_folders() if path.is_dir() and path not in known]
+        return downloaded + added
+
+    def usable(self, active: str = "") -> list[InstalledModel]:
+        """Every model Engram can chat with here: installed() and, when the chosen model is a folder never
+        added (chosen by an older Engram, or typed into settings.json), that folder too."""
+        models = self.installed()
+        folder = Path(active).expanduser() if active and looks_like_path(active) else None
+        if folder is not None and folder.is_dir() and not any(_same_path(active, m.path) for m in models):
+            models.append(InstalledModel(folder.name, active, folder, _weights_size(folder), local=True))
+        return models
+
+    def added_folders(self) -> list[Path]:
+        try:
+            entries = json.loads((self.root / ADDED_FOLDERS).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return []  # none yet, or a damaged list: the folders themselves are untouched
+        return [Path(entry) for entry in entries if isinstance(entry, str)] if isinstance(entries, list) else []
+
+    def add_folder(self, folder: Path | str) -> InstalledModel:
+        """Remember a local MLX model folder after checking it (ModelError saying why it is not one)."""
+        folder = Path(folder).expanduser()
+        if not folder.is_dir():
+            raise ModelError(f"There is no folder {folder}.")
+        folder = folder.resolve()
+        if not any(folder.glob("*.safetensors")) and any(folder.glob("*.gguf")):
+            raise ModelError(f"{folder} holds GGUF weights, not an MLX model: add the .gguf file itself to have "
+                             f"Engram convert it.")
+        check_model_folder(folder, total_ram=self.total_ram)
+        model = next((m for m in self._downloaded() if m.path.resolve() == folder), None)
+        if model is not None:
+            return model  # one of the downloads: already listed
+        paths = self.added_folders()
+        if folder not in paths:
+            self._write_added(paths + [folder])
+        return InstalledModel(folder.name, str(folder), folder, _weights_size(folder), local=True)
+
+    def _write_added(self, paths: list[Path]) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        target = self.root / ADDED_FOLDERS
+        tmp = target.with_name(f".{ADDED_FOLDERS}.{uuid.uuid4().hex}")
+        tmp.write_text(json.dumps([str(path) for path in paths], indent=2), encoding="utf-8")
+        tmp.replace(target)
+
+    def _downloaded(self) -> list[InstalledModel]:
         if not self.root.is_dir():
             return []
         found = []
@@ -90,6 +144,10 @@ class ModelStore:
     def find_installed(self, ref: str) -> InstalledModel | None:
         wanted = ref.lower()
         for model in self.installed():
+            if model.local:  # an added folder answers to its path only: its folder name may be anything
+                if _same_path(ref, model.path):
+                    return model
+                continue
             names = (model.name.lower(), model.repo_id.lower(), model.repo_id.rsplit("/", 1)[-1].lower())
             if wanted in names:
                 return model
@@ -108,12 +166,17 @@ class ModelStore:
         cached = self._cached_snapshot(ref)
         if cached is not None:
             return cached
+        if looks_like_path(ref):
+            raise ModelError(f"There is no folder {local}: choose a folder that holds an MLX model.")
         raise ModelError(f"The model {ref!r} is not installed; run `engram models download {ref}`.")
 
     def remove(self, ref: str) -> InstalledModel:
         model = self.find_installed(ref)
         if model is None:
             raise ModelError(f"No installed model is called {ref!r}.")
+        if model.local:  # the user's own folder: forget it, never delete it
+            self._write_added([path for path in self.added_folders() if path != model.path])
+            return model
         # Rename first: an interrupted delete then leaves no half model that looks installed.
         trash = self.root / STAGING / f"removing-{uuid.uuid4().hex}"
         trash.parent.mkdir(parents=True, exist_ok=True)
@@ -208,6 +271,25 @@ class ModelStore:
         if fit(need, self.total_ram) == WONT_FIT:
             raise ModelError(f"{plan.repo_id} needs about {need / GB:.1f} GB of memory; this computer has "
                              f"{self.total_ram / GB:.1f} GB. Choose a smaller model.")
+
+
+def looks_like_path(ref: str) -> bool:
+    """A reference written as a path (absolute, ~, ./ or ../), not a model name or an owner/name repo id."""
+    return Path(ref).is_absolute() or ref.startswith(("~", "./", "../", ".\\")) or ref in (".", "..")
+
+
+def _same_path(ref: str, path: Path) -> bool:
+    try:
+        return Path(ref).expanduser().resolve() == path.resolve()
+    except (OSError, RuntimeError):
+        return False
+
+
+def _weights_size(folder: Path) -> int:
+    try:
+        return sum(path.stat().st_size for path in folder.glob("*.safetensors"))
+    except OSError:
+        return 0
 
 
 def _check_repo_id(repo_id: str) -> None:

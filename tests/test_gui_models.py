@@ -96,3 +96,66 @@ def test_cancel_stops_the_download_and_installs_nothing(qtbot, window, tiny_mode
         gate.set()
     assert done.args == [False]
     assert window.services.model_store().installed() == []
+
+
+def _add_folder_by_button(qtbot, panel, monkeypatch, folder):
+    """Click "Add a model…" and pick `folder` in the folder dialog (the dialog itself is the platform's)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QFileDialog
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(folder)))
+    with qtbot.waitSignal(panel.added, timeout=60000) as added:
+        qtbot.mouseClick(panel.buttons["add"], Qt.LeftButton)
+    return added.args[0]
+
+
+def _row_of(panel, text):
+    return next((r for r in range(panel.table.rowCount()) if panel.table.item(r, 0).text() == text), None)
+
+
+def test_a_model_folder_added_by_button_is_listed_and_can_be_chosen(qtbot, window, tiny_model_dir, monkeypatch,
+                                                                     tmp_path):
+    import shutil
+
+    from PySide6.QtCore import Qt
+    panel = _panel(qtbot, window)
+    assert _add_folder_by_button(qtbot, panel, monkeypatch, tiny_model_dir) is True
+    qtbot.waitUntil(lambda: _row_of(panel, tiny_model_dir.name) is not None, timeout=10000)
+    first = str(tiny_model_dir.resolve())
+    assert load_settings(window.services.data_dir).chat_model == first  # the first model: ready to chat
+    qtbot.waitUntil(lambda: panel.table.item(_row_of(panel, tiny_model_dir.name), 7).text() == "active",
+                    timeout=10000)
+    second = tmp_path / "second-model"
+    shutil.copytree(tiny_model_dir, second)
+    assert _add_folder_by_button(qtbot, panel, monkeypatch, second) is True
+    qtbot.waitUntil(lambda: _row_of(panel, "second-model") is not None, timeout=10000)
+    row = _row_of(panel, "second-model")
+    assert panel.table.item(row, 7).text() == "folder"
+    assert load_settings(window.services.data_dir).chat_model == first  # adding a second one changes nothing
+    qtbot.mouseClick(panel.table.viewport(), Qt.LeftButton,
+                     pos=panel.table.visualRect(panel.table.model().index(row, 0)).center())
+    qtbot.mouseClick(panel.buttons["use"], Qt.LeftButton)
+    assert load_settings(window.services.data_dir).chat_model == str(second.resolve())
+    qtbot.waitUntil(lambda: panel.table.item(_row_of(panel, "second-model"), 7).text() == "active", timeout=10000)
+    # remembered: the app started again lists both
+    again = MainWindow(Services.from_data_dir(window.services.data_dir))
+    qtbot.addWidget(again)
+    other = again.show_panel("models")
+    qtbot.waitUntil(lambda: None not in (_row_of(other, tiny_model_dir.name), _row_of(other, "second-model")),
+                    timeout=10000)
+    again.runner.shutdown(wait=True)
+
+
+def test_a_folder_that_is_not_an_mlx_model_is_refused_in_words(qtbot, window, tmp_path, monkeypatch):
+    photos = tmp_path / "photos"
+    photos.mkdir()
+    (photos / "cat.jpg").write_bytes(b"\xff\xd8")
+    panel = _panel(qtbot, window)
+    rows = panel.table.rowCount()
+    assert _add_folder_by_button(qtbot, panel, monkeypatch, photos) is False
+    assert "not a model folder" in panel.message.text() and "Traceback" not in panel.message.text()
+    assert panel.table.rowCount() == rows and window.services.model_store().installed() == []
+    gguf_only = tmp_path / "gguf-only"
+    gguf_only.mkdir()
+    (gguf_only / "model-Q4_K_M.gguf").write_bytes(b"GGUF")
+    assert _add_folder_by_button(qtbot, panel, monkeypatch, gguf_only) is False
+    assert "GGUF" in panel.message.text()

@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, Q
                                QStackedWidget, QWidget)
 
 from app.tasks import TaskRunner
+from app.ui.settings_watch import SettingsWatcher
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,7 @@ def available_panels() -> list[PanelSpec]:
 
 class MainWindow(QMainWindow):
     memories_changed = Signal()  # a turn or an edit changed the store: panels that show memories redraw
+    settings_changed = Signal(object)  # the Settings now in force (a save here, or settings.json changed outside)
     background: Any = None  # app/ui/background_jobs.BackgroundJobs, started by launch()
 
     def __init__(self, services: Any, runner: TaskRunner | None = None) -> None:
@@ -64,6 +66,8 @@ class MainWindow(QMainWindow):
         self._build()
         self._add_shortcuts()
         self.memories_changed.connect(self._refresh_memory_views)
+        self.settings_watcher = SettingsWatcher(services.data_dir, self)
+        self.settings_watcher.changed.connect(self.apply_settings)
         if self.specs:
             self.show_panel(self.specs[0].key)
 
@@ -126,6 +130,17 @@ class MainWindow(QMainWindow):
             panel = self.panels.get(key)
             if panel is not None and hasattr(panel, method):
                 getattr(panel, method)()
+
+    def apply_settings(self, settings: Any) -> None:
+        """Make `settings` the ones in force everywhere: the services and every panel built so far."""
+        if settings == self.services.settings:
+            return
+        self.services.settings = settings
+        for key, method in (("settings", "follow"), ("models", "refresh"), ("chat", "check_model")):
+            panel = self.panels.get(key)
+            if panel is not None and hasattr(panel, method):
+                getattr(panel, method)(settings) if method == "follow" else getattr(panel, method)()
+        self.settings_changed.emit(settings)
 
     def open_memory(self, memory_id: int) -> None:
         """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""

@@ -8,10 +8,10 @@ import threading
 from typing import Any
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QProgressBar, QPushButton,
-                               QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QProgressBar,
+                               QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from core.config import save_settings
+from core.config import update_settings
 
 GB = 1024 ** 3
 COLUMNS = ("Model", "Family", "Parameters", "Download", "Context", "Memory needed", "On this Mac", "Status")
@@ -30,9 +30,26 @@ def progress_text(p: Any) -> str:
             f"{human_bytes(p.bytes_per_second)}/s{eta}")
 
 
+def other_row(model: Any, total_ram: int) -> tuple[str, ...]:
+    """The table's values for a model outside the curated list: a folder the user added, or a repo id."""
+    import json
+
+    from models.registry import fit, ram_estimate
+    try:
+        config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    context = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    need = ram_estimate(model.size_bytes)
+    return (model.name, str(config.get("model_type", "")) if isinstance(config, dict) else "", "",
+            human_bytes(model.size_bytes), f"{context:,}" if isinstance(context, int) else "", human_bytes(need),
+            fit(need, total_ram), "")
+
+
 class ModelsPanel(QWidget):
     refreshed = Signal()
     download_finished = Signal(bool)  # True when installed
+    added = Signal(bool)  # "Add a model…": True when the folder was added
 
     def __init__(self, context: Any) -> None:
         super().__init__()
@@ -61,7 +78,7 @@ class ModelsPanel(QWidget):
         self.buttons = {}
         row = QHBoxLayout()
         for name, label in (("download", "Download"), ("cancel", "Cancel download"), ("use", "Use this model"),
-                            ("remove", "Remove")):
+                            ("remove", "Remove"), ("add", "Add a model…")):
             button = QPushButton(label)
             button.clicked.connect(getattr(self, f"on_{name}"))
             self.buttons[name] = button
@@ -84,24 +101,33 @@ class ModelsPanel(QWidget):
         def load() -> tuple:
             from models.registry import CURATED, default_model, total_ram_bytes
             ram = total_ram_bytes()
-            installed = {m.repo_id: m for m in self.services.model_store().installed()}
-            return list(CURATED), installed, default_model(ram), ram
+            installed = {m.repo_id: m for m in self.services.model_store().usable(self.services.settings.chat_model)}
+            curated = {info.repo_id for info in CURATED}
+            others = [(m, other_row(m, ram)) for m in installed.values() if m.repo_id not in curated]
+            return list(CURATED), installed, default_model(ram), ram, others
         self.runner.submit("io", load, on_done=self._on_loaded, on_error=self._on_error)
 
     def _on_loaded(self, loaded: tuple) -> None:
         from models.registry import fit
-        self.catalog, self.installed, self.recommended, self.total_ram = loaded
+        self.catalog, self.installed, self.recommended, self.total_ram, others = loaded
         active = self.services.settings.chat_model
-        self.table.setRowCount(len(self.catalog))
-        for row, info in enumerate(self.catalog):
-            status = "active" if info.repo_id == active else "installed" if info.repo_id in self.installed else ""
-            values = (info.name, info.family, f"{info.params_b:g}B", human_bytes(info.size_bytes),
-                      f"{info.context_length:,}", human_bytes(info.ram_bytes), fit(info.ram_bytes, self.total_ram),
-                      status)
+        rows = [(info.repo_id, (info.name, info.family, f"{info.params_b:g}B", human_bytes(info.size_bytes),
+                                f"{info.context_length:,}", human_bytes(info.ram_bytes),
+                                fit(info.ram_bytes, self.total_ram), "installed" if info.repo_id in self.installed
+                                else "")) for info in self.catalog]
+        rows += [(model.repo_id, values[:-1] + ("folder" if model.local else "installed",))
+                 for model, values in others]
+        selected = self.selected_repo()
+        self.table.setRowCount(len(rows))
+        for row, (repo_id, values) in enumerate(rows):
+            if repo_id == active:
+                values = values[:-1] + ("active",)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                item.setData(Qt.UserRole, info.repo_id)
+                item.setData(Qt.UserRole, repo_id)
                 self.table.setItem(row, column, item)
+        if selected is not None:
+            self.select_repo(selected)
         self._update_banner()
         self.refreshed.emit()
 
@@ -157,17 +183,55 @@ class ModelsPanel(QWidget):
         self.refresh()
 
     def _activate(self, repo_id: str) -> None:
-        settings = self.services.settings.replace(chat_model=repo_id)
-        save_settings(settings, self.services.data_dir)
-        self.services.settings = settings
+        settings = update_settings(self.services.data_dir, {"chat_model": repo_id})  # the one field, merged
+        apply = getattr(self.context.window, "apply_settings", None)
+        if apply is not None:
+            apply(settings)  # Chat and Settings follow at once
+        else:
+            self.services.settings = settings
 
     def on_remove(self) -> None:
         repo_id = self.selected_repo()
         if repo_id not in self.installed:
             return
-        self.runner.submit("io", lambda: self.services.model_store().remove(repo_id),
-                           on_done=lambda m: (self.message.setText(f"Removed {m.repo_id}."), self.refresh()),
+
+        def removed(model: Any) -> None:
+            self.message.setText(f"Engram no longer lists {model.path}; its files are left as they are."
+                                 if model.local else f"Removed {model.repo_id}.")
+            self.refresh()
+        self.runner.submit("io", lambda: self.services.model_store().remove(repo_id), on_done=removed,
                            on_error=self._on_error)
+
+    def on_add(self) -> None:
+        """A folder of MLX weights from anywhere on disk: checked, remembered by the model store, listed."""
+        folder = QFileDialog.getExistingDirectory(self, "Add a model: choose a folder of MLX weights")
+        if not folder:
+            return
+        self.message.setText(f"Checking {folder}…")
+        self.runner.submit("io", lambda: self.services.model_store().add_folder(folder), on_done=self._on_added,
+                           on_error=self._on_add_refused)
+
+    def _on_added(self, model: Any) -> None:
+        message = f"Added {model.name} ({human_bytes(model.size_bytes)}) from {model.path}."
+        if not self.services.settings.chat_model:  # the first model: ready to chat without another click
+            self._activate(model.repo_id)
+            message += " Engram chats with it now: open Chat to start."
+        else:
+            message += " Press “Use this model” to chat with it."
+        self.message.setText(message)
+        self.refresh()
+        self.refreshed.connect(self._select_added(model.repo_id))
+        self.added.emit(True)
+
+    def _select_added(self, repo_id: str) -> Any:
+        def select() -> None:
+            self.refreshed.disconnect(select)
+            self.select_repo(repo_id)
+        return select
+
+    def _on_add_refused(self, exc: BaseException) -> None:
+        self.message.setText(f"Not added: {exc}")
+        self.added.emit(False)
 
     def _downloading(self, active: bool) -> None:
         self.buttons["download"].setEnabled(not active)

@@ -17,7 +17,8 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QTimeEdit, QVBoxLayout, QWidget)
 
-from core.config import ForgettingSettings, SchedulerSettings, Settings, save_settings
+from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
+                         with_changes)
 
 DIAL_CHOICES = ("off", "light", "normal", "eager")
 FORGETTING_CHOICES = ("gentle", "normal", "strong")
@@ -46,13 +47,13 @@ def source_version() -> str:
     return f"{version} (source)"
 
 
-def check_models(services: Any, settings: Settings) -> None:
-    """Raises a ModelError naming the problem when the chat or a changed embedding model is not on this machine."""
-    if settings.chat_model:
-        services.model_store().resolve(settings.chat_model)
-    if settings.embedder != services.settings.embedder:
+def check_models(services: Any, changes: dict[str, Any]) -> None:
+    """Raises a ModelError naming the problem when a chat or embedding model the user chose is not on this machine."""
+    if changes.get("chat_model"):
+        services.model_store().resolve(changes["chat_model"])
+    if "embedder" in changes:
         from models.embeddings import load_embedder  # deferred: torch; only when the user changed it
-        load_embedder(settings.embedder)
+        load_embedder(changes["embedder"])
 
 
 class SettingsPanel(QWidget):
@@ -74,6 +75,7 @@ class SettingsPanel(QWidget):
         layout.addWidget(self.saved_label)
         layout.addWidget(self._about_box())
         layout.addStretch(1)
+        self.baseline = self.services.settings  # what the fields showed before the user touched them
         self.load(self.services.settings)
 
     def _general_box(self) -> QGroupBox:
@@ -151,6 +153,13 @@ class SettingsPanel(QWidget):
             form.addRow(name, QLabel(version))
         return box
 
+    def follow(self, settings: Settings) -> None:
+        """The settings changed outside this panel (a CLI, a hand edit): show them, keeping the user's own
+        unsaved edits on top."""
+        pending = settings_changes(self.baseline, self.current())
+        self.load(with_changes(settings, pending) if pending else settings)
+        self.baseline = settings
+
     def load(self, settings: Settings) -> None:
         self.data_dir.setText(str(self.services.data_dir))
         self.chat_model.setCurrentText(settings.chat_model)
@@ -164,7 +173,8 @@ class SettingsPanel(QWidget):
         self.require_ac.setChecked(settings.scheduler.require_ac_power)
 
     def current(self) -> Settings:
-        old = self.services.settings
+        """The fields as they are now, over the settings they were loaded from."""
+        old = self.baseline
         scheduler = SchedulerSettings(idle_minutes=self.idle_minutes.value(),
                                       quiet_hours_start=self.quiet_start.time().toString("HH:mm"),
                                       quiet_hours_end=self.quiet_end.time().toString("HH:mm"),
@@ -190,19 +200,30 @@ class SettingsPanel(QWidget):
         self._show_learned()  # restores made meanwhile are counted
 
     def save(self) -> None:
-        settings = self.current()
+        """Write only what the user changed here, merged into the file as it is now: a field changed elsewhere
+        meanwhile (`engram models use`) is kept."""
+        changes = settings_changes(self.baseline, self.current())
+        if not changes:
+            self.saved_label.setText("Nothing to save: no setting was changed.")
+            self.saved.emit(True)
+            return
         self.save_button.setEnabled(False)
         self.saved_label.setText("Checking the models…")
-        self.runner.submit("db", check_models, self.services, settings, on_done=lambda _: self._write(settings),
+        self.runner.submit("db", check_models, self.services, changes, on_done=lambda _: self._write(changes),
                            on_error=self._refused)
 
-    def _write(self, settings: Settings) -> None:
-        embedder_changed = settings.embedder != self.services.settings.embedder
-        save_settings(settings, self.services.data_dir)
-        self.services.settings = settings
+    def _write(self, changes: dict[str, Any]) -> None:
+        settings = update_settings(self.services.data_dir, changes)
+        self.baseline = settings
+        apply = getattr(self.context.window, "apply_settings", None)
+        if apply is not None:
+            apply(settings)  # the services and the other panels (Chat, Models) follow at once
+        else:
+            self.services.settings = settings
+        self.load(settings)
         self.save_button.setEnabled(True)
         self.saved_label.setText("Saved." + (" The new embedding model applies after `engram memory reembed`."
-                                             if embedder_changed else ""))
+                                             if "embedder" in changes else ""))
         self.saved.emit(True)
 
     def _refused(self, exc: BaseException) -> None:

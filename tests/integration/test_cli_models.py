@@ -87,9 +87,33 @@ def test_use_and_remove(cli, tiny_model_dir):
     code, out, _ = cli("models", "remove", "tiny-4bit")
     assert code == 0 and "It was the chat model" in out
     assert load_settings(cli.data_dir).chat_model == ""
-    assert installed(cli) == []
+    assert installed(cli) == [str(tiny_model_dir.resolve())]  # the folder chosen with `use` stays listed
     code, _, err = cli("models", "remove", "tiny-4bit")
     assert code == 1 and "No installed model" in err
+
+
+def test_a_folder_chosen_with_use_is_listed_and_remove_only_forgets_it(cli, tiny_model_dir, tmp_path):
+    folder = tmp_path / "my-model"
+    shutil.copytree(tiny_model_dir, folder)
+    before = folder_digest(folder)
+    assert cli("models", "use", str(folder))[0] == 0
+    code, out, _ = cli("models", "list")
+    assert code == 0 and "No model is installed yet" not in out
+    assert "my-model" in out and str(folder) in out
+    row = next(r for r in json.loads(cli("models", "list", "--json")[1])["models"] if r["name"] == "my-model")
+    assert row["active"] and row["installed"] and row["source"] == "folder" and row["path"] == str(folder)
+    code, out, err = cli("models", "remove", str(folder))
+    assert code == 0, err
+    assert "files are left" in out and folder_digest(folder) == before  # Engram never deletes a user's folder
+    assert str(folder) not in installed(cli)
+
+
+def test_use_of_a_missing_path_names_the_path_not_a_download(cli, tmp_path):
+    for ref in ("/nonexistent", str(tmp_path / "gone"), "./not-here", "~/no-such-model-folder"):
+        code, out, err = cli("models", "use", ref)
+        assert code == 1 and "no folder" in err.lower() and "download" not in err, err
+    code, _, err = cli("models", "use", "Qwen3-4B-4bit")  # a curated name: downloading is the right advice
+    assert code == 1 and "engram models download Qwen3-4B-4bit" in err
 
 
 def test_bad_models_give_clear_errors_and_change_nothing(cli, tiny_model_dir, tmp_path):
@@ -109,7 +133,7 @@ def test_bad_models_give_clear_errors_and_change_nothing(cli, tiny_model_dir, tm
     config = json.loads((alien / "config.json").read_text())
     (alien / "config.json").write_text(json.dumps({**config, "model_type": "quantum_brain"}))
     cases = [(not_a_model, "not a model folder"), (corrupt, "damaged or incomplete"), (alien, "not supported"),
-             (tmp_path / "nowhere", "not installed"), ("mlx-community/not-here", "not installed")]
+             (tmp_path / "nowhere", "There is no folder"), ("mlx-community/not-here", "not installed")]
     for folder, message in cases:
         code, _, err = cli("models", "use", str(folder))
         assert code == 1 and message in err, (folder, err)
