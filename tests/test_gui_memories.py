@@ -193,3 +193,17 @@ def test_deleting_what_the_active_adapter_learned_from_says_so(qtbot, panel, see
     _act(qtbot, panel, panel.on_delete)
     assert "(adapter 1) learned from this memory" in panel.message.text()
     assert on_db_lane(panel, lambda db: versions.active_adapter(db).is_stale)
+
+
+@pytest.mark.parametrize("key", [Qt.Key_Delete, Qt.Key_Backspace])
+def test_the_delete_key_moves_the_selected_memory_to_the_trash(qtbot, panel, seeded, key):
+    _, (denver, _, _) = seeded
+    panel.window().show()
+    _click_row_of(qtbot, panel, denver)
+    _act(qtbot, panel, lambda: qtbot.keyClick(panel.table, key))
+    assert _memory(panel, denver).status == "trashed"  # the trash: restorable, as the Delete button does
+    assert "trash" in panel.message.text()
+    panel.search.setText("Denv")  # Backspace in the search field edits the text, it deletes no memory
+    panel.search.setFocus()
+    qtbot.keyClick(panel.search, Qt.Key_Backspace)
+    assert panel.search.text() == "Den"

@@ -5,14 +5,15 @@ import importlib
 import importlib.util
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QIcon, QKeySequence
+from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QWidget)
 
 from app.tasks import TaskRunner
+from app.ui.menus import build_menus
 from app.ui.settings_watch import SettingsWatcher
 
 
@@ -63,8 +64,9 @@ class MainWindow(QMainWindow):
         self.panels: dict[str, QWidget] = {}
         self.setWindowTitle("Engram")
         self.resize(1180, 760)
+        self.exit_application: Callable[[], None] = QApplication.quit  # after the window closed on Quit
         self._build()
-        self._add_shortcuts()
+        self.menu_actions = build_menus(self)  # File, Edit, View, Window, Help, with their standard keys
         self.memories_changed.connect(self._refresh_memory_views)
         self.settings_watcher = SettingsWatcher(services.data_dir, self)
         self.settings_watcher.changed.connect(self.apply_settings)
@@ -91,20 +93,6 @@ class MainWindow(QMainWindow):
         self.status = QLabel("")
         self.statusBar().addPermanentWidget(self.status)
 
-    def _add_shortcuts(self) -> None:
-        bindings = ((QKeySequence.New, "new_chat"), (QKeySequence.Find, "focus_search"),
-                    (QKeySequence.Preferences, "open_settings"))
-        for sequence, name in bindings:
-            action = QAction(self)
-            action.setShortcut(QKeySequence(sequence))
-            action.triggered.connect(getattr(self, name))
-            self.addAction(action)
-        if sys.platform != "darwin":  # Preferences has no standard key off the Mac
-            action = QAction(self)
-            action.setShortcut(QKeySequence("Ctrl+,"))
-            action.triggered.connect(self.open_settings)
-            self.addAction(action)
-
     def _on_sidebar(self, current: QListWidgetItem | None, _previous: Any = None) -> None:
         if current is not None:
             self.show_panel(current.data(Qt.UserRole))
@@ -123,6 +111,9 @@ class MainWindow(QMainWindow):
         row = next(i for i, s in enumerate(self.specs) if s.key == key)
         if self.sidebar.currentRow() != row:
             self.sidebar.setCurrentRow(row)
+        view = getattr(self, "menu_actions", {}).get(f"panel:{key}")
+        if view is not None:
+            view.setChecked(True)
         return panel
 
     def _refresh_memory_views(self) -> None:
@@ -165,6 +156,18 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> None:
         self.show_panel("settings")
+
+    def memories_action(self, method: str) -> None:
+        """File → Import/Export: the Memories panel's own action, shown in its panel."""
+        panel = self.show_panel("memories")
+        if panel is not None and hasattr(panel, method):
+            getattr(panel, method)()
+
+    def quit_app(self) -> None:
+        """File → Quit (⌘Q / Ctrl+Q): close the window the usual way (jobs checkpoint, the store closes), then
+        end the application, which on the Mac would otherwise stay running without a window."""
+        if self.close():
+            self.exit_application()
 
     def set_status(self, text: str) -> None:
         self.status.setText(text)

@@ -8,7 +8,7 @@ import html
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
                                QLabel, QLineEdit, QMessageBox, QPushButton, QSplitter, QTableView, QTextBrowser,
                                QVBoxLayout, QWidget)
@@ -89,6 +89,22 @@ def _value_text(key: str, value: Any) -> str:
     return html.escape(str(value))
 
 
+class DeleteKeys(QObject):
+    """Delete and ⌫ (Backspace) on the table delete the selected memories, as in Finder and Mail."""
+
+    def __init__(self, table: QTableView, on_delete: Callable[[], None]) -> None:
+        super().__init__(table)
+        self.on_delete = on_delete
+        table.installEventFilter(self)
+
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
+                and not event.modifiers() & ~Qt.KeypadModifier:
+            self.on_delete()
+            return True
+        return False
+
+
 class MemoriesPanel(ReloadOnShow, QWidget):
     loaded = Signal()  # after each reload, for tests and the graph panel
 
@@ -159,6 +175,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table.verticalHeader().setVisible(False)
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
         table.selectionModel().selectionChanged.connect(lambda *_: self._show_detail())
+        self._delete_keys = DeleteKeys(table, self.on_delete)  # the table's keys only: ⌫ in the search box edits text
         return table
 
     def _actions(self) -> QHBoxLayout:
