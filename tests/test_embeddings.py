@@ -1,12 +1,20 @@
-"""The sentence-transformers embedder: offline loading by name or folder, device choice, the query cache."""
+"""Embedders: offline loading by name or folder, which runtime runs which folder, device choice, the query cache,
+and the numpy twin of the MLX BERT (tests/integration/test_mlx_embedder.py compares both with sentence-transformers).
+"""
 from __future__ import annotations
+
+import json
+import math
+import shutil
+import sys
 
 import numpy as np
 import pytest
 
 from core.errors import ModelError
 from models import embeddings
-from models.embeddings import SentenceEmbedder, default_device, load_embedder
+from models.bert_embedder import BertEmbedder, FolderRecipe, read_recipe
+from models.embeddings import SentenceEmbedder, default_device, load_embedder, resolve_model_path
 
 
 def test_device_is_mps_on_apple_silicon_and_cpu_elsewhere(monkeypatch):
@@ -59,3 +67,89 @@ def test_a_model_that_is_not_on_this_machine_is_a_clear_error(tmp_path):
         load_embedder("no-such-org/no-such-model", device="cpu")
     with pytest.raises(ModelError, match="Give a local sentence-transformers folder"):
         load_embedder(str(tmp_path), device="cpu")  # an empty folder is not a model
+
+
+def _bundled_copy(tmp_path, **pooling):
+    """The bundled MiniLM folder, linked file by file, with its pooling config changed."""
+    source = resolve_model_path("all-MiniLM-L6-v2")
+    folder = tmp_path / "minilm"
+    shutil.copytree(source, folder, copy_function=lambda src, dst: __import__("os").symlink(src, dst))
+    config = folder / "1_Pooling" / "config.json"
+    settings = {**json.loads(config.read_text()), **pooling}
+    config.unlink()
+    config.write_text(json.dumps(settings))
+    return folder
+
+
+def test_the_bundled_model_runs_without_torch_with_the_recipe_its_folder_names():
+    from pathlib import Path
+    assert read_recipe(Path(resolve_model_path("all-MiniLM-L6-v2"))) == FolderRecipe(pooling="mean",
+                                                                                    max_seq_length=256)
+    embedder = load_embedder("all-MiniLM-L6-v2")
+    assert isinstance(embedder, BertEmbedder) and embedder.name == "all-MiniLM-L6-v2" and embedder.dimension == 384
+    assert embedder.tokenizer.truncation["max_length"] == 256 and embedder.tokenizer.padding is None
+    long_text = "word " * 1000
+    assert len(embedder.tokenizer.encode(long_text).ids) == 256  # special tokens included, as sentence-transformers
+    vectors = embedder.embed(["I moved to Denver", "The user lives in Denver", "Bananas are yellow", long_text])
+    assert vectors.shape == (4, 384) and vectors.dtype == np.float32
+    assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2]
+    assert np.allclose(embedder.embed(["The user lives in Denver"])[0], vectors[1], atol=1e-5)  # padding is inert
+
+
+def test_a_folder_this_runtime_cannot_run_exactly_goes_to_sentence_transformers(tmp_path):
+    folder = _bundled_copy(tmp_path, pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
+    assert read_recipe(folder) is None
+    embedder = load_embedder(str(folder), device="cpu")
+    assert isinstance(embedder, SentenceEmbedder) and embedder.name == str(folder)
+
+
+def test_a_cls_pooled_bert_folder_runs_on_mlx_too(tmp_path):
+    folder = _bundled_copy(tmp_path, pooling_mode_mean_tokens=False, pooling_mode_cls_token=True)
+    embedder = load_embedder(str(folder))
+    assert isinstance(embedder, BertEmbedder) and embedder.pooling == "cls"
+    reference = embeddings.load_sentence_transformer(str(folder), device="cpu")
+    texts = ["pooled from the first token", "a second, longer sentence about where Ana lives and works"]
+    ours, theirs = embedder.embed(texts), reference.embed(texts)
+    assert np.all(np.sum(ours * theirs, axis=1) > 0.999)
+
+
+def test_a_damaged_model_file_is_a_one_line_error(tmp_path):
+    folder = _bundled_copy(tmp_path)
+    (folder / "model.safetensors").unlink()
+    (folder / "model.safetensors").write_bytes(b"\x10\x00\x00\x00\x00\x00\x00\x00{not json at all")
+    with pytest.raises(ModelError, match=r"^cannot load embedding model .*minilm.*: .+\.$") as caught:
+        load_embedder(str(folder))
+    assert "\n" not in str(caught.value)
+
+
+def test_another_sentence_transformers_model_without_the_st_extra_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # as if the optional extra were not installed
+    with pytest.raises(ModelError, match="sentence-transformers is not installed. Install Engram's optional 'st'"):
+        load_embedder("some-org/another-model", device="cpu")
+
+
+def test_the_numpy_gelu_is_the_exact_erf_gelu():
+    from models.bert_numpy import gelu
+    x = np.linspace(-10, 10, 100_001, dtype=np.float32)
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x.astype(np.float64)])
+    assert gelu(x).dtype == np.float32 and np.abs(gelu(x) - exact).max() < 1e-6
+    assert np.array_equal(gelu(x[:99_990].reshape(30, 3333)), gelu(x)[:99_990].reshape(30, 3333))  # blocks
+
+
+def test_the_numpy_encoder_computes_what_the_mlx_one_does():
+    """A random tiny BERT through both: the same hidden states, with and without padding."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    from models.bert import BertConfig, BertModel, MLXBert
+    from models.bert_numpy import NumpyBert
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=16)
+    mx.random.seed(3)
+    model = BertModel(config)
+    model.eval()
+    twin = NumpyBert.from_parameters(config, {k: np.array(v) for k, v in tree_flatten(model.parameters())})
+    ids = np.array([[1, 5, 9, 2, 0, 0], [1, 7, 7, 7, 8, 2]], dtype=np.int32)
+    mask = (np.arange(6) < np.array([[4], [6]])).astype(np.float32)
+    for args in ((ids, mask), (ids[1:], None)):
+        assert np.allclose(twin(*args), MLXBert(model)(*args), atol=1e-4)
