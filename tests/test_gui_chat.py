@@ -13,6 +13,7 @@ from app.services import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.conditions import ModelGate  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
+from core.errors import ModelError  # noqa: E402
 from core.memory.conversation import load_conversation  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
@@ -346,3 +347,131 @@ def test_quitting_mid_reply_stores_what_was_said(qtbot, tmp_path, tiny_engine, e
         db.close()
     assert [r["user_text"] for r in stored] == ["Tell me everything about cellos"]
     assert stored[0]["assistant_text"].startswith("".join(chunks)) and "cancelled" in stored[0]["metadata"]
+
+
+# -- issue 14: what a person sees in the first hour ---------------------------------------------------------
+
+def _learning_script(*facts: dict) -> ScriptedStructuredModel:
+    return ScriptedStructuredModel({"engram_facts": [{"facts": list(facts)}],
+                                    "usefulness_rating": [{"useful": []}],
+                                    "reconcile_decision": [{"decision": "new", "target": 0, "reason": "different"}]})
+
+
+def _type_and_send(qtbot, panel, text: str) -> None:
+    qtbot.mouseClick(panel.composer, Qt.LeftButton)
+    qtbot.keyClicks(panel.composer, text)
+    qtbot.keyClick(panel.composer, Qt.Key_Return)
+
+
+def test_what_a_turn_taught_shows_under_the_reply_opens_and_undoes(qtbot, window):
+    window.services.structured_model = lambda: _learning_script(
+        _fact("user", "plays", "cello", "User plays the cello"))
+    panel = window.show_panel("chat")
+    with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
+        _type_and_send(qtbot, panel, "I play the cello every evening")
+    reply = panel.replies()[-1]
+    qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=10000)
+    [row] = reply.learned_rows()
+    memory = scalar(window, "SELECT id FROM memories WHERE statement = 'User plays the cello'")
+    assert row.memory_id == memory and row.open_button.text() == "User plays the cello"
+    assert row.caption.text() == "Remembered:" and row.isVisibleTo(reply)
+    qtbot.mouseClick(row.open_button, Qt.LeftButton)  # opens it, as a chip does
+    memories = window.panels["memories"]
+    assert window.stack.currentWidget() is memories
+    qtbot.waitUntil(lambda: memories.selected_ids() == [memory], timeout=20000)
+    window.show_panel("chat")
+    qtbot.mouseClick(row.undo_button, Qt.LeftButton)  # one click: to the trash, out of recall
+    qtbot.waitUntil(lambda: scalar(window, "SELECT deleted_at FROM memories WHERE id = ?", memory) is not None,
+                    timeout=10000)
+    qtbot.waitUntil(lambda: row.undo_button.text() == "Restore", timeout=10000)
+    assert row.caption.text() == "Not remembered:"
+    qtbot.mouseClick(row.undo_button, Qt.LeftButton)  # changed their mind: back from the trash
+    qtbot.waitUntil(lambda: scalar(window, "SELECT deleted_at FROM memories WHERE id = ?", memory) is None,
+                    timeout=10000)
+    qtbot.waitUntil(lambda: row.caption.text() == "Remembered:", timeout=10000)
+
+
+def test_learning_that_fails_says_why_in_plain_words(qtbot, window):
+    def too_long(_messages, _schema):
+        raise ModelError("The message and memory context need 9000 tokens but only 6992 fit in this model's "
+                         "context window; shorten the message.")
+    window.services.structured_model = lambda: ScriptedStructuredModel({"engram_facts": too_long})
+    panel = window.show_panel("chat")
+    with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
+        _type_and_send(qtbot, panel, "I play the cello every evening")
+    reply = panel.replies()[-1]
+    qtbot.waitUntil(lambda: bool(reply.learned_note.text()), timeout=10000)
+    note = reply.learned_note.text()
+    assert note.startswith("Nothing was learned from this") and "too long" in note
+    for jargon in ("Error", "tokens", "shorten", "engram", "context window", "Traceback"):
+        assert jargon not in note
+    assert reply.learned_rows() == []
+
+
+def test_reflection_finished_in_the_background_leaves_a_quiet_note(qtbot, window):
+    from core.store import jobs
+    panel = window.show_panel("chat")
+    qtbot.waitUntil(lambda: panel.job_notes.seen_until is not None, timeout=10000)
+
+    def reflect_done(db):
+        job = jobs.enqueue(db, "reflection", payload={"session_id": 1})
+        jobs.claim(db, job.id, "test")
+        jobs.heartbeat(db, job.id, progress=1.0, message="session 1: 2 new, 1 strengthened hypotheses")
+        return jobs.finish(db, job.id, "done")
+    on_db(window, reflect_done)
+    qtbot.waitUntil(lambda: bool(panel.note.text()), timeout=15000)
+    assert panel.note.text() == "Reflected on your last conversation: 2 new hypotheses, 1 strengthened."
+    assert panel.note.isVisibleTo(panel)
+
+
+def test_return_while_a_reply_streams_queues_the_message(qtbot, window):
+    panel = window.show_panel("chat")
+    finished = []
+    panel.reply_finished.connect(finished.append)
+    _type_and_send(qtbot, panel, "Tell me about tea")
+    qtbot.waitUntil(lambda: panel.reply is not None and bool(panel.reply.text), timeout=TURN_MS)  # streaming
+    assert panel.send_button.text() == "Stop"
+    _type_and_send(qtbot, panel, "And about coffee")
+    assert panel.composer.toPlainText() == ""  # taken, not silently ignored
+    pending = panel.message_widgets()[-1]
+    assert pending.role == "user" and pending.text == "And about coffee"
+    assert "sends when this reply ends" in pending.pending_note.text() and pending.pending_note.isVisibleTo(pending)
+    qtbot.waitUntil(lambda: len(finished) == 2, timeout=TURN_MS)
+    assert not pending.pending_note.isVisibleTo(pending)
+    assert [m.role for m in panel.message_widgets()] == ["user", "assistant", "user", "assistant"]
+    stored = on_db(window, lambda db: [r["user_text"] for r in db.query("SELECT user_text FROM episodes "
+                                                                        "ORDER BY id")])
+    assert stored == ["Tell me about tea", "And about coffee"]
+
+
+def test_a_memory_stored_twice_shows_one_chip(qtbot, window):
+    for _ in range(2):  # as a doubled import left it
+        on_db(window, add_memory, "User's cat is called Miso")
+    panel = window.show_panel("chat")
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
+        _type_and_send(qtbot, panel, "What is my cat called?")
+    texts = [c.open_button.toolTip().split("\n")[0] for c in finished.args[0].chip_widgets()]
+    assert texts.count("User's cat is called Miso") == 1
+
+
+def test_chips_are_unique_by_memory_id(qtbot):
+    from app.ui.chat_widgets import MessageWidget
+    reply = MessageWidget("assistant", "ok")
+    qtbot.addWidget(reply)
+    used = [SimpleNamespace(id=3, text="User likes tea", why=""), SimpleNamespace(id=3, text="User likes tea", why=""),
+            SimpleNamespace(id=4, text="User likes  tea", why=""), SimpleNamespace(id=5, text="User owns a cat", why="")]
+    reply.set_used(used)
+    assert [c.memory_id for c in reply.chip_widgets()] == [3, 5]
+
+
+def test_a_failed_first_send_leaves_no_empty_conversation(qtbot, tmp_path):
+    win = _window(qtbot, tmp_path)  # no chat model
+    panel = win.show_panel("chat")
+    with qtbot.waitSignal(panel.turns.idle, timeout=20000):
+        _type_and_send(qtbot, panel, "hello?")
+    qtbot.waitUntil(lambda: on_db(win, lambda db: list_sessions(db, include_deleted=True)) == [], timeout=10000)
+    with qtbot.waitSignal(panel.sessions.loaded, timeout=10000):
+        panel.sessions.reload()
+    assert panel.sessions.list.count() == 0 and panel.session_id is None
+    assert panel.title.text() == "New conversation" and "No chat model" in panel.replies()[-1].status.text()
+    win.runner.shutdown(wait=True)

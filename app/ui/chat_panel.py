@@ -1,15 +1,20 @@
-"""Chat: conversations, streaming replies with Stop, the memories each reply used (open or veto), thumbs,
-incognito and the memory dial. Every model and store call runs on a lane (app/ui/chat_turn.py)."""
+"""Chat: conversations, streaming replies with Stop, the memories each reply used (open or veto), what each turn
+taught Engram (open or undo), thumbs, incognito and the memory dial. A message sent while a reply streams waits
+its turn and goes when that reply ends; a first message that fails leaves no empty conversation behind; a quiet
+line says what the idle-time jobs (reflection, consolidation, forgetting) changed. Every model and store call
+runs on a lane (app/ui/chat_turn.py)."""
 from __future__ import annotations
 
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea,
-                               QSizePolicy, QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy,
+                               QSplitter, QVBoxLayout, QWidget)
 
+from app.ui.chat_learning import JobNotes
 from app.ui.chat_sessions import SessionList, title_from
+from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import load_conversation
@@ -32,6 +37,9 @@ class ChatPanel(QWidget):
         self.window_ = context.window
         self.session_id: int | None = None
         self.reply: MessageWidget | None = None  # the reply being written
+        self.queued: list[MessageWidget] = []  # messages sent while a reply streams, shown and waiting their turn
+        self._starting = False  # a first message is creating its conversation: the next one waits too
+        self._fresh_session: int | None = None  # made by the turn now running: removed again if that turn fails
         self._closed = False  # after shutdown, late results from the lanes change nothing
         self.turns = TurnController(self.services, self.runner, self, model_gate=self._model_gate)
         self._build()
@@ -44,6 +52,7 @@ class ChatPanel(QWidget):
         try:
             self.sessions.reload()
             self.check_model()
+            self.job_notes.start()
         except RuntimeError:  # the lanes were shut down before the event loop ran: the window is closing
             self._closed = True
 
@@ -67,30 +76,22 @@ class ChatPanel(QWidget):
         layout.setContentsMargins(6, 0, 0, 0)
         layout.addLayout(self._top_bar())
         layout.addWidget(self._model_banner())
-        self.empty = QLabel(EMPTY_TEXT)
-        self.empty.setAlignment(Qt.AlignCenter)
-        self.empty.setWordWrap(True)
-        self.empty.setForegroundRole(QPalette.PlaceholderText)
-        self.messages = QVBoxLayout()
-        self.messages.setSpacing(8)
-        holder = QWidget()
-        outer = QVBoxLayout(holder)
-        outer.addLayout(self.messages)
-        outer.addStretch(1)
-        self.scroll = QScrollArea()
-        self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.NoFrame)
-        self.scroll.setWidget(holder)
+        self.thread_view = MessageThread(EMPTY_TEXT)
+        self.note = QLabel("")  # what the idle-time jobs changed, quietly
+        self.note.setWordWrap(True)
+        self.note.setForegroundRole(QPalette.PlaceholderText)
+        self.note.setVisible(False)
+        self.job_notes = JobNotes(self.services, self.runner, self)
+        self.job_notes.noted.connect(self._show_job_note)
         self.composer = Composer()
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)
         bottom = QHBoxLayout()
         bottom.addWidget(self.composer, 1)
         bottom.addWidget(self.send_button, 0, Qt.AlignBottom)
-        layout.addWidget(self.empty, 1)
-        layout.addWidget(self.scroll, 1)
+        layout.addWidget(self.thread_view, 1)
+        layout.addWidget(self.note)
         layout.addLayout(bottom)
-        self.scroll.setVisible(False)
         return side
 
     def _top_bar(self) -> QHBoxLayout:
@@ -135,7 +136,7 @@ class ChatPanel(QWidget):
         self.turns.finished.connect(self._on_finished)
         self.turns.learned.connect(self._on_learned)
         self.turns.failed.connect(self._on_failed)
-        self.turns.idle.connect(lambda: self._set_streaming(False))
+        self.turns.idle.connect(self._on_idle)
 
     def _model_gate(self) -> Any:
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
@@ -214,30 +215,59 @@ class ChatPanel(QWidget):
     # -- sending -------------------------------------------------------------------------------------
 
     def send(self, text: str) -> None:
+        """Send a message; while a reply streams it is shown at once and waits for that reply to end."""
         text = text.strip()
-        if not text or self.turns.busy:
+        if not text:
             return
         self.composer.clear()
-        if self.session_id is None and not self.incognito.isChecked():
-            self.runner.submit("db", lambda: create_session(self.services.db, title_from(text)),
-                               on_done=lambda sid: self._start_in_new_session(sid, text),
-                               on_error=lambda exc: self._notice(str(exc)))
-            self._set_streaming(True)
+        if self.turns.busy or self._starting or self.queued:
+            waiting = self._add_message("user", text)
+            waiting.set_pending(True)
+            self.queued.append(waiting)
+            self._scroll_to_end()
             return
-        self._start(text)
+        self._submit(text)
 
-    def _start_in_new_session(self, session_id: int, text: str) -> None:
-        self.session_id = session_id
+    def _submit(self, text: str, shown: MessageWidget | None = None) -> None:
+        if self.session_id is None and not self.incognito.isChecked():
+            self._starting = True
+            self._set_streaming(True)
+            self.runner.submit("db", lambda: create_session(self.services.db, title_from(text)),
+                               on_done=lambda sid: self._start_in_new_session(sid, text, shown),
+                               on_error=self._on_create_failed)
+            return
+        self._start(text, shown)
+
+    def _on_create_failed(self, exc: BaseException) -> None:
+        self._starting = False
+        self._notice(str(exc))
+        self._send_next()
+
+    def _start_in_new_session(self, session_id: int, text: str, shown: MessageWidget | None) -> None:
+        self._starting = False
+        if self._closed:
+            return
+        self.session_id = self._fresh_session = session_id
         self.title.setText(title_from(text))
         self.sessions.reload(select=session_id)
         self.sessions.select(session_id)
-        self._start(text)
+        self._start(text, shown)
 
-    def _start(self, text: str) -> None:
-        self._add_message("user", text)
+    def _start(self, text: str, shown: MessageWidget | None = None) -> None:
+        if shown is None:
+            self._add_message("user", text)
+        else:
+            shown.set_pending(False)
         request = TurnRequest(self.session_id, text, incognito=self.incognito.isChecked(),
                               dial=self.dial.currentText())
         self._begin_reply(self._add_message("assistant"), request)
+
+    def _send_next(self) -> None:
+        """The reply ended: the oldest waiting message goes now."""
+        if self._closed or self.turns.busy or self._starting or not self.queued:
+            return
+        waiting = self.queued.pop(0)
+        self._submit(waiting.text, waiting)
 
     def _begin_reply(self, reply: MessageWidget, request: TurnRequest) -> None:
         reply.request = request
@@ -259,7 +289,12 @@ class ChatPanel(QWidget):
 
     def _set_streaming(self, streaming: bool) -> None:
         self.send_button.setText("Stop" if streaming else "Send")
-        self.send_button.setToolTip("Stop the reply (what was said so far is kept)" if streaming else "Send (Return)")
+        self.send_button.setToolTip("Stop the reply (what was said so far is kept); a message you send meanwhile "
+                                    "waits and goes when the reply ends" if streaming else "Send (Return)")
+
+    def _on_idle(self) -> None:
+        self._set_streaming(False)
+        QTimer.singleShot(0, self._send_next)  # after the finished reply has been drawn
 
     # -- turn events ---------------------------------------------------------------------------------
 
@@ -279,6 +314,7 @@ class ChatPanel(QWidget):
             return
         reply.render()
         reply.set_episode(getattr(record, "episode_id", None))
+        self._fresh_session = None  # a turn is stored in it: a real conversation now
         notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit."}
         incognito = reply.request.incognito
         reply.set_status(" ".join(filter(None, [notes.get(reason, ""), "Incognito: not stored." if incognito else ""])))
@@ -286,10 +322,19 @@ class ChatPanel(QWidget):
             self.sessions.reload()
         self.reply_finished.emit(reply)
 
-    def _on_learned(self, report: Any) -> None:
+    def _on_learned(self, report: Any, note: Any) -> None:
         if self._closed:
             return
+        reply = next((r for r in reversed(self.replies())
+                      if note.episode_id is not None and r.episode_id == note.episode_id), None)
+        if reply is not None:  # the user may have moved to another conversation meanwhile
+            reply.show_learned(note)
+        if report is None:
+            return
         self.learned.emit(report)
+        self._memories_changed()
+
+    def _memories_changed(self) -> None:
         changed = getattr(self.window_, "memories_changed", None)
         if changed is not None:
             changed.emit()
@@ -304,6 +349,29 @@ class ChatPanel(QWidget):
                 target.set_text("_No reply: there is no chat model to answer with._")
         else:
             self._notice(message)
+        if self._fresh_session is not None:  # set only until the conversation's first turn is stored
+            self._discard_fresh_session()
+
+    def _discard_fresh_session(self) -> None:
+        """The first message of a new conversation failed: no empty conversation is left in the list."""
+        session_id, self._fresh_session = self._fresh_session, None
+        if session_id is None:
+            return
+
+        def done(removed: bool) -> None:
+            if not removed or self._closed:
+                return
+            if self.session_id == session_id:
+                self.session_id = None
+                self.title.setText("New conversation")
+            self.sessions.drop(session_id)
+        self.turns.discard_if_empty(session_id, on_done=done)
+
+    def _show_job_note(self, text: str) -> None:
+        self.note.setText(text)
+        self.note.setVisible(True)
+        if hasattr(self.window_, "set_status"):
+            self.window_.set_status(text)
 
     # -- chips and thumbs ----------------------------------------------------------------------------
 
@@ -322,6 +390,15 @@ class ChatPanel(QWidget):
         if reply.episode_id is not None:
             self.turns.rate(reply.episode_id, rating)
 
+    def undo_learned(self, reply: MessageWidget, memory_id: int, trash: bool) -> None:
+        """Undo under a reply: the memory that turn taught goes to the trash (Restore brings it back)."""
+        def done(_memory: Any) -> None:
+            row = reply.learned_row(memory_id)
+            if row is not None:
+                row.set_undone(trash)
+            self._memories_changed()
+        self.turns.undo_learned(memory_id, trash, on_done=done)
+
     # -- helpers -------------------------------------------------------------------------------------
 
     def _add_message(self, role: str, text: str = "") -> MessageWidget:
@@ -330,29 +407,22 @@ class ChatPanel(QWidget):
             message.memory_opened.connect(self.open_memory)
             message.memory_vetoed.connect(lambda mid, m=message: self.veto(m, mid))
             message.rated.connect(lambda rating, m=message: self.rate(m, rating))
-        self.messages.addWidget(message)
-        self.empty.setVisible(False)
-        self.scroll.setVisible(True)
-        return message
+            message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
+        return self.thread_view.add(message)
 
     def message_widgets(self) -> list[MessageWidget]:
-        return [self.messages.itemAt(i).widget() for i in range(self.messages.count())]
+        return self.thread_view.widgets()
 
     def replies(self) -> Sequence[MessageWidget]:
         return [m for m in self.message_widgets() if m.role == "assistant"]
 
     def _clear_messages(self) -> None:
         self.reply = None
-        while self.messages.count():
-            widget = self.messages.takeAt(0).widget()
-            if widget is not None:
-                widget.deleteLater()
-        self.empty.setVisible(True)
-        self.scroll.setVisible(False)
+        self.queued = []  # waiting messages belong to the conversation being left
+        self.thread_view.clear()
 
     def _scroll_to_end(self) -> None:
-        QTimer.singleShot(0, lambda: self.scroll.verticalScrollBar().setValue(
-            self.scroll.verticalScrollBar().maximum()))
+        self.thread_view.scroll_to_end()
 
     def _notice(self, text: str) -> None:
         self._set_streaming(self.turns.busy)
@@ -365,4 +435,5 @@ class ChatPanel(QWidget):
 
     def shutdown(self) -> None:
         self._closed = True
+        self.job_notes.stop()
         self.turns.shutdown()

@@ -107,6 +107,12 @@ class SessionList(QWidget):
         self._update_buttons()
         self.loaded.emit()
 
+    def drop(self, session_id: int) -> None:
+        """Take a conversation off the list without asking the store again (it was just removed there)."""
+        if self._selected == session_id:
+            self._selected = None
+        self._fill([s for s in self.sessions if s.id != session_id], self._selected)
+
     # -- selection -----------------------------------------------------------------------------------
 
     @property

@@ -13,8 +13,11 @@ from typing import Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, Signal
 
+from app.ui.chat_learning import LearnNote, learn_note, learned_ids, plain_problem
 from core.errors import ModelError
 from core.protocols import GenerationChunk
+from core.store.memories import get_memories
+from core.store.sessions import discard_if_empty
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ class TurnController(QObject):
     prepared = Signal(object)  # the PreparedTurn: its `used` memories become chips
     chunk = Signal(str)
     finished = Signal(object, str)  # the TurnRecord (episode id, used ids) and the finish reason
-    learned = Signal(object)  # the LearnReport, after the store changed
+    learned = Signal(object, object)  # the LearnReport (None when learning failed) and the LearnNote for the reply
     failed = Signal(str, bool)  # message, and whether it is because no chat model is available
     idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
 
@@ -134,16 +137,20 @@ class TurnController(QObject):
         turn.finishing = self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
     def _learn(self, turn: _Turn, record: Any) -> None:
-        def work() -> Any:
-            return self._assistant("model").learn(record)
+        episode_id = getattr(record, "episode_id", None)
 
-        def done(report: Any) -> None:
+        def work() -> tuple[Any, LearnNote]:
+            report = self._assistant("model").learn(record)
+            found = get_memories(self.services.learning_db, learned_ids(report))  # this lane's own connection
+            return report, learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
+
+        def done(result: tuple[Any, LearnNote]) -> None:
             self._release(turn)
-            self.learned.emit(report)
+            self.learned.emit(*result)
 
         def failed(exc: BaseException) -> None:
             self._release(turn)
-            self.failed.emit(f"Learning from this turn failed: {exc}", False)
+            self.learned.emit(None, LearnNote(episode_id, problem=plain_problem(str(exc))))
         self.runner.submit("model", work, on_done=done, on_error=failed)
 
     def _store(self, turn: _Turn, reason: str) -> Any:
@@ -182,6 +189,21 @@ class TurnController(QObject):
     def rate(self, episode_id: int, rating: int | None, *, on_done: Callable[[Any], None] | None = None) -> None:
         self.runner.submit("db", lambda: self._assistant("db").rate(episode_id, rating), on_done=on_done,
                            on_error=lambda exc: self.failed.emit(f"Could not save the rating: {exc}", False))
+
+    def undo_learned(self, memory_id: int, trash: bool, *, on_done: Callable[[Any], None]) -> None:
+        """A memory the turn taught: to the trash (Undo) or back from it (Restore)."""
+        def work() -> Any:
+            manager = self.services.manager()
+            if trash:
+                return manager.delete(memory_id, reason="undone under the reply it was learned from")
+            return manager.restore(memory_id, reason="restored under the reply it was learned from")
+        self.runner.submit("db", work, on_done=on_done,
+                           on_error=lambda exc: self.failed.emit(f"Could not change that memory: {exc}", False))
+
+    def discard_if_empty(self, session_id: int, *, on_done: Callable[[bool], None]) -> None:
+        """Remove a conversation no turn was stored in (its first message failed)."""
+        self.runner.submit("db", lambda: discard_if_empty(self.services.db, session_id), on_done=on_done,
+                           on_error=lambda exc: self.failed.emit(str(exc), False))
 
     def retry_without(self, request: TurnRequest, memory_id: int, episode_id: int | None) -> TurnRequest:
         """The same question without that memory, rewriting the stored reply (if there is one)."""

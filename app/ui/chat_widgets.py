@@ -8,6 +8,8 @@ from PySide6.QtGui import QKeyEvent, QPalette, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
+from app.ui.chat_learning import LearnedRow, LearnNote
+
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
 CHIP_CHARS = 42
 
@@ -88,6 +90,19 @@ class FlowLayout(QLayout):
         return y + line_height - rect.y()
 
 
+def unique_memories(used: Sequence[Any]) -> list[Any]:
+    """One chip per memory: the same id, or the same statement stored twice, shows once (the first, best ranked)."""
+    seen_ids, seen_texts, kept = set(), set(), []
+    for memory in used:
+        text = " ".join(str(memory.text).split()).casefold()
+        if int(memory.id) in seen_ids or text in seen_texts:
+            continue
+        seen_ids.add(int(memory.id))
+        seen_texts.add(text)
+        kept.append(memory)
+    return kept
+
+
 def chip_label(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= CHIP_CHARS else text[: CHIP_CHARS - 1] + "…"
@@ -146,10 +161,12 @@ class MarkdownView(QTextBrowser):
 
 
 class MessageWidget(QFrame):
-    """One message. A reply also shows the memories it used, thumbs, and a status line."""
+    """One message. A reply also shows the memories it used, what was learned from it, thumbs, and a status
+    line; a message typed while a reply streams says it waits its turn."""
     memory_opened = Signal(int)
     memory_vetoed = Signal(int)
     rated = Signal(object)  # +1, -1 or None
+    learned_undo = Signal(int, bool)  # a memory learned from this turn: True to trash it, False to restore it
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
@@ -176,6 +193,11 @@ class MessageWidget(QFrame):
         layout.addWidget(self.body)
         if role == "assistant":
             self._add_reply_extras(layout)
+        else:
+            self.pending_note = QLabel("Waiting: sends when this reply ends")
+            self.pending_note.setForegroundRole(QPalette.PlaceholderText)
+            self.pending_note.setVisible(False)
+            layout.addWidget(self.pending_note)
         self.render()
 
     def _add_reply_extras(self, layout: QVBoxLayout) -> None:
@@ -196,9 +218,19 @@ class MessageWidget(QFrame):
         footer.addWidget(self.thumb_up)
         footer.addWidget(self.thumb_down)
         footer.addWidget(self.status, 1)
+        self.learned_box = QWidget()
+        self.learned_list = QVBoxLayout(self.learned_box)
+        self.learned_list.setContentsMargins(0, 0, 0, 0)
+        self.learned_list.setSpacing(0)
+        self.learned_note = QLabel("")
+        self.learned_note.setWordWrap(True)
+        self.learned_note.setForegroundRole(QPalette.PlaceholderText)
+        self.learned_list.addWidget(self.learned_note)
         layout.addWidget(self.chips_box)
+        layout.addWidget(self.learned_box)
         layout.addLayout(footer)
         self.chips_box.setVisible(False)
+        self.learned_box.setVisible(False)
 
     # -- text ----------------------------------------------------------------------------------------
 
@@ -226,7 +258,7 @@ class MessageWidget(QFrame):
             item = self.chips.takeAt(0)
             if item.widget() is not None:
                 item.widget().deleteLater()
-        self.used = list(used)
+        self.used = unique_memories(used)
         if self.used:
             caption = QLabel("Memories used:")
             caption.setForegroundRole(QPalette.PlaceholderText)
@@ -241,6 +273,31 @@ class MessageWidget(QFrame):
     def chip_widgets(self) -> list[MemoryChip]:
         widgets = (self.chips.itemAt(i).widget() for i in range(self.chips.count()))
         return [w for w in widgets if isinstance(w, MemoryChip)]
+
+    def show_learned(self, note: LearnNote) -> None:
+        """What was learned from this turn ("Remembered: …", each with Undo), or why nothing was."""
+        for row in self.learned_rows():
+            self.learned_list.removeWidget(row)
+            row.deleteLater()
+        for fact in note.facts:
+            row = LearnedRow(fact)
+            row.opened.connect(self.memory_opened)
+            row.undo_requested.connect(self.learned_undo)
+            self.learned_list.insertWidget(self.learned_list.count() - 1, row)
+        self.learned_note.setText(note.problem)
+        self.learned_note.setVisible(bool(note.problem))
+        self.learned_box.setVisible(bool(note.facts or note.problem))
+
+    def learned_rows(self) -> list[LearnedRow]:
+        widgets = (self.learned_list.itemAt(i).widget() for i in range(self.learned_list.count()))
+        return [w for w in widgets if isinstance(w, LearnedRow)]
+
+    def learned_row(self, memory_id: int) -> LearnedRow | None:
+        return next((r for r in self.learned_rows() if r.memory_id == memory_id), None)
+
+    def set_pending(self, pending: bool) -> None:
+        """A message typed while a reply streams: shown at once, sent when that reply ends."""
+        self.pending_note.setVisible(pending)
 
     def set_episode(self, episode_id: int | None, rating: int | None = None) -> None:
         """Thumbs work once the turn is stored (never in incognito, where nothing is)."""

@@ -1,0 +1,193 @@
+"""What Engram learned from a turn, shown under the reply ("Remembered: …" with Undo), why it could not learn,
+and the quiet note an idle-time job leaves (reflection, consolidation, forgetting) once it has finished.
+
+The words come from what the turn already returned (core.assistant.LearnReport: reconcile outcomes and errors)
+and from the finished job's own progress message; nothing here recomputes them.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Optional
+
+from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
+
+from core.store.jobs import list_jobs
+
+KEPT = ("new", "contradiction")  # a row that did not exist before the turn: Undo may trash it
+CHANGED = ("update",)  # an older memory reworded by the turn: shown, not undone (that would trash the old one)
+JOB_KINDS = ("reflection", "consolidation", "forgetting")
+JOB_POLL_MS = 3000  # how often to look for learning jobs that finished (one small query on the db lane)
+ROW_CHARS = 90  # a learned statement longer than this is elided (the tooltip has it whole)
+
+
+@dataclass(frozen=True)
+class LearnedFact:
+    memory_id: int
+    statement: str
+    undoable: bool
+
+
+@dataclass(frozen=True)
+class LearnNote:
+    """What to show under a stored reply once learning from it ended."""
+    episode_id: Optional[int]
+    facts: tuple[LearnedFact, ...] = ()
+    problem: str = ""  # why nothing (or not everything) was learned, in the user's words
+
+
+def learned_ids(report: Any) -> list[int]:
+    """The memories a turn wrote or reworded (reconcile outcomes), in order, each once."""
+    ids = [o.memory_id for o in getattr(report, "outcomes", ()) if o.decision in KEPT + CHANGED and o.memory_id]
+    return list(dict.fromkeys(int(i) for i in ids))
+
+
+def learn_note(episode_id: Optional[int], report: Any, statements: Mapping[int, str]) -> LearnNote:
+    """The note for a LearnReport; `statements` are the learned memories' texts as stored now."""
+    undoable = {int(o.memory_id) for o in report.outcomes if o.decision in KEPT and o.memory_id}
+    facts = tuple(LearnedFact(i, statements[i], i in undoable) for i in learned_ids(report) if i in statements)
+    problem = plain_problem(report.errors[0]) if report.errors and not facts else ""
+    if report.errors and facts:
+        problem = "Some of it could not be learned."
+    return LearnNote(episode_id, facts, problem)
+
+
+PROBLEMS = (  # (words found in the technical message, what a person is told)
+    (("fit", "context window", "too long", "tokens but"), "the conversation was too long for the model to read "
+                                                          "in one go"),
+    (("ran out of tokens", "not valid json", "does not match the schema", "schema"),
+     "the model's notes about it came out garbled"),
+    (("no chat model", "not installed", "could not be found", "no model"), "there is no chat model to read it with"),
+    (("busy", "locked"), "the memory file was busy"),
+    (("disk", "space", "permission", "read-only"), "the memory file could not be written"),
+)
+
+
+def plain_problem(message: str) -> str:
+    """Why learning failed, without exception names or commands: the user can act on it or let it be."""
+    lowered = message.lower()
+    reason = next((said for words, said in PROBLEMS if any(w in lowered for w in words)),
+                  "something went wrong while reading it")
+    return f"Nothing was learned from this: {reason}. You can add what matters yourself in Memories."
+
+
+# -- the quiet note of a finished idle-time job ------------------------------------------------------------
+
+def _numbers(pattern: str, message: str) -> Optional[tuple[int, ...]]:
+    found = re.search(pattern, message or "")
+    return tuple(int(g) for g in found.groups()) if found else None
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
+
+
+def job_note(job: Any) -> Optional[str]:
+    """One sentence for a finished job, or None when it changed nothing worth a word (or is not a learning job)."""
+    if job.kind not in JOB_KINDS or job.state != "done":
+        return None
+    message = job.message or ""
+    if job.kind == "reflection":
+        found = _numbers(r"(\d+) new, (\d+) strengthened", message)
+        return None if not found or not any(found) else (
+            f"Reflected on your last conversation: {_count(found[0], 'new hypothesis', 'new hypotheses')}, "
+            f"{found[1]} strengthened.")
+    if job.kind == "consolidation":
+        found = _numbers(r"(\d+) summaries, (\d+) similarity edges, (\d+) made permanent", message)
+        return None if not found or not any(found) else (
+            f"Tidied your memories: {_count(found[0], 'summary', 'summaries')}, "
+            f"{_count(found[1], 'new link', 'new links')}, {found[2]} made permanent.")
+    found = _numbers(r"archived (\d+) facts, compacted (\d+) turns", message)
+    return None if not found or not any(found) else (
+        f"Let go of {_count(found[0], 'unused memory', 'unused memories')} and summarised "
+        f"{_count(found[1], 'old turn', 'old turns')}; you can restore them in Memories.")
+
+
+def newest_notes(jobs: Iterable[Any], since: float) -> tuple[float, list[str]]:
+    """(the newest finish time seen, the notes of jobs finished after `since`, oldest first)."""
+    fresh = sorted((j for j in jobs if (j.finished_at or 0.0) > since), key=lambda j: j.finished_at)
+    latest = max([since] + [j.finished_at for j in fresh])
+    return latest, [n for n in (job_note(j) for j in fresh) if n]
+
+
+class JobNotes(QObject):
+    """Looks every few seconds for learning jobs that finished (in the app's idle-time loop, from the Jobs panel
+    or from the command line: all finish in the store) and announces the newest one's note."""
+    noted = Signal(str)
+
+    def __init__(self, services: Any, runner: Any, parent: Optional[QObject] = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.runner = runner
+        self.seen_until: Optional[float] = None  # finish time of the newest job already noted
+        self.timer = QTimer(self)
+        self.timer.setInterval(JOB_POLL_MS)
+        self.timer.timeout.connect(self.poll)
+
+    def start(self) -> None:
+        self.poll()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def poll(self) -> None:
+        def read(db: Any) -> tuple[float, list]:
+            return db.now(), list_jobs(db, states=("done",), limit=20)
+        try:
+            self.runner.submit("db", lambda: read(self.services.db), on_done=self._on_jobs)
+        except RuntimeError:  # the lanes are shut down: the window is closing
+            self.timer.stop()
+
+    def _on_jobs(self, result: tuple[float, list]) -> None:
+        now, jobs = result
+        if self.seen_until is None:  # what finished before the chat opened is old news
+            self.seen_until = now
+            return
+        self.seen_until, notes = newest_notes(jobs, self.seen_until)
+        if notes and self.timer.isActive():
+            self.noted.emit(notes[-1])
+
+
+# -- the row under a reply ---------------------------------------------------------------------------------
+
+class LearnedRow(QWidget):
+    """"Remembered: <statement>" — the statement opens the memory; Undo moves it to the trash, Restore brings it
+    back."""
+    opened = Signal(int)
+    undo_requested = Signal(int, bool)  # the memory, and True to trash it (False: restore it)
+
+    def __init__(self, fact: LearnedFact) -> None:
+        super().__init__()
+        self.memory_id = fact.memory_id
+        self.undone = False
+        self.caption = QLabel("Remembered:" if fact.undoable else "Updated:")
+        self.caption.setForegroundRole(QPalette.PlaceholderText)
+        self.open_button = QToolButton()
+        text = " ".join(fact.statement.split())
+        self.open_button.setText(text if len(text) <= ROW_CHARS else text[: ROW_CHARS - 1] + "…")
+        self.open_button.setToolTip(f"{fact.statement}\n\nOpen this memory in Memories")
+        self.open_button.setAutoRaise(True)
+        self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))
+        self.undo_button = QToolButton()
+        self.undo_button.setText("Undo")
+        self.undo_button.setAutoRaise(True)
+        self.undo_button.setToolTip("Don't keep this: move it to the trash (you can restore it)")
+        self.undo_button.clicked.connect(lambda: self.undo_requested.emit(self.memory_id, not self.undone))
+        self.undo_button.setVisible(fact.undoable)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.setSpacing(2)
+        row.addWidget(self.caption)
+        row.addWidget(self.open_button)
+        row.addWidget(self.undo_button)
+        row.addStretch(1)
+
+    def set_undone(self, undone: bool) -> None:
+        self.undone = undone
+        self.caption.setText("Not remembered:" if undone else "Remembered:")
+        self.undo_button.setText("Restore" if undone else "Undo")
+        self.undo_button.setToolTip("Bring it back from the trash" if undone else
+                                    "Don't keep this: move it to the trash (you can restore it)")

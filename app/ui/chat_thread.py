@@ -1,0 +1,54 @@
+"""The conversation's messages, stacked in a scroll area, with a placeholder while there are none."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+
+from app.ui.chat_widgets import MessageWidget
+
+
+class MessageThread(QWidget):
+    def __init__(self, empty_text: str) -> None:
+        super().__init__()
+        self.empty = QLabel(empty_text)
+        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setWordWrap(True)
+        self.empty.setForegroundRole(QPalette.PlaceholderText)
+        self.messages = QVBoxLayout()
+        self.messages.setSpacing(8)
+        holder = QWidget()
+        outer = QVBoxLayout(holder)
+        outer.addLayout(self.messages)
+        outer.addStretch(1)
+        self.scroll = QScrollArea()
+        self.scroll.setWidgetResizable(True)
+        self.scroll.setFrameShape(QFrame.NoFrame)
+        self.scroll.setWidget(holder)
+        self.scroll.setVisible(False)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.empty, 1)
+        layout.addWidget(self.scroll, 1)
+
+    def add(self, message: MessageWidget) -> MessageWidget:
+        self.messages.addWidget(message)
+        self.empty.setVisible(False)
+        self.scroll.setVisible(True)
+        return message
+
+    def widgets(self) -> list[MessageWidget]:
+        return [self.messages.itemAt(i).widget() for i in range(self.messages.count())]
+
+    def clear(self) -> None:
+        while self.messages.count():
+            widget = self.messages.takeAt(0).widget()
+            if widget is not None:
+                widget.deleteLater()
+        self.empty.setVisible(True)
+        self.scroll.setVisible(False)
+
+    def scroll_to_end(self) -> None:
+        """Once the new content is laid out (the next turn of the event loop)."""
+        bar = self.scroll.verticalScrollBar()
+        QTimer.singleShot(0, lambda: bar.setValue(bar.maximum()))
