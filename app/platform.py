@@ -74,3 +74,8 @@ def on_ac_power(*, platform: str | None = None, run: Runner = run_command,
     if platform.startswith("linux"):
         return linux_on_ac(power_supply_dir)
     return None
+
+
+def this_machine(platform: str | None = None) -> str:
+    """How the app names the computer it runs on: "this Mac" on macOS, "this computer" elsewhere."""
+    return "this Mac" if (platform or sys.platform) == "darwin" else "this computer"

@@ -130,13 +130,29 @@ def queue_reflection(scheduler: Scheduler, session_id: int) -> Job:
 
 def plan(scheduler: Scheduler, settings: Settings,
          intervals: Mapping[str, float] = ROUTINE_INTERVALS) -> list[Job]:
-    """Queue what is due: the routine kinds, and a reflection when ended (or long quiet) sessions wait for one."""
+    """Queue what is due: the routine kinds, and a reflection when ended (or long quiet) sessions wait for one.
+
+    Only what could do something: nothing while the store is empty, and no job that uses the chat model
+    before one is chosen (a fresh install showed fine-tune and consolidation queued for a model it did not have).
+    """
     from core.memory.reflect import ended_sessions
-    added = scheduler.plan_routine(intervals)
-    if REFLECTION in scheduler.specs and ended_sessions(scheduler.db, settings) and not list_jobs(
+    if not _has_anything(scheduler.db):
+        return []
+    runnable = {kind: every for kind, every in intervals.items() if _can_run(scheduler, settings, kind)}
+    added = scheduler.plan_routine(runnable)
+    if _can_run(scheduler, settings, REFLECTION) and ended_sessions(scheduler.db, settings) and not list_jobs(
             scheduler.db, states=OPEN_STATES, kind=REFLECTION, limit=1):
         added.append(scheduler.enqueue(REFLECTION))
     return added
+
+
+def _can_run(scheduler: Scheduler, settings: Settings, kind: str) -> bool:
+    spec = scheduler.specs.get(kind)
+    return spec is not None and (bool(settings.chat_model) or not spec.uses_model)
+
+
+def _has_anything(db: Database) -> bool:
+    return bool(db.scalar("SELECT EXISTS(SELECT 1 FROM memories) OR EXISTS(SELECT 1 FROM episodes)"))
 
 
 KINDS: tuple[str, ...] = (REFLECTION, CONSOLIDATION, FORGETTING, FINETUNE)

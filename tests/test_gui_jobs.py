@@ -159,6 +159,7 @@ def test_background_loop_learns_while_the_user_is_away(qtbot, window, window_db,
     from core.store.db import open_db
     services = window.services
     services._embedder = embedder
+    services.settings = services.settings.replace(chat_model="a-model-is-chosen")  # else no fine-tune is planned
     old = open_db(services.db_path, clock=lambda: time.time() - 300 * 86400)
     stale = add_memory(old, "User once asked about a parking app", importance=0.0)
     old.close()
@@ -225,3 +226,27 @@ def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, windo
     assert panel.loss_curve.getData()[0] is not None and len(panel.loss_curve.getData()[0]) == len(steps)
     qtbot.waitUntil(lambda: panel.adapters.rowCount() == 1, timeout=10000)
     assert versions.list_adapters(db)[0].metrics["candidate"]["probe_loss"] > 0
+
+
+def test_a_fresh_install_queues_no_job_until_there_is_a_model_and_something_to_learn(qtbot, window, window_db,
+                                                                                      tiny_model_dir):
+    import time
+
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.background_jobs import BackgroundJobs
+    services = window.services
+    loop = BackgroundJobs(services, poll_seconds=0.05, environment=_away)
+    window.background = loop.start(QApplication.instance())
+    panel = window.show_panel("jobs")
+    deadline = time.monotonic() + 1.5  # about thirty planning ticks of the loop
+    qtbot.waitUntil(lambda: time.monotonic() > deadline, timeout=5000)
+    _refreshed(qtbot, panel)
+    assert store.list_jobs(window_db) == [] and panel.jobs_model.rowCount() == 0  # nothing to show a new user
+    add_memory(window_db, "The user lives in Berlin.")  # something to forget one day: forgetting needs no model
+    qtbot.waitUntil(lambda: [j.kind for j in store.list_jobs(window_db)] == ["forgetting"], timeout=10000)
+    services.settings = services.settings.replace(chat_model=str(tiny_model_dir))  # a model is chosen
+    qtbot.waitUntil(lambda: {"finetune", "consolidation"} <= {j.kind for j in store.list_jobs(window_db)},
+                    timeout=10000)
+    window.background.stop()
+    assert window.background.error is None

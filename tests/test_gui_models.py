@@ -51,7 +51,8 @@ def test_first_start_opens_on_models_with_the_recommended_model(qtbot, tmp_path)
     assert win.stack.currentWidget() is panel
     qtbot.waitUntil(lambda: panel.recommended is not None, timeout=10000)
     assert panel.banner.isVisible() and panel.recommended.name in panel.banner.text()
-    assert "Recommended for this Mac" in panel.banner.text()
+    from app.platform import this_machine
+    assert f"Recommended for {this_machine()}" in panel.banner.text()
     win.runner.shutdown(wait=True)
     chosen = Services.from_data_dir(tmp_path / "chosen")
     chosen.settings = chosen.settings.replace(chat_model=CURATED[0].repo_id)

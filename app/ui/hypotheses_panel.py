@@ -148,8 +148,11 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         tree.setHeaderLabels(("Question", "Why", "Opened", "Answer"))
         tree.setRootIsDecorated(False)
         tree.header().setStretchLastSection(False)
-        tree.header().setSectionResizeMode(QHeaderView.ResizeToContents)
-        tree.header().setSectionResizeMode(0, QHeaderView.Stretch)
+        # The texts share the width (a long reason or answer squeezed the question to 30 px when it alone
+        # stretched); each is elided, whole in its tooltip. The date takes what it needs.
+        for column, mode in enumerate((QHeaderView.Stretch, QHeaderView.Stretch, QHeaderView.ResizeToContents,
+                                       QHeaderView.Stretch)):
+            tree.header().setSectionResizeMode(column, mode)
         return tree
 
     def _actions(self) -> QHBoxLayout:
@@ -222,7 +225,8 @@ class HypothesesPanel(ReloadOnShow, QWidget):
             row = QTreeWidgetItem([goal.question, goal.reason, when(goal.created_at), goal.answer])
             row.setData(0, ID_ROLE, goal.id)
             row.setData(0, CONFLICT_ROLE, conflict_of(goal) is not None)
-            row.setToolTip(0, goal.question)
+            for column, text in ((0, goal.question), (1, goal.reason), (3, goal.answer)):
+                row.setToolTip(column, text)
             tree.addTopLevelItem(row)
 
     def select_hypothesis(self, hypothesis_id: int) -> bool:

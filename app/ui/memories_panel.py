@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxL
                                QVBoxLayout, QWidget)
 
 from app.ui.memory_table import MemoryFilterProxy, MemoryTableModel, when
-from app.ui.panel_widgets import ReloadOnShow
+from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.store.episodes import get_episodes
 from core.types import Episode
 
@@ -134,9 +134,12 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             filters.addWidget(widget)
         self.table = self._table()
         self.detail = QTextBrowser()
-        self.detail.setPlaceholderText("Select a memory to see its history and where it came from.")
-        self.empty = QLabel("Nothing remembered yet. Chat with Engram, or add a memory with `engram memory add`.")
-        self.empty.setAlignment(Qt.AlignCenter)
+        self.detail.setPlaceholderText("Select a memory to see its history.")
+        # a placeholder does not wrap: the pane is never narrower than its hint
+        self.detail.setMinimumWidth(self.detail.fontMetrics().horizontalAdvance(self.detail.placeholderText())
+                                    + 2 * self.detail.frameWidth() + 2 * int(self.detail.document().documentMargin()))
+        self.empty = empty_state("Nothing remembered yet. What you tell Engram about yourself in Chat appears here; "
+                                 "File → Import Memories… brings in an export.")
         split = QSplitter(Qt.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.detail)
@@ -174,8 +177,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table.setTextElideMode(Qt.ElideRight)
         table.verticalHeader().setVisible(False)
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
-        table.selectionModel().selectionChanged.connect(lambda *_: self._show_detail())
-        self._delete_keys = DeleteKeys(table, self.on_delete)  # the table's keys only: ⌫ in the search box edits text
+        table.selectionModel().selectionChanged.connect(lambda *_: (self._show_detail(), self._enable_actions()))
+        self._delete_keys = DeleteKeys(table, lambda: self.buttons["delete"].isEnabled() and self.on_delete())  # the table's keys only: ⌫ in the search box edits text
         return table
 
     def _actions(self) -> QHBoxLayout:
@@ -189,7 +192,20 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self.buttons[name] = button
             row.addWidget(button)
         row.addStretch(1)
+        self._enable_actions()
         return row
+
+    def _enable_actions(self) -> None:
+        """Only the actions that would change something for the selection (and the trash view) are offered."""
+        selected = self.selected_memories()
+        live = [m for m in selected if m.status != "trashed"]
+        applies = {"pin": any(not m.pinned for m in live), "unpin": any(m.pinned for m in live),
+                   "protect": any(not m.protected for m in live), "unprotect": any(m.protected for m in live),
+                   "edit": len(selected) == 1 and bool(live), "delete": any(not m.protected for m in live),
+                   "restore": any(m.status in ("trashed", "forgotten") for m in selected),
+                   "purge": self.filters().status == "trashed" and self.model.rowCount() > 0}
+        for name, button in self.buttons.items():
+            button.setEnabled(applies.get(name, True))  # export and import always apply
 
     # --- data -------------------------------------------------------------------------------------------
     def filters(self) -> Filters:
@@ -207,11 +223,15 @@ class MemoriesPanel(ReloadOnShow, QWidget):
     def _on_loaded(self, memories: list) -> None:
         self.model.set_memories(memories)
         self.empty.setVisible(not memories and self.filters() == Filters())
+        self._enable_actions()
         self.loaded.emit()
 
     def selected_ids(self) -> list[int]:
+        return [memory.id for memory in self.selected_memories()]
+
+    def selected_memories(self) -> list[Any]:
         rows = {self.proxy.mapToSource(i).row() for i in self.table.selectionModel().selectedRows()}
-        return [self.model.memory_at(r).id for r in sorted(rows)]
+        return [self.model.memory_at(r) for r in sorted(rows)]
 
     def select_memory(self, memory_id: int) -> bool:
         """Select the row of one memory (chips in the chat panel jump here)."""

@@ -4,11 +4,12 @@ On macOS Qt moves Quit, Settings… and About into the application menu by their
 """
 from __future__ import annotations
 
-import sys
 from typing import Any, Callable
 
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
+
+from app.platform import this_machine
 
 # Edit actions act on whichever widget has the keyboard focus, when it has that method (text fields do).
 EDIT_ACTIONS = (("Undo", QKeySequence.Undo, "undo"), ("Redo", QKeySequence.Redo, "redo"), None,
@@ -102,8 +103,8 @@ def _help_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
 def about_text() -> str:
     from app.ui.settings_panel import package_versions  # the versions the Settings panel lists too
     versions = package_versions()
-    where = "your Mac" if sys.platform == "darwin" else "this computer"
-    return (f"<h3>Engram {versions['engram']}</h3><p>A personal assistant whose language model runs on {where} "
+    return (f"<h3>Engram {versions['engram']}</h3><p>A personal assistant whose language model runs on "
+            f"{this_machine()} "
             f"and whose memory is one file you can see, correct and delete.</p>"
             f"<p>MLX {versions.get('mlx', '?')} · mlx-lm {versions.get('mlx-lm', '?')} · "
             f"Python {versions['Python']}</p>")

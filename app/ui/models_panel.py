@@ -1,6 +1,6 @@
 """Models: the curated registry with fit labels, download with progress and cancel, installed models, the active one.
 
-On a first start with no model installed the panel offers the model recommended for this Mac.
+On a first start with no model installed the panel offers the model recommended for this machine.
 """
 from __future__ import annotations
 
@@ -11,10 +11,15 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QProgressBar,
                                QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from app.platform import this_machine
 from core.config import update_settings
 
 GB = 1024 ** 3
-COLUMNS = ("Model", "Family", "Parameters", "Download", "Context", "Memory needed", "On this Mac", "Status")
+
+
+def columns() -> tuple[str, ...]:
+    return ("Model", "Family", "Parameters", "Download", "Context", "Memory needed",
+            f"On {this_machine()}", "Status")
 
 
 def human_bytes(count: float) -> str:
@@ -68,12 +73,15 @@ class ModelsPanel(QWidget):
         self.banner = QLabel("")
         self.banner.setWordWrap(True)
         self.banner.setVisible(False)
-        self.table = QTableWidget(0, len(COLUMNS))
-        self.table.setHorizontalHeaderLabels(COLUMNS)
+        labels = columns()
+        self.table = QTableWidget(0, len(labels))
+        self.table.setHorizontalHeaderLabels(labels)
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
-        self.table.horizontalHeader().setSectionResizeMode(0, QHeaderView.Stretch)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # each figure and its header whole ...
+        header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the model's name the rest
         self.table.verticalHeader().setVisible(False)
         self.buttons = {}
         row = QHBoxLayout()
@@ -135,9 +143,10 @@ class ModelsPanel(QWidget):
         first_start = not self.installed and not self.services.settings.chat_model
         if first_start and self.recommended is not None:
             self.banner.setText(
-                f"Engram needs a language model to chat. Recommended for this Mac ({human_bytes(self.total_ram)} "
-                f"of memory): {self.recommended.name}, a {human_bytes(self.recommended.size_bytes)} download. "
-                "Select it and press Download; it stays on this Mac.")
+                f"Engram needs a language model to chat. Recommended for {this_machine()} "
+                f"({human_bytes(self.total_ram)} of memory): {self.recommended.name}, a "
+                f"{human_bytes(self.recommended.size_bytes)} download. Select it and press Download; it stays on "
+                f"{this_machine()}. Or add a model folder you already have with “Add a model…”.")
             self.select_repo(self.recommended.repo_id)
         self.banner.setVisible(first_start)
 
