@@ -1,5 +1,9 @@
 """The GUI thread never stalls: a 10 ms timer keeps firing while a reply streams from the tiny MLX model and
-the real consolidation job (B2's handler through the real scheduler) runs on its own thread and connection."""
+the real consolidation job (B2's handler through the real scheduler) runs on its own thread and connection.
+
+The longest gap is compared with the same probe's longest gap on the idle event loop in the same run (a ratio,
+as the benches do): on a loaded machine both grow, and an absolute limit flaked there. A real stall — work done on
+the GUI thread — is many times the idle gap wherever it runs."""
 from __future__ import annotations
 
 import threading
@@ -25,7 +29,8 @@ from core.store.memories import add_memory  # noqa: E402
 from core.store.vectors import upsert_vectors  # noqa: E402
 
 PROBE_MS = 10
-MAX_GAP_MS = 100.0
+IDLE_SECONDS = 2.0  # the idle baseline: long enough to meet the machine's own scheduling hiccups
+MAX_STALL_RATIO = 10.0  # idle here: ~11 ms longest gap, so ~110 ms allowed under load (the old fixed limit: 100 ms)
 TOPICS = ("cello practice", "the garden's tomatoes", "a trip to Lyon", "Python packaging", "baking sourdough",
           "running a 10k", "learning Japanese", "the cat's vet visit")
 
@@ -104,9 +109,10 @@ def test_gui_never_stalls_while_a_reply_streams_and_consolidation_runs(qtbot, tm
     panel = window.show_panel("chat")
     probe = GapProbe()
     probe.start()
+    qtbot.wait(500)  # the panel's first loads
     quiet_from = time.perf_counter()
-    qtbot.wait(500)  # the panel's first loads, and a baseline for the probe
-    baseline = probe.max_gap_ms(quiet_from, time.perf_counter())
+    qtbot.wait(int(IDLE_SECONDS * 1000))  # nothing else running: the probe's own longest gap on this machine now
+    baseline = max(probe.max_gap_ms(quiet_from, time.perf_counter()), float(PROBE_MS))
     panel.incognito.setChecked(True)  # replies back to back, without learning queued between them on the model
     streaming: list[list[float]] = []  # [first chunk, finished] of each reply
     panel.turns.chunk.connect(lambda _t: streaming[-1].append(time.perf_counter()) if not streaming[-1] else None)
@@ -127,9 +133,10 @@ def test_gui_never_stalls_while_a_reply_streams_and_consolidation_runs(qtbot, tm
     streamed = [(a, b) for a, b in (pair for pair in streaming if len(pair) == 2)]
     overlap = sum(max(0.0, min(b, timings["end"]) - max(a, timings["start"])) for a, b in streamed)
     worst = probe.max_gap_ms(timings["start"] - 0.5, max(timings["end"], streamed[-1][1]))
-    print(f"longest GUI stall {worst:.1f} ms (idle baseline {baseline:.1f} ms) over {len(probe.ticks)} ticks; {len(streamed)} replies streamed "
-          f"for {overlap:.2f} s during the {timings['end'] - timings['start']:.2f} s consolidation")
+    print(f"longest GUI stall {worst:.1f} ms, idle baseline {baseline:.1f} ms (ratio {worst / baseline:.1f}) over "
+          f"{len(probe.ticks)} ticks; {len(streamed)} replies streamed for {overlap:.2f} s during the "
+          f"{timings['end'] - timings['start']:.2f} s consolidation")
     assert overlap > 0.5, "the replies and the consolidation hardly ran at the same time"
-    assert worst < MAX_GAP_MS
+    assert worst / baseline < MAX_STALL_RATIO, (worst, baseline)
     panel.shutdown()
     window.runner.shutdown(wait=True)
