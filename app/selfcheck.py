@@ -29,8 +29,7 @@ FACTS = ("Ana lives in Lisbon and works as a nurse.",
          "Ana's dog is called Biscuit.",
          "Ana drinks green tea every morning.")
 QUESTION = "What is the name of Ana's dog?"
-PACKAGES = ("mlx", "mlx-lm", "apsw", "sqlite-vec", "llguidance", "sentence-transformers", "torch",
-            "transformers", "PySide6-Essentials")
+PACKAGES = ("mlx", "mlx-lm", "apsw", "sqlite-vec", "llguidance", "tokenizers", "transformers", "PySide6-Essentials")
 
 
 @dataclass
@@ -65,7 +64,9 @@ def check_recall(ctx: Context) -> str:
     hits = recall(ctx.db, ctx.embedder, QUESTION, k=1, kinds=("memory",)).hits
     if not hits or hits[0].id != ids[1]:
         raise AssertionError(f"recall of {QUESTION!r} found {hits}, expected memory #{ids[1]}")
-    return f"{ctx.embedder.name} ({ctx.embedder.dimension} dims) recalled memory #{ids[1]} ({hits[0].why})"
+    runtime = getattr(ctx.embedder, "backend", "sentence-transformers")
+    return (f"{ctx.embedder.name} ({ctx.embedder.dimension} dims, {runtime}) recalled memory #{ids[1]} "
+            f"({hits[0].why})")
 
 
 def check_metal(ctx: Context) -> str:

@@ -49,7 +49,7 @@ def db(tmp_path, clock):
 
 @pytest.fixture(scope="session")
 def embedder():
-    """The real offline MiniLM embedder, loaded once per test run."""
+    """The real offline MiniLM embedder the app uses (models/bert_embedder.py, no torch), loaded once per run."""
     from models.embeddings import load_embedder
     return load_embedder("all-MiniLM-L6-v2")
 
