@@ -18,7 +18,7 @@ from core.errors import ModelError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 from models import lora
 from models.checks import check_model_folder
-from models.prompt_text import control_markers, render_prompt
+from models.prompt_text import ThinkFilter, control_markers, render_prompt
 from models.worker import MLXWorker
 
 ROLES = ("system", "user", "assistant")
@@ -34,6 +34,7 @@ class _Loaded:
     cached_tokens: list[int] = field(default_factory=list)
     adapter: Path | None = None
     markers: tuple[str, ...] = ()  # the tokenizer's control markers, broken wherever they appear in content
+    thinks: bool = False  # a reasoning model (Qwen3): <think> blocks are taken out of the reply
 
 
 class ChatEngine:
@@ -166,6 +167,7 @@ class ChatEngine:
         self.last_reused_tokens = len(prompt) - len(suffix)
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.temperature else 0.0)
         generated: list[int] = []
+        shown = ThinkFilter() if loaded.thinks else None
         steps = stream_generate(loaded.model, loaded.tokenizer, mx.array(suffix), max_tokens=max_tokens,
                                 sampler=sampler, prompt_cache=loaded.cache)
         started = time.perf_counter()
@@ -173,10 +175,11 @@ class ChatEngine:
             for response in steps:
                 generated.append(response.token)
                 rate = len(generated) / max(time.perf_counter() - started, 1e-9)
+                text = _visible(shown, response.text, final=response.finish_reason is not None)
                 if cancel.is_set() or stop.is_set():
-                    yield GenerationChunk(response.text, len(prompt), len(generated), rate, "cancelled")
+                    yield GenerationChunk(text, len(prompt), len(generated), rate, "cancelled")
                     return
-                yield GenerationChunk(response.text, len(prompt), len(generated), rate, response.finish_reason)
+                yield GenerationChunk(text, len(prompt), len(generated), rate, response.finish_reason)
         finally:
             steps.close()
             self.last_reply_tokens = [t for t in generated if t not in loaded.tokenizer.eos_token_ids]
@@ -189,7 +192,15 @@ def _load(folder: Path) -> _Loaded:
         model, tokenizer, config = load(str(folder), return_config=True)
     except Exception as exc:  # mlx-lm raises several types for a bad folder
         raise ModelError(f"The model in {folder} could not be loaded: {exc}") from exc
-    return _Loaded(model=model, tokenizer=tokenizer, config=config, markers=control_markers(tokenizer))
+    markers = control_markers(tokenizer)
+    thinks = "<think>" in markers or "<think>" in str(getattr(tokenizer, "chat_template", "") or "")
+    return _Loaded(model=model, tokenizer=tokenizer, config=config, markers=markers, thinks=thinks)
+
+
+def _visible(shown: ThinkFilter | None, text: str, *, final: bool) -> str:
+    if shown is None:
+        return text
+    return shown.feed(text) + (shown.finish() if final else "")
 
 
 def _free(loaded: _Loaded) -> None:

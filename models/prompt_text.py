@@ -49,12 +49,99 @@ def neutralise(text: str, markers: Sequence[str]) -> str:
 
 
 def render_prompt(tokenizer: Any, messages: Iterable[Mapping[str, str]], markers: Sequence[str]) -> list[int]:
-    """The chat-templated prompt ids, with every message's content neutralised first."""
-    safe = [{"role": m["role"], "content": neutralise(m["content"], markers)} for m in messages]
-    rendered = tokenizer.apply_chat_template(safe, add_generation_prompt=True, enable_thinking=False)
+    """The chat-templated prompt ids, with every message's content neutralised first.
+
+    Thinking is off (Qwen3's template then closes an empty <think> block itself): chat and extraction want the
+    answer, and a reasoning block would cost a weak machine minutes.
+    """
+    safe = [{"role": m["role"], "content": neutralise(_earlier_reply(m), markers)} for m in normalise_roles(messages)]
+    try:
+        rendered = tokenizer.apply_chat_template(safe, add_generation_prompt=True, enable_thinking=False)
+    except Exception as exc:  # jinja2's TemplateError or the template's own raise_exception
+        from core.errors import ModelError
+        raise ModelError(f"This model's chat template refused the conversation: {exc}") from exc
     if isinstance(rendered, Mapping):  # transformers 5 returns an encoding unless mlx-lm's wrapper unwraps it
         rendered = rendered["input_ids"]
     return list(rendered)
+
+
+def _earlier_reply(message: Mapping[str, str]) -> str:
+    # A reasoning block in an earlier reply is not part of the conversation (Qwen3's template drops it too).
+    return strip_think(message["content"]) if message["role"] == "assistant" else message["content"]
+
+
+def normalise_roles(messages: Iterable[Mapping[str, str]]) -> list[dict[str, str]]:
+    """One leading system message, then turns whose roles alternate — what every family's template accepts.
+
+    Gemma 3 has no system role (its template folds a leading one into the first user turn) and refuses two
+    user turns in a row; Llama and Qwen read only a leading system message as the system prompt.
+    """
+    system = [m["content"] for m in messages if m["role"] == "system"]
+    merged: list[dict[str, str]] = [{"role": "system", "content": "\n\n".join(system)}] if system else []
+    for message in messages:
+        if message["role"] == "system":
+            continue
+        if merged and merged[-1]["role"] == message["role"]:
+            merged[-1] = {"role": message["role"], "content": merged[-1]["content"] + "\n\n" + message["content"]}
+        else:
+            merged.append({"role": message["role"], "content": message["content"]})
+    return merged
+
+
+class ThinkFilter:
+    """Drops <think>…</think> blocks from streamed text, across chunk boundaries (Qwen3 may still reason).
+
+    feed() returns what can be shown now; a tail that might start a tag waits for the next chunk; finish()
+    returns what is left (an unclosed block is dropped: it was never an answer).
+    """
+    OPEN, CLOSE = "<think>", "</think>"
+
+    def __init__(self) -> None:
+        self.inside = False
+        self._pending = ""
+        self._after_block = False  # the blank lines after </think> are not part of the answer
+
+    def feed(self, text: str) -> str:
+        buffer, shown = self._pending + text, []
+        self._pending = ""
+        while buffer:
+            tag = self.CLOSE if self.inside else self.OPEN
+            index = buffer.find(tag)
+            if index < 0:
+                keep = _partial_tag_length(buffer, tag)
+                self._pending = buffer[len(buffer) - keep:] if keep else ""
+                if not self.inside:
+                    shown.append(buffer[: len(buffer) - keep])
+                break
+            if not self.inside:
+                shown.append(buffer[:index])
+            self.inside, self._after_block = not self.inside, self.inside
+            buffer = buffer[index + len(tag):]
+        return self._trim("".join(shown))
+
+    def finish(self) -> str:
+        rest, self._pending = ("" if self.inside else self._pending), ""
+        return self._trim(rest)
+
+    def _trim(self, text: str) -> str:
+        if self._after_block and text:
+            text = text.lstrip()
+            self._after_block = not text
+        return text
+
+
+def strip_think(text: str) -> str:
+    """`text` without its <think>…</think> blocks."""
+    keeper = ThinkFilter()
+    return keeper.feed(text) + keeper.finish()
+
+
+def _partial_tag_length(text: str, tag: str) -> int:
+    """How many trailing characters of `text` could be the start of `tag`."""
+    for length in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-length:]):
+            return length
+    return 0
 
 
 def control_ids(tokenizer: Any) -> set[int]:
