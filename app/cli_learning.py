@@ -75,8 +75,14 @@ def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
         report = reflect.reflect_session(db, services.settings, model, session_id, embedder=services.embedder)
         print(f"conversation {session_id}: {len(report.added)} new hypotheses, {len(report.strengthened)} "
               f"strengthened, {len(report.kept_rejected)} kept rejected, {len(report.goals_opened)} goals opened, "
-              f"{len(report.goals_closed)} closed" + (f"; searched {report.searches}" if report.searches else ""))
+              f"{len(report.goals_closed)} closed" + (f"; searched {report.searches}" if report.searches else "")
+              + _dropped_line(report.dropped_counts()))
     return 0
+
+
+def _dropped_line(counts: dict[str, int]) -> str:
+    """What reflection left out and why, on the same line: "; left out: 2 hypothesis not language, ..."."""
+    return "; left out: " + ", ".join(f"{n} {why}" for why, n in counts.items()) if counts else ""
 
 
 def cmd_forget(args: argparse.Namespace, services: Any) -> int:

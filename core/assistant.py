@@ -99,7 +99,8 @@ class LearnReport:
     skipped: str = ""  # why nothing was learned ("incognito", "no structured model"), or ""
     indexed: bool = False  # the episode's vector was written
     facts: list[Fact] = field(default_factory=list)
-    dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # raw fact, why it was not kept
+    dates_ignored: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # kept without the model's date
     outcomes: list[Outcome] = field(default_factory=list)
     useful: list[MemoryId] = field(default_factory=list)
     strengthened: int = 0
@@ -271,7 +272,8 @@ class Assistant:
         except EngramError as exc:
             report.errors.append(f"engram: {exc}")
             return
-        report.facts, report.dropped = extraction.facts, extraction.dropped
+        report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
+                                                              extraction.dates_ignored)
         for fact in extraction.facts:
             try:
                 report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,

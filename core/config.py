@@ -93,6 +93,19 @@ class ReflectionSettings:
 
 
 @dataclass(frozen=True)
+class GroundingSettings:
+    # Issue 17: whatever a model says, only what the user's words support is kept (core.memory.grounding).
+    # MAGS keeps a confidence per triple but names no floor; this is KenLM's conservative starting confidence
+    # (ReflectionSettings.initial_confidence): a fact its own extractor believes less than a fresh hypothesis is
+    # not kept. A real small model gave 0 for the junk triple (Lina, id_111111, Lina).
+    min_fact_confidence: float = 0.3
+    min_support: float = 0.5  # not a seed's: half a claim's content words must be in the user's words it cites
+    min_support_cosine: float = 0.4  # or MiniLM puts them this close (measured: related 0.31-0.76, unrelated ≤ 0.23)
+    min_goal_support: float = 0.3  # a question asks what was NOT said: a third of its words in what was
+    min_summary_support: float = 0.5  # a summary sentence keeps half its content words from its conversations
+
+
+@dataclass(frozen=True)
 class SchedulerSettings:
     idle_minutes: float = 10.0  # KenLM's idle-time work: start once the user has been away this long
     quiet_hours_start: str = "01:00"  # KenLM's long-term step, fine-tuning, runs overnight only
@@ -130,6 +143,7 @@ class Settings:
     reflection: ReflectionSettings = field(default_factory=ReflectionSettings)
     scheduler: SchedulerSettings = field(default_factory=SchedulerSettings)
     generation: GenerationSettings = field(default_factory=GenerationSettings)
+    grounding: GroundingSettings = field(default_factory=GroundingSettings)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> "Settings":

@@ -34,7 +34,7 @@ def test_leader_clustering_groups_close_vectors():
 
 def test_related_episodes_become_summaries_that_keep_their_facts(db, clock, embedder):
     ids, basil = store_with_topics(db, clock, embedder)
-    model = ScriptedStructuredModel({"cluster_summary": [{"summary": "The user talked about this topic."}]})
+    model = ScriptedStructuredModel({"cluster_summary": [{"summary": "The user grows tomatoes in the garden."}]})
     report = consolidate.consolidation_pass(db, SETTINGS, embedder, model)
     assert report.summaries == 2 and report.episodes_linked == 5
     garden = {get_episode(db, i).summary_id for i in ids[:3]}
@@ -42,12 +42,26 @@ def test_related_episodes_become_summaries_that_keep_their_facts(db, clock, embe
     assert len(garden) == len(taxes) == 1 and garden != taxes and None not in garden
     assert get_episode(db, ids[5]).summary_id is None  # a lone question is not a cluster
     summary = get_memory(db, garden.pop())
-    assert summary.kind == "summary" and summary.statement.startswith("The user talked about this topic.")
+    assert summary.kind == "summary" and summary.statement.startswith("The user grows tomatoes in the garden.")
     assert "The user grows basil." in summary.statement and set(summary.source_episode_ids) == set(ids[:3])
     assert edges.get_edge(db, summary.id, basil, "summary") is not None
     assert model.titles() == ["cluster_summary", "cluster_summary"]
     again = consolidate.consolidation_pass(db, SETTINGS, embedder, model)
     assert again.summaries == 0  # already summarised episodes are not summarised twice
+
+
+def test_a_summary_keeps_only_sentences_its_conversations_support(db, clock, embedder):
+    ids, _ = store_with_topics(db, clock, embedder)
+    said = ("The user grows tomatoes and basil in the garden. The user flies to Mars every week. "
+            ":Paris becausemilygredoppy˛ cenȜ w蝻 if anmembe")
+    model = ScriptedStructuredModel({"cluster_summary": [{"summary": said}]})
+    report = consolidate.consolidation_pass(db, SETTINGS, embedder, model)
+    garden = get_memory(db, get_episode(db, ids[0]).summary_id).statement
+    taxes = get_memory(db, get_episode(db, ids[3]).summary_id).statement
+    assert garden.startswith("The user grows tomatoes and basil in the garden.")
+    assert "Mars" not in garden + taxes and "Paris" not in garden + taxes
+    assert taxes.startswith("Summary of 2 conversation turn(s)") and "tomatoes" not in taxes  # nothing of it held
+    assert report.dropped == {"not in its conversations": 3, "not language": 2}
 
 
 def test_without_a_model_the_summary_is_deterministic(db, clock, embedder):

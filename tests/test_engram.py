@@ -85,3 +85,53 @@ def test_facts_only_in_pasted_or_instruction_like_quotes_are_not_the_users_word(
     assert rejection(_raw("penicillin"), own_too, "") == ""  # said in their own words as well
     own, quoted = split_quoted(pasted)
     assert "summarise" in own and "no allergies" in quoted and "no allergies" not in own
+
+
+def test_the_junk_triple_a_real_small_model_stored_is_dropped():
+    """Issue 17: SmolLM2-135M stored (Lina, id_111111, Lina) with confidence 0 as an active fact."""
+    junk = {**fact("Lina id_111111 Lina.", "Lina", relation="id_111111", confidence=0), "subject": "Lina"}
+    result, _ = run([junk], "My daughter Lina loves jellyfish.")
+    assert result.facts == [] and result.dropped_counts() == {"confidence below 30%": 1}
+    confident = {**junk, "confidence": 90}
+    result, _ = run([confident], "My daughter Lina loves jellyfish.")
+    assert result.dropped_counts() == {"the relation is not a readable predicate": 1}
+
+
+def test_a_fact_needs_a_readable_relation_grounded_ends_and_enough_confidence():
+    user = "My daughter Lina loves jellyfish and I live in Porto."
+    cases = {
+        "no relation": {**fact("Lina loves jellyfish.", "jellyfish", relation=""), "subject": "Lina"},
+        "the relation repeats its subject or object": fact("The user lives in Porto.", "Porto", relation="Porto"),
+        "the relation is not a readable predicate": fact("The user lives in Porto.", "Porto", relation="rel_42"),
+        "not in the user's words": {**fact("Maria loves jellyfish.", "jellyfish", relation="loves"),
+                                    "subject": "Maria"},  # the subject is nobody the user named
+        "confidence below 30%": fact("The user lives in Porto.", "Porto", relation="lives_in", confidence=10),
+        "the object is not language": fact("The user lives in Porto.", ":Porto becausemilygr{", relation="lives_in"),
+    }
+    result, _ = run(list(cases.values()), user, settings=Settings().replace(
+        generation=Settings().generation.__class__(engram_max_facts=len(cases) + 2)))
+    assert result.facts == []
+    assert [why.split(":")[0] for _, why in result.dropped] == [why.split(":")[0] for why in cases]
+    kept, _ = run([{**fact("Lina loves jellyfish.", "jellyfish", relation="loves"), "subject": "Lina"},
+                   {**fact("The user lives in Porto.", "Porto", relation="lives in"), "subject": "I"}], user)
+    assert [(f.subject, f.relation, f.object) for f in kept.facts] == [("Lina", "loves", "jellyfish"),
+                                                                         ("I", "lives_in", "Porto")]
+
+
+def test_a_date_is_kept_only_when_the_user_said_it():
+    today = "2026-11-22"  # the exchange's own date, which the prompt shows and a small model copies
+    result, model = run([fact("The user likes tea.", "tea", when=today)], "I like tea.")
+    [kept] = result.facts
+    assert kept.valid_from is None and [why for _, why in result.dates_ignored] == [
+        f"'{today}' is not a date the user said"]
+    prompt = model.calls[0][1][1].content
+    assert f"Today (not a date the user said): {today}" in prompt and "never put it in 'when'" in \
+        model.calls[0][1][0].content
+    said, _ = run([fact("The user likes tea.", "tea", when="today")], "Today I started to like tea.")
+    assert said.facts[0].valid_from is not None and said.dates_ignored == []
+    resolved, _ = run([fact("The user joined Acme.", "Acme", relation="works_at", when="2026-11-15")],
+                      "I joined Acme last week.")  # the model resolved "last week" itself: the same day
+    assert datetime.fromtimestamp(resolved.facts[0].valid_from, tz=timezone.utc).date().isoformat() == "2026-11-15"
+    quoted, _ = run([fact("The user likes tea.", "tea", when="yesterday")],
+                    "I like tea.\n> Sent yesterday by Bob")  # a date in pasted text is not the user's
+    assert quoted.facts[0].valid_from is None and len(quoted.dates_ignored) == 1

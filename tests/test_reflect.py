@@ -34,7 +34,8 @@ def test_search_tool_then_hypothesis_with_checked_evidence(db):
     model = ScriptedStructuredModel({"reflection_step": lambda messages, schema: (
         step("search", "espresso coffee") if len(model.calls) == 1 else
         step(hyps=[{"dimension": "interests", "claim": "Loves espresso", "evidence": [ids[1], old]}],
-             open_goals=[{"question": "Which espresso machine do you own?", "reason": "recommendations"}]))})
+             open_goals=[{"question": "Which espresso machine do you own?", "reason": "recommendations",
+                          "evidence": [ids[1]]}]))})
     report = reflect.reflect_session(db, SETTINGS, model, session)
     assert report.searches == ["espresso coffee"] and model.titles() == ["reflection_step", "reflection_step"]
     assert "I always drink espresso after lunch" in model.calls[1][1][-1].content  # the tool's result, quoted
@@ -158,3 +159,56 @@ def test_bad_session_id_changes_nothing(db):
     with pytest.raises(NotFound):
         reflect.reflect_session(db, SETTINGS, model, 42)
     assert model.calls == []
+
+
+TINY_OUTPUT = ":Paris becausemilygredoppy˛ cenȜ w蝻 if anmembe becausemilSas tomorrowzevjorning"  # the tiny model's
+
+
+def test_junk_hypotheses_and_goals_are_dropped_with_their_reasons(db):
+    gid = goals.open_goal(db, "Where do you live now?")
+    session, ids = session_with(db, "I like hiking on weekends", "I work as a nurse")
+    junk = step(hyps=[{"dimension": "interests", "claim": TINY_OUTPUT, "evidence": [ids[0]]},
+                      {"dimension": "interests", "claim": "Is a professional astronaut", "evidence": ids},
+                      {"dimension": "6˦inw hasuse", "claim": "Likes hiking", "evidence": [ids[0]]}],
+                open_goals=[{"question": TINY_OUTPUT, "reason": "", "evidence": [ids[0]]},
+                            {"question": "What kind of music do you like?", "reason": "", "evidence": [ids[1]]}],
+                closed_goals=[{"goal_id": gid, "answer": ":rue c[ȴit livesParisO thanksri"}])
+    report = reflect.reflect_session(db, SETTINGS, ScriptedStructuredModel({"reflection_step": [junk]}), session)
+    assert report.added == report.goals_opened == report.goals_closed == []
+    assert hypotheses.list_hypotheses(db) == [] and [g.id for g in goals.list_goals(db)] == [gid]
+    assert report.dropped_counts() == {"hypothesis not language": 1, "hypothesis not supported by its evidence": 1,
+                                       "hypothesis dimension is not language": 1, "goal not language": 1,
+                                       "goal not supported by its evidence": 1, "answer not language": 1}
+
+
+def test_a_goal_closes_only_on_the_users_own_words(db):
+    gid = goals.open_goal(db, "Where do you live now?")
+    session, _ = session_with(db, "I moved to Denver last month")
+    made_up = step(closed_goals=[{"goal_id": gid, "answer": "Lisbon"}])
+    report = reflect.reflect_session(db, SETTINGS, ScriptedStructuredModel({"reflection_step": [made_up]}), session)
+    assert report.goals_closed == [] and goals.get_goal(db, gid).status == "open"
+    assert report.dropped == [("answer", "Lisbon", "not in the user's words")]
+
+
+def test_support_by_meaning_keeps_a_paraphrase_and_drops_an_unrelated_claim(db, embedder):
+    session, ids = session_with(db, "I go hiking every weekend", "I work as a nurse")
+    claims = [{"dimension": "interests", "claim": "Enjoys outdoor activities", "evidence": [ids[0]]},
+              {"dimension": "interests", "claim": "Likes jazz music", "evidence": [ids[1]]}]
+    model = ScriptedStructuredModel({"reflection_step": [step(hyps=claims)]})
+    report = reflect.reflect_session(db, SETTINGS, model, session, embedder=embedder)
+    assert [h.claim for h in hypotheses.list_hypotheses(db)] == ["Enjoys outdoor activities"]
+    [(what, claim, why)] = report.dropped
+    assert claim == "Likes jazz music" and why.startswith("not supported by its evidence (words 0%, meaning 0.")
+
+
+def test_evidence_must_still_exist(db):
+    session, ids = session_with(db, "I like hiking on weekends", "Which boots for wet trails?")
+
+    def deleted_meanwhile(messages, schema):
+        db.execute("UPDATE episodes SET deleted_at = 1 WHERE id = ?", (ids[0],))  # the user deleted the turn
+        return step(hyps=[{"dimension": "interests", "claim": "Likes hiking", "evidence": [ids[0]]}],
+                    open_goals=[{"question": "Do you hike often?", "reason": "", "evidence": []}])
+    model = ScriptedStructuredModel({"reflection_step": deleted_meanwhile})
+    report = reflect.reflect_session(db, SETTINGS, model, session)
+    assert report.added == [] and report.dropped_counts() == {"hypothesis cites no episode it was shown": 1,
+                                                              "goal cites no episode it was shown": 1}

@@ -7,8 +7,11 @@ One pass has three phases, each done in small batches so the idle-time job can s
    within cluster_similarity (cosine), else starts one. A cluster of at least min_cluster_size becomes a
    summary memory (kind 'summary') linked to its episodes (memory_sources and episodes.summary_id). The
    summary is the model's one or two sentences (core.prompts.consolidate, structured output) followed by
-   the statements of the facts drawn from those episodes, so no fact depends on the model's wording;
-   without a model (or when it fails) it is core.memory.compaction.summary_text.
+   the statements of the facts drawn from those episodes, so no fact depends on the model's wording. A
+   sentence of the model's is kept only if it is language and its content words are in what the user said
+   in those episodes (Settings.grounding.min_summary_support); each one dropped is counted in the report with
+   its reason. Without a model (or when it fails, or nothing of it is kept) the summary is
+   core.memory.compaction.summary_text.
 2. similarity: each memory added since the previous pass (within the window, at most MAX_NEW_MEMORIES per
    pass; a bulk import is linked over several nights) gets 'similarity' edges to its
    similarity_neighbours nearest active memories whose cosine is at least similarity_edge_threshold.
@@ -19,8 +22,9 @@ returns a ConsolidationReport. The scheduler's job uses `Consolidator(...).step`
 """
 from __future__ import annotations
 
+import re
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -29,8 +33,10 @@ from core.config import Settings
 from core.errors import EngramError
 from core.jobs import Step
 from core.memory import compaction
+from core.memory.grounding import lexical_support
 from core.memory.importance import update_importance
 from core.memory.index import index_memories
+from core.memory.language import language_problem
 from core.prompts import consolidate as prompt
 from core.prompts.reflect import worst_case_chars
 from core.protocols import Embedder, StructuredModel
@@ -43,6 +49,7 @@ MEMORY_CURSOR_KEY = "consolidation_memory_cursor"
 MAX_NEW_MEMORIES = 5000  # similarity work per pass is bounded (new x all vectors)
 PHASES = ("episodes", "similarity", "importance")
 VECTOR_CHUNK = 5000
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")  # "3.5 km" and "St. Mary's" stay whole
 
 
 @dataclass(frozen=True)
@@ -52,6 +59,7 @@ class ConsolidationReport:
     similarity_edges: int
     made_permanent: int
     seconds: float
+    dropped: dict[str, int] = field(default_factory=dict)  # model summary sentences left out, by reason
 
 
 def cluster(vectors_in_order: np.ndarray, min_similarity: float) -> list[list[int]]:
@@ -83,7 +91,7 @@ class Consolidator:
 
     def step(self, payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
         state = {"phase": PHASES[0], "cursor": 0, "summaries": 0, "linked": 0, "edges": 0, "permanent": 0,
-                 **state}
+                 "dropped": {}, **state}
         phase = state["phase"]
         if phase == "episodes":
             return self._episode_batch(state)
@@ -103,7 +111,7 @@ class Consolidator:
             if result.done:
                 break
         return ConsolidationReport(state["summaries"], state["linked"], state["edges"], state["permanent"],
-                                   _time.perf_counter() - started)
+                                   _time.perf_counter() - started, dict(state["dropped"]))
 
     # -- phase 1 -----------------------------------------------------------------------------------------
     def _episode_batch(self, state: dict) -> Step:
@@ -121,21 +129,23 @@ class Consolidator:
         rows = [r for r in rows if r["id"] in found]  # an episode without a vector waits for its index
         last_id = int(self.db.scalar("SELECT max(id) FROM episodes") or 1)
         made = []
+        dropped = dict(state["dropped"])
         if rows:
             groups = cluster(np.stack([found[r["id"]] for r in rows]),
                              self.settings.reflection.cluster_similarity)
             with self.db.transaction():
-                made = [self._summarise([rows[n] for n in group]) for group in groups
+                made = [self._summarise([rows[n] for n in group], dropped) for group in groups
                         if len(group) >= self.settings.reflection.min_cluster_size]
             if made:
                 index_memories(self.db, self.embedder, [m for m, _ in made])
-        state = {**state, "cursor": cursor, "summaries": state["summaries"] + len(made),
+        state = {**state, "cursor": cursor, "summaries": state["summaries"] + len(made), "dropped": dropped,
                  "linked": state["linked"] + sum(n for _, n in made)}
         return Step(state, 0.5 * min(1.0, cursor / last_id), f"clustered episodes up to {cursor}")
 
-    def _summarise(self, episodes: Sequence[dict]) -> tuple[int, int]:
+    def _summarise(self, episodes: Sequence[dict], dropped: dict[str, int]) -> tuple[int, int]:
         ids = [int(e["id"]) for e in episodes]
-        model_text = self._model_summary(episodes)
+        model_text = grounded_summary(self._model_summary(episodes), [e["user_text"] for e in episodes],
+                                      self.settings.grounding.min_summary_support, dropped)
         text = compaction.with_facts(model_text, compaction.facts_of(self.db, ids)) if model_text else None
         summary_id = compaction.write_summary(self.db, episodes, self.db.now(), text=text,
                                               reason=f"consolidation of {len(ids)} related conversation turn(s)")
@@ -213,6 +223,23 @@ class Consolidator:
     def _set_cursor(self, memory_id: int) -> None:
         self.db.execute("INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET "
                         "value = excluded.value", (MEMORY_CURSOR_KEY, str(int(memory_id))))
+
+
+def grounded_summary(text: str, users_words: Sequence[str], min_support: float, dropped: dict[str, int]) -> str:
+    """The sentences of a model's summary that are language and whose content words the user said; each other
+    sentence is counted in `dropped` under its reason."""
+    kept = []
+    for sentence in (part.strip() for part in _SENTENCE_END.split(text)):
+        if not sentence:
+            continue
+        problem = language_problem(sentence)
+        why = ("not language" if problem else
+               "not in its conversations" if lexical_support(sentence, users_words) < min_support else "")
+        if why:
+            dropped[why] = dropped.get(why, 0) + 1
+        else:
+            kept.append(sentence)
+    return " ".join(kept)
 
 
 def consolidation_pass(db: Database, settings: Settings, embedder: Embedder,

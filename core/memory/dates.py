@@ -69,5 +69,20 @@ def _weekday(phrase: str, today: date) -> date | None:
     return today + timedelta(days=ahead)  # "this friday" / "on friday": the coming one (today if today)
 
 
+_SIMPLE_WORDS = ("day before yesterday", "day after tomorrow", "yesterday", "tomorrow", "today", "tonight", "now",
+                 "last week", "next week", "this week", "last month", "next month", "last year", "next year")
+_DATE_PHRASE = re.compile(
+    rf"\b\d{{4}}-\d{{2}}-\d{{2}}\b|\b{_COUNT} {_UNIT} ago\b|\bin {_COUNT} {_UNIT}\b|"
+    rf"\b(?:(?:last|next|this|on) )?(?:{'|'.join(WEEKDAYS)})\b|\b(?:{'|'.join(_SIMPLE_WORDS)})\b", re.IGNORECASE)
+
+
+def stated_days(text: str, now: float) -> set[float]:
+    """The days a text names itself ("last week", "on Friday", "2024-05-01"), as resolve_date gives them: a
+    date a model puts on a fact must be one of these, not the time of the exchange it was shown."""
+    days = {resolve_date(match.group(0), now) for match in _DATE_PHRASE.finditer(" ".join(text.split()))}
+    days.discard(None)
+    return days  # type: ignore[return-value]
+
+
 def iso_day(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, tz=timezone.utc).strftime("%Y-%m-%d (%A)")

@@ -1,9 +1,12 @@
 """The engram step (MAGS): structured extraction of facts from the latest exchange.
 
 Only what the user said or confirmed becomes a fact about the user: the model labels each fact's
-source, and a deterministic check keeps a fact only if its object is grounded in the user's own words — not in
-text they pasted or quoted instructions — or in the assistant's words the user just confirmed. Date words
-resolve against the turn's time.
+source, and a deterministic check (`rejection`) keeps a fact only if its subject and object are grounded in the
+user's own words — not in text they pasted or quoted instructions — or in the assistant's words the user just
+confirmed (the user themself, "I", "me", "user", is always grounded); its relation is a readable predicate (words,
+not an id, not the subject or object again); its text is language; and its confidence reaches
+Settings.grounding.min_fact_confidence. Its date comes only from a date the user stated: a `when` the model took
+from the exchange's own time is ignored (Extraction.dates_ignored). Date words resolve against the turn's time.
 """
 from __future__ import annotations
 
@@ -11,9 +14,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.config import Settings
+from core.config import GroundingSettings, Settings
 from core.memory.critical import canonical_relation, is_critical
-from core.memory.dates import iso_day, resolve_date
+from core.memory.dates import iso_day, resolve_date, stated_days
+from core.memory.grounding import lexical_support, reason_counts
+from core.memory.language import language_problem
 from core.prompts.engram import engram_messages, facts_max_tokens, facts_schema
 from core.protocols import StructuredModel
 
@@ -36,6 +41,7 @@ _ROLE_LABEL = re.compile(r"(^|[\s.;>\]])(system|assistant|developer)\s*:", re.IG
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b", re.IGNORECASE)
+USER_WORDS = frozenset(("user", "the user", "i", "me", "myself", "the user himself", "the user herself"))
 _STOP = frozenset("the a an and or of to in on at for with is are was were be been my me i you your it this that "
                   "user user's has have had not no do does did very really just".split())
 
@@ -57,6 +63,10 @@ class Fact:
 class Extraction:
     facts: list[Fact] = field(default_factory=list)
     dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # raw fact, why it was left out
+    dates_ignored: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # kept undated, and why
+
+    def dropped_counts(self) -> dict[str, int]:
+        return reason_counts(why for _, why in self.dropped)
 
 
 def extract_facts(model: StructuredModel, user_text: str, assistant_text: str, now: float,
@@ -67,32 +77,105 @@ def extract_facts(model: StructuredModel, user_text: str, assistant_text: str, n
                               max_tokens=facts_max_tokens(limit))
     result = Extraction()
     for item in raw.get("facts", [])[: limit]:
-        why = rejection(item, user_text, assistant_text)
+        why = rejection(item, user_text, assistant_text, settings)
         if why:
             result.dropped.append((item, why))
-        else:
-            result.facts.append(to_fact(item, now))
+            continue
+        undated = _unstated_date(item, user_text, assistant_text, now)
+        if undated:
+            result.dates_ignored.append((item, undated))
+            item = {**item, "when": ""}
+        result.facts.append(to_fact(item, now))
     return result
 
 
-def rejection(item: dict[str, Any], user_text: str, assistant_text: str) -> str:
+def rejection(item: dict[str, Any], user_text: str, assistant_text: str, settings: Settings | None = None) -> str:
     """Why a raw fact is not kept, or '' when it is."""
+    s = (settings or Settings()).grounding
+    floor = s.min_fact_confidence
     if not item.get("statement", "").strip() or not item.get("object", "").strip():
         return "empty statement or object"
     if item.get("source") == "assistant_said":
         return "only the assistant said it"
+    if _confidence(item) < floor:
+        return f"confidence below {floor:.0%}"
+    shape = relation_problem(item) or _language(item)
+    if shape:
+        return shape
     own_words, quoted = split_quoted(user_text)
-    if _overlaps(item["object"], quoted) and not _overlaps(item["object"], own_words):
+    if any(_quoted_only(item.get(part, ""), own_words, quoted) for part in ("subject", "object")):
         return "only in text the user quoted"
     if is_critical(canonical_relation(item.get("relation", ""))) and not _said_in_first_person(item, own_words):
         return "a critical fact needs the user's own first-person statement"
     if item.get("source") == "user_confirmed":
-        if AFFIRMATIONS.search(user_text) and _overlaps(item["object"], assistant_text + " " + user_text):
+        exchange = assistant_text + " " + user_text
+        if AFFIRMATIONS.search(user_text) and _overlaps(item["object"], exchange) and _grounded(item, exchange, s):
             return ""
         return "not confirmed by the user"
-    if not _overlaps(item["object"], user_text):
+    if not _grounded(item, user_text, s):
         return "not in the user's words"
     return ""
+
+
+def relation_problem(item: dict[str, Any]) -> str:
+    """A relation is a readable predicate: words ("lives_in", "likes"), not an id ("id_111111"), not empty, and
+    not the subject or object said again."""
+    slug = canonical_relation(str(item.get("relation", "")))
+    if not slug:
+        return "no relation"
+    words = slug.split("_")
+    if not all(w.isalpha() for w in words) or len(words) > 6 or language_problem(" ".join(words)):
+        return "the relation is not a readable predicate"
+    if _slug(str(item.get("relation", ""))) in (_slug(str(item.get(p, ""))) for p in ("object", "subject")):
+        return "the relation repeats its subject or object"
+    return ""
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "_", text.lower()).strip("_")
+
+
+def _language(item: dict[str, Any]) -> str:
+    for part in ("subject", "object", "statement"):
+        text = str(item.get(part, "")).strip()
+        problem = language_problem(text) if text else ""
+        if problem:
+            return f"the {part} is not language: {problem}"
+    return ""
+
+
+def _confidence(item: dict[str, Any]) -> float:
+    return min(max(float(item.get("confidence", 70)) / 100.0, 0.0), 1.0)  # the model answers in percent
+
+
+def _is_user(phrase: str) -> bool:
+    return " ".join(phrase.lower().split()) in USER_WORDS
+
+
+def _quoted_only(phrase: str, own_words: str, quoted: str) -> bool:
+    return not _is_user(phrase) and _overlaps(phrase, quoted) and not _overlaps(phrase, own_words)
+
+
+def _grounded(item: dict[str, Any], text: str, settings: GroundingSettings) -> bool:
+    """Subject and object each the user, or with most of their words in `text` (one word shared is not enough:
+    a model's run-on "Paris becausemily…" shares "Paris" with "I moved to Paris")."""
+    for part in ("subject", "object"):
+        phrase = str(item.get(part, "")).strip()
+        if not phrase and part == "subject" or _is_user(phrase):
+            continue
+        if not _overlaps(phrase, text) or lexical_support(phrase, [text]) < settings.min_support:
+            return False
+    return True
+
+
+def _unstated_date(item: dict[str, Any], user_text: str, assistant_text: str, now: float) -> str:
+    """Why the fact's `when` is not used ('' when it is): it must name a day the user stated (or confirmed)."""
+    when = str(item.get("when", "")).strip()
+    day = resolve_date(when, now) if when else None
+    if day is None:
+        return ""
+    said = split_quoted(user_text)[0] + (" " + assistant_text if item.get("source") == "user_confirmed" else "")
+    return "" if day in stated_days(said, now) else f"'{when}' is not a date the user said"
 
 
 def split_quoted(user_text: str) -> tuple[str, str]:
@@ -139,7 +222,7 @@ def _said_in_first_person(item: dict[str, Any], own_words: str) -> bool:
 def to_fact(item: dict[str, Any], now: float) -> Fact:
     relation = canonical_relation(item.get("relation", "")) or "about"
     when = resolve_date(item.get("when", ""), now) if item.get("when") else None
-    confidence = min(max(float(item.get("confidence", 70)) / 100.0, 0.0), 1.0)  # the model answers in percent
+    confidence = _confidence(item)
     return Fact(subject=item.get("subject", "").strip() or "user", relation=relation,
                 object=item["object"].strip(), statement=item["statement"].strip(), confidence=confidence,
                 kind=item.get("kind", "semantic") if item.get("kind") in ("semantic", "episodic") else "semantic",

@@ -7,12 +7,16 @@
    up to max_tool_calls times; each call returns search_results past episodes (BM25 over the episodes'
    full-text index, plus vector neighbours when an embedder is given), quoted as data.
 2. Its final answer upserts hypotheses. Evidence ids the model never saw are dropped, and a claim without
-   evidence is ignored. A claim that matches a known hypothesis (same dimension; same words, or cosine ≥
-   CLAIM_MATCH with an embedder) gains only the evidence episodes it did not have: confidence starts at
+   evidence is ignored; so is a claim that is not language (core.memory.language) or that its evidence — the
+   user's words in the episodes it cites — does not support (core.memory.grounding, Settings.grounding).
+   A claim that matches a known hypothesis (same dimension; same words, or cosine ≥ CLAIM_MATCH with an
+   embedder) gains only the evidence episodes it did not have: confidence starts at
    initial_confidence and rises by evidence_step per NEW episode, up to max_confidence. A rejected
    hypothesis stays rejected unless at least reopen_new_evidence new episodes support it — never on the
    same evidence.
-3. Learning goals are opened (an identical open question is reused) and closed when answered.
+3. Learning goals are opened (an identical open question is reused) and closed when answered — a question
+   only when it is language and its cited episodes touch on it, an answer only when it is language found in
+   the user's words. Everything left out is in the report's `dropped`, with its reason.
 4. The session is marked reflected, and the behavioural instructions are rewritten from the confirmed
    profile (a short text, instructions_schema).
 
@@ -31,6 +35,8 @@ import numpy as np
 
 from core.config import Settings
 from core.errors import EngramError, InvalidInput
+from core.memory.grounding import lexical_support, reason_counts, reason_head, support
+from core.memory.language import language_problem
 from core.memory.reconcile import conflict_of
 from core.prompts import reflect as prompt
 from core.protocols import Embedder, StructuredModel
@@ -56,6 +62,11 @@ class ReflectionReport:
     goals_closed: list[int] = field(default_factory=list)
     searches: list[str] = field(default_factory=list)
     instructions: str = ""
+    dropped: list[tuple[str, str, str]] = field(default_factory=list)  # (hypothesis/goal/answer, its text, why)
+
+    def dropped_counts(self) -> dict[str, int]:
+        """'hypothesis not language' → how many, for a report line."""
+        return reason_counts(f"{what} {reason_head(why)}" for what, _, why in self.dropped)
 
 
 def pending_sessions(db: Database, *, quiet_seconds: float | None = None) -> list[int]:
@@ -85,9 +96,10 @@ def reflect_session(db: Database, settings: Settings, model: StructuredModel, se
     report = ReflectionReport(session_id)
     if episodes:
         reply, seen = _converse(db, settings, model, episodes, embedder, report)
+        said = _users_words(db, seen)
         with db.transaction():
-            _apply_hypotheses(db, settings, reply.get("hypotheses", []), seen, embedder, report)
-            _apply_goals(db, reply, report)
+            _apply_hypotheses(db, settings, reply.get("hypotheses", []), said, embedder, report)
+            _apply_goals(db, settings, reply, said, embedder, report)
     mark_reflected(db, session_id)
     report.instructions = write_instructions(db, settings, model)
     return report
@@ -140,18 +152,53 @@ def search_episodes(db: Database, query: str, k: int, *, exclude: Sequence[int] 
     return [(i, rows[i]["user_text"], rows[i]["assistant_text"]) for i in ordered if i in rows][:k]
 
 
+def _users_words(db: Database, episode_ids: set[int]) -> dict[int, str]:
+    """What the user said in each episode the model was shown that still exists (evidence must)."""
+    ids = sorted(episode_ids)
+    if not ids:
+        return {}
+    rows = db.query(f"SELECT id, user_text FROM episodes WHERE id IN ({','.join('?' * len(ids))}) "
+                    "AND deleted_at IS NULL AND forgotten_at IS NULL", ids)
+    return {int(r["id"]): r["user_text"] for r in rows}
+
+
+def grounding_problem(text: str, evidence: list[str], min_support: float, settings: Settings,
+                      embedder: Embedder | None) -> str:
+    """Why a model's claim is not kept ('' when it is): no evidence, not language, or not supported by it."""
+    if not evidence:
+        return "cites no episode it was shown"
+    problem = language_problem(text)
+    if problem:
+        return f"not language: {problem}"
+    found = support(text, evidence, embedder)
+    if not found.passes(min_support, settings.grounding.min_support_cosine):
+        return f"not supported by its evidence ({found.describe()})"
+    return ""
+
+
 # -- hypotheses ---------------------------------------------------------------------------------------------
-def _apply_hypotheses(db: Database, settings: Settings, proposed: list[dict], seen: set[int],
+def _apply_hypotheses(db: Database, settings: Settings, proposed: list[dict], said: dict[int, str],
                       embedder: Embedder | None, report: ReflectionReport) -> None:
     for item in proposed:
-        evidence = sorted({int(e) for e in item.get("evidence", []) if int(e) in seen})
+        evidence = sorted({int(e) for e in item.get("evidence", []) if int(e) in said})
         dimension, claim = str(item.get("dimension", "")).strip(), str(item.get("claim", "")).strip()
-        if not evidence or not dimension or not claim:
-            continue  # conservative: no claim without evidence the model actually read
+        why = (grounding_problem(claim, [said[e] for e in evidence], settings.grounding.min_support, settings,
+                                 embedder) or _dimension_problem(dimension))
+        if why:
+            report.dropped.append(("hypothesis", claim, why))
+            continue  # conservative: no claim without evidence the model actually read and that supports it
         try:
             upsert_hypothesis(db, settings, dimension, claim, evidence, embedder=embedder, report=report)
-        except InvalidInput:
-            continue  # e.g. a claim made only of control characters: skip it, keep the others
+        except InvalidInput as exc:
+            report.dropped.append(("hypothesis", claim, str(exc)))  # e.g. only control characters
+
+
+def _dimension_problem(dimension: str) -> str:
+    """A dimension is a short label ("communication_style", "interests"): words joined by '_' or spaces."""
+    if not dimension:
+        return "no dimension"
+    problem = language_problem(dimension.replace("_", " "))
+    return f"dimension is not language: {problem}" if problem else ""
 
 
 def upsert_hypothesis(db: Database, settings: Settings, dimension: str, claim: str, evidence: Sequence[int], *,
@@ -218,22 +265,44 @@ def _normalised(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
 
-def _apply_goals(db: Database, reply: dict, report: ReflectionReport) -> None:
+def _apply_goals(db: Database, settings: Settings, reply: dict, said: dict[int, str], embedder: Embedder | None,
+                 report: ReflectionReport) -> None:
     # a conflict with a pinned or protected memory waits for the user's own choice (reconcile.resolve_conflict)
     open_ids = {g.id for g in goals.list_goals(db) if conflict_of(g) is None}
     for item in reply.get("closed_goals", []):
-        goal_id = int(item.get("goal_id", 0))
-        if goal_id in open_ids:
-            goals.close_goal(db, goal_id, str(item.get("answer", "")))
-            open_ids.discard(goal_id)
-            report.goals_closed.append(goal_id)
+        goal_id, answer = int(item.get("goal_id", 0)), str(item.get("answer", "")).strip()
+        if goal_id not in open_ids:
+            continue
+        why = _answer_problem(answer, list(said.values()))
+        if why:
+            report.dropped.append(("answer", answer, why))
+            continue
+        goals.close_goal(db, goal_id, answer)
+        open_ids.discard(goal_id)
+        report.goals_closed.append(goal_id)
     for item in reply.get("open_goals", []):
         question = str(item.get("question", "")).strip()
-        if question:
-            try:
-                report.goals_opened.append(goals.open_goal(db, question, reason=str(item.get("reason", ""))))
-            except InvalidInput:
-                continue
+        evidence = [said[int(e)] for e in dict.fromkeys(item.get("evidence", [])) if int(e) in said]
+        why = grounding_problem(question, evidence, settings.grounding.min_goal_support, settings, embedder)
+        if why:
+            report.dropped.append(("goal", question, why))
+            continue
+        try:
+            report.goals_opened.append(goals.open_goal(db, question, reason=str(item.get("reason", ""))))
+        except InvalidInput as exc:
+            report.dropped.append(("goal", question, str(exc)))
+
+
+def _answer_problem(answer: str, users_words: list[str]) -> str:
+    """A goal closes only on an answer in the user's own words: language, and one of its content words said."""
+    if not answer:
+        return "no answer"
+    problem = language_problem(answer)
+    if problem:
+        return f"not language: {problem}"
+    if lexical_support(answer, users_words) == 0.0:
+        return "not in the user's words"
+    return ""
 
 
 # -- behavioural instructions ----------------------------------------------------------------------------

@@ -96,3 +96,30 @@ def test_reconcile_decides_and_keeps_history(db, embedder, clock, tiny_engine, s
     else:
         assert outcome.memory_id is not None and get_memory(db, outcome.memory_id).is_active
     assert actions[0] == "create" and get_memory(db, stored[0]).is_active  # a critical fact is never closed
+
+
+def test_the_tiny_random_model_keeps_no_fact_and_no_summary_sentence(db, embedder, clock, tiny_engine):
+    """Issue 17: whatever the random model says, no fact is kept from a turn (each one dropped with its reason) and
+    no sentence of its summaries (the summary falls back to the user's own words)."""
+    from core.memory import consolidate
+    from core.memory.index import index_episodes
+    from core.store.memories import count_memories
+    settings = SETTINGS  # two facts at most: the grammar's room and the prompt fit the tiny window
+    proposed = 0
+    for seed in range(4):
+        structured = _Recording(StructuredGenerator(tiny_engine, temperature=1.0, seed=seed))
+        assistant = Assistant(db, embedder, tiny_engine, structured, settings, clock)
+        reply = assistant.reply(None, "My daughter Lina loves jellyfish. I started at Acme last week.")
+        learned = reply.learned
+        assert learned.errors == [] and learned.facts == [] and learned.outcomes == []
+        raw = next(r for r, schema in structured.calls if schema.get("title") == "engram_facts")
+        proposed += len(raw["facts"])
+        assert len(learned.dropped) == len(raw["facts"]) and all(why for _, why in learned.dropped)
+    assert proposed > 0 and count_memories(db) == 0
+    clock.advance(seconds=2 * 3600)
+    index_episodes(db, embedder, [r[0] for r in db.execute("SELECT id FROM episodes")])
+    model = _Recording(StructuredGenerator(tiny_engine, temperature=1.0, seed=11))
+    report = consolidate.consolidation_pass(db, settings, embedder, model)
+    assert report.summaries >= 1 and sum(report.dropped.values()) >= 1  # the model's sentences were turned down
+    for (statement,) in db.execute("SELECT statement FROM memories WHERE kind = 'summary'"):
+        assert statement.startswith("Summary of ")  # the deterministic summary of what the user said
