@@ -1,6 +1,7 @@
 """The chat panel, offscreen, against a real store, the real MiniLM embedder and the real tiny MLX model."""
 from __future__ import annotations
 
+import sys
 from types import SimpleNamespace
 
 import pytest
@@ -475,3 +476,58 @@ def test_a_failed_first_send_leaves_no_empty_conversation(qtbot, tmp_path):
     assert panel.sessions.list.count() == 0 and panel.session_id is None
     assert panel.title.text() == "New conversation" and "No chat model" in panel.replies()[-1].status.text()
     win.runner.shutdown(wait=True)
+
+
+def test_chat_words_follow_the_platform(qtbot, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "platform", "linux")
+    win = _window(qtbot, tmp_path)  # no chat model: the banner shows
+    panel = win.show_panel("chat")
+    qtbot.waitUntil(panel.banner.isVisible, timeout=20000)
+    words = " ".join([panel.banner_text.text(), panel.sessions.empty.text(), panel.sessions.new_button.toolTip()])
+    assert "this computer" in words and "this Mac" not in words
+    assert "Ctrl+N" in words and "⌘" not in words
+    win.runner.shutdown(wait=True)
+
+
+def test_the_header_names_the_active_model_and_opens_models(qtbot, window, tiny_model_dir):
+    panel = window.show_panel("chat")
+    assert panel.model_button.text() == f"Model: {tiny_model_dir.name}"
+    qtbot.mouseClick(panel.model_button, Qt.LeftButton)
+    assert window.stack.currentWidget() is window.panels["models"]
+
+
+def test_no_model_is_said_in_the_header(qtbot, tmp_path):
+    win = _window(qtbot, tmp_path)
+    panel = win.show_panel("chat")
+    assert panel.model_button.text() == "No model"
+    win.runner.shutdown(wait=True)
+
+
+def test_copy_and_regenerate_the_last_reply(qtbot, window):
+    from PySide6.QtGui import QGuiApplication
+    panel = window.show_panel("chat")
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as first:
+        _type_and_send(qtbot, panel, "Name a colour")
+    reply = first.args[0]
+    qtbot.mouseClick(reply.copy_button, Qt.LeftButton)
+    assert QGuiApplication.clipboard().text() == reply.text and reply.text
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as second:
+        _type_and_send(qtbot, panel, "Another one")
+    latest = second.args[0]
+    assert not reply.regenerate_button.isVisibleTo(reply) and latest.regenerate_button.isVisibleTo(latest)
+    episodes = scalar(window, "SELECT count(*) FROM episodes")
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as again:
+        qtbot.mouseClick(latest.regenerate_button, Qt.LeftButton)
+    assert again.args[0] is latest and latest.text
+    assert scalar(window, "SELECT count(*) FROM episodes") == episodes  # rewritten in place, not added
+    assert scalar(window, "SELECT assistant_text FROM episodes WHERE id = ?", latest.episode_id) == latest.text
+    assert [m.role for m in panel.message_widgets()] == ["user", "assistant", "user", "assistant"]
+
+
+def test_replies_render_lists_and_tables(qtbot):
+    from app.ui.chat_widgets import MessageWidget
+    reply = MessageWidget("assistant", "Two things:\n\n- tea\n- cake\n\n| day | plan |\n|---|---|\n| Mon | cello |\n")
+    qtbot.addWidget(reply)
+    html = reply.body.toHtml()
+    assert "<li" in html and "<table" in html and "cello" in reply.body.toPlainText()
+    assert "|---|" not in reply.body.toPlainText()

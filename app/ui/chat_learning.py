@@ -114,7 +114,7 @@ def newest_notes(jobs: Iterable[Any], since: float) -> tuple[float, list[str]]:
 
 class JobNotes(QObject):
     """Looks every few seconds for learning jobs that finished (in the app's idle-time loop, from the Jobs panel
-    or from the command line: all finish in the store) and announces the newest one's note."""
+    or from the command line: all finish in the store) and shows the newest one's note in `label`."""
     noted = Signal(str)
 
     def __init__(self, services: Any, runner: Any, parent: Optional[QObject] = None) -> None:
@@ -125,6 +125,10 @@ class JobNotes(QObject):
         self.timer = QTimer(self)
         self.timer.setInterval(JOB_POLL_MS)
         self.timer.timeout.connect(self.poll)
+        self.label = QLabel("")
+        self.label.setWordWrap(True)
+        self.label.setForegroundRole(QPalette.PlaceholderText)
+        self.label.setVisible(False)
 
     def start(self) -> None:
         self.poll()
@@ -148,6 +152,8 @@ class JobNotes(QObject):
             return
         self.seen_until, notes = newest_notes(jobs, self.seen_until)
         if notes and self.timer.isActive():
+            self.label.setText(notes[-1])
+            self.label.setVisible(True)
             self.noted.emit(notes[-1])
 
 

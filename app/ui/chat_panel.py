@@ -5,14 +5,15 @@ line says what the idle-time jobs (reflection, consolidation, forgetting) change
 runs on a lane (app/ui/chat_turn.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFrame, QHBoxLayout, QLabel, QPushButton, QSizePolicy,
-                               QSplitter, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter,
+                               QVBoxLayout, QWidget)
 
 from app.ui.chat_learning import JobNotes
+from app.ui.chat_model import ModelNotice
 from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
@@ -59,6 +60,10 @@ class ChatPanel(QWidget):
     # -- layout --------------------------------------------------------------------------------------
 
     def _build(self) -> None:
+        self.model = ModelNotice(self.services, self.runner, self)
+        self.model.open_models.connect(lambda: self.window_.show_panel("models"))
+        self.model_button, self.banner, self.banner_text = self.model.button, self.model.banner, self.model.text
+        self.models_button = self.model.models_button
         self.sessions = SessionList(self.services, self.runner)
         self.sessions.setMinimumWidth(200)
         splitter = QSplitter()
@@ -75,13 +80,10 @@ class ChatPanel(QWidget):
         layout = QVBoxLayout(side)
         layout.setContentsMargins(6, 0, 0, 0)
         layout.addLayout(self._top_bar())
-        layout.addWidget(self._model_banner())
+        layout.addWidget(self.banner)
         self.thread_view = MessageThread(EMPTY_TEXT)
-        self.note = QLabel("")  # what the idle-time jobs changed, quietly
-        self.note.setWordWrap(True)
-        self.note.setForegroundRole(QPalette.PlaceholderText)
-        self.note.setVisible(False)
         self.job_notes = JobNotes(self.services, self.runner, self)
+        self.note = self.job_notes.label  # what the idle-time jobs changed, quietly
         self.job_notes.noted.connect(self._show_job_note)
         self.composer = Composer()
         self.send_button = QPushButton("Send")
@@ -107,23 +109,11 @@ class ChatPanel(QWidget):
         self.dial.setToolTip("How much Engram recalls for each reply: off uses no memories at all")
         bar = QHBoxLayout()
         bar.addWidget(self.title, 1)
+        bar.addWidget(self.model_button)
         bar.addWidget(self.incognito)
         bar.addWidget(QLabel("Memory:"))
         bar.addWidget(self.dial)
         return bar
-
-    def _model_banner(self) -> QFrame:
-        self.banner = QFrame()
-        self.banner.setFrameShape(QFrame.StyledPanel)
-        self.banner_text = QLabel("")
-        self.banner_text.setWordWrap(True)
-        self.models_button = QPushButton("Open Models")
-        self.models_button.clicked.connect(lambda: self.window_.show_panel("models"))
-        row = QHBoxLayout(self.banner)
-        row.addWidget(self.banner_text, 1)
-        row.addWidget(self.models_button)
-        self.banner.setVisible(False)
-        return self.banner
 
     def _connect(self) -> None:
         self.composer.submitted.connect(self.send)
@@ -145,24 +135,12 @@ class ChatPanel(QWidget):
     # -- the model -----------------------------------------------------------------------------------
 
     def check_model(self) -> None:
-        """Show a clear way to the Models panel when no chat model is installed (checked off the GUI thread)."""
-        if self.services.chat is not None:
-            return
-        ref = self.services.settings.chat_model
-        self.runner.submit("io", lambda: self.services.model_store().resolve(ref),
-                           on_done=lambda _path: self.banner.setVisible(False),
-                           on_error=lambda exc: self._show_no_model(str(exc)))
-
-    def _show_no_model(self, detail: str) -> None:
-        text = ("No chat model is installed yet. Engram runs its model on this Mac: download one in Models, then "
-                "come back here.")
-        if self.services.settings.chat_model:  # one was chosen but cannot be used: say why
-            text += f"\n({detail})"
-        self.banner_text.setText(text)
-        self.banner.setVisible(True)
+        """Name the model in the header; show the way to Models when there is none to answer with."""
+        self.model.check()
 
     def showEvent(self, event: Any) -> None:
         super().showEvent(event)
+        self.model.show_name()  # Models or Settings may have chosen another
         if self.banner.isVisible():
             self.check_model()  # the user may have installed one meanwhile
 
@@ -207,6 +185,7 @@ class ChatPanel(QWidget):
             reply.set_used(turn.used)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
+        self._offer_regenerate()
         self._scroll_to_end()
 
     def focus_search(self) -> None:
@@ -274,6 +253,7 @@ class ChatPanel(QWidget):
         reply.set_text("")
         reply.set_status("Thinking…" if request.dial == "off" else "Recalling…")
         self.reply = reply
+        self._offer_regenerate()
         self._set_streaming(True)
         self.turns.start(request)
         self._scroll_to_end()
@@ -314,6 +294,7 @@ class ChatPanel(QWidget):
             return
         reply.render()
         reply.set_episode(getattr(record, "episode_id", None))
+        self._offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
         notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit."}
         incognito = reply.request.incognito
@@ -341,7 +322,7 @@ class ChatPanel(QWidget):
 
     def _on_failed(self, message: str, no_model: bool) -> None:
         if no_model:
-            self._show_no_model(message)
+            self.model.show_missing(message)
         target = self.reply
         if target is not None:
             target.set_status(message)
@@ -368,8 +349,6 @@ class ChatPanel(QWidget):
         self.turns.discard_if_empty(session_id, on_done=done)
 
     def _show_job_note(self, text: str) -> None:
-        self.note.setText(text)
-        self.note.setVisible(True)
         if hasattr(self.window_, "set_status"):
             self.window_.set_status(text)
 
@@ -385,6 +364,18 @@ class ChatPanel(QWidget):
             return
         request = self.turns.retry_without(reply.request, memory_id, reply.episode_id)
         self.turns.veto(reply.episode_id, memory_id, on_done=lambda _r: self._begin_reply(reply, request))
+
+    def regenerate(self, reply: MessageWidget) -> None:
+        """Answer the last message again; a stored reply is rewritten in place (nothing new is learned)."""
+        if self.turns.busy or self._starting or reply.request is None:
+            return
+        self._begin_reply(reply, replace(reply.request, replaces=reply.episode_id))
+
+    def _offer_regenerate(self) -> None:
+        replies = self.replies()
+        for reply in replies:  # a reply that was never stored (its turn failed) is not offered: send it again
+            answered = reply.episode_id is not None or (reply.request is not None and reply.request.incognito)
+            reply.regenerate_button.setVisible(reply is replies[-1] and reply is not self.reply and answered)
 
     def rate(self, reply: MessageWidget, rating: int | None) -> None:
         if reply.episode_id is not None:
@@ -408,7 +399,10 @@ class ChatPanel(QWidget):
             message.memory_vetoed.connect(lambda mid, m=message: self.veto(m, mid))
             message.rated.connect(lambda rating, m=message: self.rate(m, rating))
             message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
-        return self.thread_view.add(message)
+            message.regenerate_requested.connect(lambda m=message: self.regenerate(m))
+        self.thread_view.add(message)
+        self._offer_regenerate()
+        return message
 
     def message_widgets(self) -> list[MessageWidget]:
         return self.thread_view.widgets()

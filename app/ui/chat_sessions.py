@@ -5,6 +5,7 @@ import time
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
                                QPushButton, QVBoxLayout, QWidget)
 
@@ -19,6 +20,15 @@ def title_from(text: str) -> str:
     """A first title for a conversation: the start of its first message."""
     words = " ".join(text.split())
     return words if len(words) <= TITLE_CHARS else words[: TITLE_CHARS - 1].rstrip() + "…"
+
+
+def new_key() -> str:
+    """The New Conversation key as this platform writes it: ⌘N on a Mac, Ctrl+N elsewhere."""
+    return QKeySequence("Ctrl+N").toString(QKeySequence.NativeText)
+
+
+def empty_text() -> str:
+    return f"No conversations yet.\nPress {new_key()} or type below to start one."
 
 
 def when_label(timestamp: float) -> str:
@@ -55,11 +65,11 @@ class SessionList(QWidget):
         self.list.setTextElideMode(Qt.ElideRight)
         self.list.currentItemChanged.connect(self._on_current)
         self.list.itemChanged.connect(self._on_edited)
-        self.empty = QLabel("No conversations yet.\nPress ⌘N or type below to start one.")
+        self.empty = QLabel(empty_text())
         self.empty.setAlignment(Qt.AlignCenter)
         self.empty.setWordWrap(True)
         self.new_button = QPushButton("New")
-        self.new_button.setToolTip("New conversation (⌘N)")
+        self.new_button.setToolTip(f"New conversation ({new_key()})")
         self.new_button.clicked.connect(self.new_requested)
         self.rename_button = QPushButton("Rename")
         self.rename_button.clicked.connect(self.edit_current)
@@ -100,8 +110,7 @@ class SessionList(QWidget):
                 self.list.setCurrentItem(item)
         self._filling = False
         searching = bool(self.search.text().strip())
-        self.empty.setText("No conversation matches." if searching else
-                           "No conversations yet.\nPress ⌘N or type below to start one.")
+        self.empty.setText("No conversation matches." if searching else empty_text())
         self.empty.setVisible(not self.sessions)
         self.list.setVisible(bool(self.sessions))
         self._update_buttons()

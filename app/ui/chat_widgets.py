@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QKeyEvent, QPalette, QTextOption
+from PySide6.QtGui import QGuiApplication, QKeyEvent, QPalette, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
@@ -167,6 +167,7 @@ class MessageWidget(QFrame):
     memory_vetoed = Signal(int)
     rated = Signal(object)  # +1, -1 or None
     learned_undo = Signal(int, bool)  # a memory learned from this turn: True to trash it, False to restore it
+    regenerate_requested = Signal()
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
@@ -212,11 +213,22 @@ class MessageWidget(QFrame):
             button.setAutoRaise(True)
             button.setEnabled(False)
             button.clicked.connect(lambda checked, v=value: self._on_thumb(v, checked))
+        self.copy_button = QToolButton()
+        self.copy_button.setText("Copy")
+        self.copy_button.setToolTip("Copy this reply (as Markdown)")
+        self.copy_button.setAutoRaise(True)
+        self.copy_button.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.text))
+        self.regenerate_button = QToolButton()
+        self.regenerate_button.setText("Regenerate")
+        self.regenerate_button.setToolTip("Answer again; the new answer replaces this one")
+        self.regenerate_button.setAutoRaise(True)
+        self.regenerate_button.setVisible(False)  # only the last reply can be answered again
+        self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.status = QLabel("")
         self.status.setForegroundRole(QPalette.PlaceholderText)
         footer = QHBoxLayout()
-        footer.addWidget(self.thumb_up)
-        footer.addWidget(self.thumb_down)
+        for button in (self.thumb_up, self.thumb_down, self.copy_button, self.regenerate_button):
+            footer.addWidget(button)
         footer.addWidget(self.status, 1)
         self.learned_box = QWidget()
         self.learned_list = QVBoxLayout(self.learned_box)

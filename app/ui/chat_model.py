@@ -1,0 +1,63 @@
+"""The chat's model: its name in the header (a click opens Models) and, when there is none to answer with, a banner
+that says so and leads to the Models panel. Whether the chosen model can be found is checked off the GUI thread."""
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
+
+from app.platform import this_machine
+
+
+def model_name(services: Any) -> str:
+    """The active model as a person knows it: the last part of its folder or repository name."""
+    engine = services.chat
+    ref = str(getattr(engine, "path", "") or "") if engine is not None else services.settings.chat_model
+    return ref.replace("\\", "/").rstrip("/").split("/")[-1] or ("chat model" if engine is not None else "")
+
+
+class ModelNotice(QObject):
+    open_models = Signal()
+
+    def __init__(self, services: Any, runner: Any, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.runner = runner
+        self.button = QToolButton()
+        self.button.setAutoRaise(True)
+        self.button.setToolTip("The model answering here: choose another in Models")
+        self.button.clicked.connect(self.open_models)
+        self.banner = QFrame()
+        self.banner.setFrameShape(QFrame.StyledPanel)
+        self.text = QLabel("")
+        self.text.setWordWrap(True)
+        self.models_button = QPushButton("Open Models")
+        self.models_button.clicked.connect(self.open_models)
+        row = QHBoxLayout(self.banner)
+        row.addWidget(self.text, 1)
+        row.addWidget(self.models_button)
+        self.banner.setVisible(False)
+        self.show_name()
+
+    def show_name(self) -> None:
+        name = model_name(self.services)
+        self.button.setText(f"Model: {name}" if name else "No model")
+
+    def check(self) -> None:
+        """Name the model, and show the banner when the chosen one cannot be found (hide it once it can)."""
+        self.show_name()
+        if self.services.chat is not None:
+            return
+        ref = self.services.settings.chat_model
+        self.runner.submit("io", lambda: self.services.model_store().resolve(ref),
+                           on_done=lambda _path: self.banner.setVisible(False),
+                           on_error=lambda exc: self.show_missing(str(exc)))
+
+    def show_missing(self, detail: str) -> None:
+        text = (f"No chat model is installed yet. Engram runs its model on {this_machine()}: download one in "
+                "Models, then come back here.")
+        if self.services.settings.chat_model:  # one was chosen but cannot be used: say why
+            text += f"\n({detail})"
+        self.text.setText(text)
+        self.banner.setVisible(True)
