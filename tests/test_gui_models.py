@@ -160,3 +160,43 @@ def test_a_folder_that_is_not_an_mlx_model_is_refused_in_words(qtbot, window, tm
     (gguf_only / "model-Q4_K_M.gguf").write_bytes(b"GGUF")
     assert _add_folder_by_button(qtbot, panel, monkeypatch, gguf_only) is False
     assert "GGUF" in panel.message.text()
+
+
+def test_a_gguf_file_is_converted_with_progress_listed_and_chosen(qtbot, window, monkeypatch):
+    """LM Studio and Jan users have GGUF files: "Add a GGUF file…" converts one to MLX on the spot."""
+    pytest.importorskip("models.gguf")
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QFileDialog
+
+    from core.errors import ModelError
+    from models.testing_real import smollm2_gguf
+    try:
+        gguf = smollm2_gguf()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    panel = _panel(qtbot, window)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(gguf), "GGUF (*.gguf)")))
+    progress = []
+    panel.progress.valueChanged.connect(progress.append)
+    with qtbot.waitSignal(panel.added, timeout=300000) as added:
+        qtbot.mouseClick(panel.buttons["add_gguf"], Qt.LeftButton)
+    assert added.args == [True], panel.message.text()
+    assert progress and max(progress) == 1000 and not panel.progress.isVisible()
+    qtbot.waitUntil(lambda: _row_of(panel, gguf.stem) is not None, timeout=10000)
+    assert panel.table.item(_row_of(panel, gguf.stem), 7).text() == "active"  # the first model: ready to chat
+    chosen = load_settings(window.services.data_dir).chat_model
+    assert window.services.model_store().resolve(chosen).is_dir() and gguf.is_file()  # the user's file stays
+
+
+def test_a_file_that_is_not_gguf_is_refused_in_words(qtbot, window, monkeypatch, tmp_path):
+    pytest.importorskip("models.gguf")
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QFileDialog
+    fake = tmp_path / "holiday.gguf"
+    fake.write_bytes(b"JFIF not a model")
+    panel = _panel(qtbot, window)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(fake), "")))
+    with qtbot.waitSignal(panel.added, timeout=60000) as added:
+        qtbot.mouseClick(panel.buttons["add_gguf"], Qt.LeftButton)
+    assert added.args == [False] and "not a GGUF model file" in panel.message.text()
+    assert window.services.model_store().installed() == []

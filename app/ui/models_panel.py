@@ -4,8 +4,12 @@ On a first start with no model installed the panel offers the model recommended 
 """
 from __future__ import annotations
 
+import importlib.util
+import shutil
 import threading
-from typing import Any
+import uuid
+from pathlib import Path
+from typing import Any, Callable
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QProgressBar,
@@ -46,9 +50,30 @@ def other_row(model: Any, total_ram: int) -> tuple[str, ...]:
         config = {}
     context = config.get("max_position_embeddings") if isinstance(config, dict) else None
     need = ram_estimate(model.size_bytes)
-    return (model.name, str(config.get("model_type", "")) if isinstance(config, dict) else "", "",
+    name = model.name if model.local else model.repo_id.rsplit("/", 1)[-1]
+    return (name, str(config.get("model_type", "")) if isinstance(config, dict) else "", "",
             human_bytes(model.size_bytes), f"{context:,}" if isinstance(context, int) else "", human_bytes(need),
             fit(need, total_ram), "")
+
+
+def gguf_supported() -> bool:
+    """models/gguf.py converts GGUF files to MLX; a build without it offers MLX folders only."""
+    return importlib.util.find_spec("models.gguf") is not None
+
+
+def convert_gguf(store: Any, gguf_path: str, progress: Callable[[str, float], None]) -> Any:
+    """Convert a .gguf file into an MLX folder in the store's staging area and install it like a download (the
+    same checks, the same rename into place); the user's file is only read."""
+    from models.download import STAGING
+    from models.gguf import convert
+    staging = store.root / STAGING / f"gguf-{uuid.uuid4().hex}"
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    convert(gguf_path, staging, progress=progress)
+    try:
+        return store.install(staging, repo_id=f"gguf/{Path(gguf_path).stem}")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)  # a converted folder that fails the checks is not kept
+        raise
 
 
 class ModelsPanel(QWidget):
@@ -91,6 +116,10 @@ class ModelsPanel(QWidget):
             button.clicked.connect(getattr(self, f"on_{name}"))
             self.buttons[name] = button
             row.addWidget(button)
+        if gguf_supported():
+            self.buttons["add_gguf"] = QPushButton("Add a GGUF file…")
+            self.buttons["add_gguf"].clicked.connect(self.on_add_gguf)
+            row.addWidget(self.buttons["add_gguf"])
         row.addStretch(1)
         self.buttons["cancel"].setEnabled(False)
         self.progress = QProgressBar()
@@ -220,8 +249,32 @@ class ModelsPanel(QWidget):
         self.runner.submit("io", lambda: self.services.model_store().add_folder(folder), on_done=self._on_added,
                            on_error=self._on_add_refused)
 
+    def on_add_gguf(self) -> None:
+        """A .gguf file (LM Studio's and Jan's format), converted to MLX here with progress."""
+        path, _ = QFileDialog.getOpenFileName(self, "Add a model: choose a GGUF file", "", "GGUF model (*.gguf)")
+        if not path:
+            return
+        self._converting(True)
+        self.message.setText(f"Converting {Path(path).name} to MLX…")
+        report = lambda stage, fraction: self.runner.post(self._show_conversion, Path(path).name, stage, fraction)  # noqa: E731
+        self.runner.submit("io", lambda: convert_gguf(self.services.model_store(), path, report),
+                           on_done=lambda model: (self._converting(False), self._on_added(model)),
+                           on_error=lambda exc: (self._converting(False), self._on_add_refused(exc)))
+
+    def _converting(self, active: bool) -> None:
+        for name in ("add", "add_gguf", "download"):
+            self.buttons[name].setEnabled(not active)
+        self.progress.setMaximum(1000)
+        self.progress.setValue(0)
+        self.progress.setVisible(active)
+
+    def _show_conversion(self, name: str, stage: str, fraction: float) -> None:
+        self.progress.setValue(int(1000 * fraction))
+        self.message.setText(f"Converting {name} to MLX: {stage} ({fraction:.0%})")
+
     def _on_added(self, model: Any) -> None:
-        message = f"Added {model.name} ({human_bytes(model.size_bytes)}) from {model.path}."
+        message = (f"Added {model.name} ({human_bytes(model.size_bytes)}) from {model.path}." if model.local else
+                   f"Converted and installed {model.repo_id.rsplit('/', 1)[-1]} ({human_bytes(model.size_bytes)}).")
         if not self.services.settings.chat_model:  # the first model: ready to chat without another click
             self._activate(model.repo_id)
             message += " Engram chats with it now: open Chat to start."
