@@ -60,6 +60,10 @@ def _turn_size(n: str, size: dict) -> str:
 
 def _turn_summary(r: dict) -> str:
     parts = [_turn_size(n, size) for n, size in (r.get("sizes") or {}).items()]
+    if "headline" in r:  # what a user waits for: the turn with its query's embedding
+        parts.insert(0, f"**turn p95 with the query's embedding at N={_get(r, 'headline', 'n')}: "
+                        f"{_get(r, 'headline', 'turn_p95_ms_with_query_embedding')} ms** "
+                        f"({_get(r, 'headline', 'embedder')})")
     if "idle_pass" in r:
         parts.append(f"idle pass at N={r.get('idle_pass_at_n')}: {_get(r, 'idle_pass', 'total_s')} s")
     return "; ".join(parts) or _flat(r)
@@ -100,8 +104,28 @@ def _all(*verdicts: bool | None) -> bool | None:
 
 
 def _turn_passed(r: dict) -> bool | None:
-    return _all(_at_most(_get(r, "sizes", "100000", "overhead_ms", "p95"), 25.0),
-                _at_most(_get(r, "idle_pass", "total_s"), 60.0))
+    at_100k = _get(r, "sizes", "100000", default={})
+    with_embedding = _get(at_100k, "overhead_with_query_embedding_ms", "p95")
+    turn = (_at_most(with_embedding, 20.0) if "headline" in r
+            else _at_most(_get(at_100k, "overhead_ms", "p95"), 25.0))  # results saved before the headline
+    return _all(turn, _at_most(_get(r, "idle_pass", "total_s"), 60.0))
+
+
+def _cold_summary(r: dict) -> str:
+    processes = r.get("processes") or {}
+    verbs = ", ".join(f"{name.replace('_', ' ')} {_get(v, 'median_s')} s" for name, v in processes.items()
+                      if name != "python_c_pass")
+    loads, queries = r.get("embedder_load_s") or {}, r.get("query_embed_ms") or {}
+    return (f"whole process, medians: {verbs}; `python -c pass` {_get(processes, 'python_c_pass', 'median_s')} s. "
+            f"Embedder import + load: {_get(loads, 'default', 'median_s')} s ({_get(queries, 'default_runtime')}) "
+            f"vs sentence-transformers {_get(loads, 'sentence_transformers', 'median_s')} s; one query's "
+            f"embedding p50/p95 {_get(queries, 'default', 'p50')}/{_get(queries, 'default', 'p95')} ms vs "
+            f"{_get(queries, 'sentence_transformers', 'p50')}/{_get(queries, 'sentence_transformers', 'p95')} ms")
+
+
+def _cold_passed(r: dict) -> bool | None:
+    processes = r.get("processes") or {}
+    return _all(*(_at_most(_get(v, "median_s"), 1.0) for name, v in processes.items() if name != "python_c_pass"))
 
 
 def _locomo_passed(r: dict) -> bool | None:
@@ -147,7 +171,9 @@ BENCHES = (
           _recall_summary,
           lambda r: _at_most(_get(r, "recall_ms", "p95"), 60.0)),
     Bench("turn", ["bench/turn.py", "--json"],
-          "overhead p95 ≤ 25 ms at 100k; consolidation + forgetting over 100k ≤ 60 s", _turn_summary, _turn_passed),
+          "turn p95 with the query's embedding ≤ 20 ms at 100k; consolidation + forgetting over 100k ≤ 60 s",
+          _turn_summary, _turn_passed),
+    Bench("cold", ["bench/cold.py"], "every verb ≤ 1 s, whole process", _cold_summary, _cold_passed),
     Bench("generate", ["bench/generate.py"], "streaming ratio ≥ 0.97", _generate_summary,
           lambda r: _at_least(_get(r, "streaming", "ratio"), 0.97)),
     Bench("finetune", ["bench/finetune.py"], "ratio ≥ 0.95 (tuner and wall time)", _finetune_summary,

@@ -25,3 +25,7 @@ class QueryCache:
         if len(self._vectors) > self.size:
             self._vectors.popitem(last=False)
         return vector
+
+    def pop(self, text: str, default: np.ndarray | None = None) -> np.ndarray | None:
+        """Drop `text` (as dict.pop): the next embed of it computes afresh, as for a new message."""
+        return self._vectors.pop(text, default)

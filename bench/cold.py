@@ -1,0 +1,153 @@
+"""Cold paths: what a user waits for when a command starts from nothing. `python bench/cold.py [--repeats 5]`.
+
+1. Whole-process wall time of `engram --help`, `memory add`, `memory search`, `memory list` and `--self-check`,
+   each run beside `python -c pass` (the interpreter's own start) in the same round, so a busy machine slows both.
+   The store is a fresh folder; search and list run on what the adds wrote. `--self-check` runs twice: as this
+   checkout is installed (with the tests' torch, which transformers imports when mlx-lm loads a tokenizer) and as
+   Engram is installed without the `st` extra (torch unavailable).
+2. Embedder import + load, each in a fresh process: the default (the torch-free BERT) and sentence-transformers.
+3. One new query's embedding, p50/p95 over distinct queries (no cache hits), each embedder in its own process,
+   the two alternating.
+Prints JSON; the target is ≤ 1 s for every verb on an idle core.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGET_SECONDS = 1.0
+WITHOUT_TORCH = "import sys; sys.modules['torch'] = None; "  # as installed without the `st` extra
+LOAD = {"default": "from models.embeddings import load_embedder; load_embedder()",
+        "sentence_transformers": "from models.embeddings import load_sentence_transformer; "
+                                 "load_sentence_transformer()"}
+FACTS = ("Ana's dog is called Biscuit.", "Ana lives in Lisbon and works as a nurse.",
+         "Ana drinks green tea every morning.", "Ana's sister Marta visits every August.")
+
+
+ENTRY = "import sys; from app.__main__ import main; raise SystemExit(main(sys.argv[1:]))"
+
+
+def verbs(data: str, fact: str) -> dict[str, tuple[str, list[str]]]:
+    """Each verb as (code, argv) for `python -c CODE ARGV`: the real entry point, app.__main__.main."""
+    return {"help": (ENTRY, ["--help"]),
+            "memory_add": (ENTRY, ["--data-dir", data, "memory", "add", fact]),
+            "memory_search": (ENTRY, ["--data-dir", data, "memory", "search", "what is the dog's name"]),
+            "memory_list": (ENTRY, ["--data-dir", data, "memory", "list"]),
+            "self_check": (ENTRY, ["--self-check"]),
+            "self_check_without_torch": (WITHOUT_TORCH + ENTRY, ["--self-check"])}
+
+
+def wall(code: str, argv: list[str] | None = None) -> float:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-c", code, *(argv or [])], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"{argv or code[:60]} exited {done.returncode}: {done.stderr.strip()[-400:]}")
+    return seconds
+
+
+def _summary(times: list[float]) -> dict:
+    return {"median_s": round(statistics.median(times), 3), "min_s": round(min(times), 3),
+            "max_s": round(max(times), 3)}
+
+
+def time_verbs(repeats: int, only: tuple[str, ...] | None = None) -> dict:
+    """Each round runs `python -c pass` and then each verb once; medians over the rounds."""
+    with tempfile.TemporaryDirectory() as folder:
+        data = str(Path(folder) / "data")
+        names = [n for n in verbs(data, "") if only is None or n in only]
+        runs: dict[str, list[float]] = {"python_c_pass": [], **{n: [] for n in names}}
+        for round_index in range(repeats):
+            commands = verbs(data, FACTS[round_index % len(FACTS)])
+            runs["python_c_pass"].append(wall("pass"))
+            for name in names:
+                runs[name].append(wall(*commands[name]))
+    baseline = statistics.median(runs["python_c_pass"])
+    out = {name: _summary(times) for name, times in runs.items()}
+    for name in names:
+        out[name]["over_python_s"] = round(out[name]["median_s"] - baseline, 3)
+    return out
+
+
+def time_loads(repeats: int) -> dict:
+    """Import + load of each embedder, timed inside a fresh process (its interpreter start left out)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    runs: dict[str, list[float]] = {name: [] for name in LOAD}
+    for _ in range(repeats):
+        for name, code in LOAD.items():
+            done = subprocess.run([sys.executable, "-c", f"import time; t = time.perf_counter(); {code}; "
+                                   "print(time.perf_counter() - t)"], cwd=ROOT, env=env, capture_output=True,
+                                  text=True, timeout=600, check=True)
+            runs[name].append(float(done.stdout.strip().splitlines()[-1]))
+    return {name: _summary(times) for name, times in runs.items()}
+
+
+def time_queries(count: int, rounds: int = 2) -> dict:
+    """One new message at a time, as a turn embeds it. Each embedder runs alone in its own process, the two
+    alternating: side by side in one process their BLAS and OpenMP thread pools spin against each other."""
+    times: dict[str, list[float]] = {name: [] for name in LOAD}
+    runtime = "?"
+    for _ in range(rounds):
+        for name in LOAD:
+            env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+            done = subprocess.run([sys.executable, str(Path(__file__)), "--embed-only", name, "--queries",
+                                   str(count)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+                                  check=True)
+            result = json.loads(done.stdout)
+            times[name] += result["ms"]
+            runtime = result["runtime"] if name == "default" else runtime
+    out: dict = {name: {f"p{p}": round(float(np.percentile(t, p)), 2) for p in (50, 95, 99)}
+                 for name, t in times.items()}
+    out["default_runtime"] = runtime
+    return out
+
+
+def embed_queries(name: str, count: int) -> dict:
+    """In this process: `count` distinct queries (no cache hits) through one embedder, after a short warm-up."""
+    from models import embeddings
+    embedder = embeddings.load_embedder() if name == "default" else embeddings.load_sentence_transformer()
+    queries = [f"What did my sister say about the trip to Lisbon, message {i}?" for i in range(count + 10)]
+    times = []
+    for index, query in enumerate(queries):
+        started = time.perf_counter()
+        embedder.embed([query])
+        if index >= 10:  # the first few warm the allocator and the tokenizer
+            times.append((time.perf_counter() - started) * 1000)
+    return {"ms": times, "runtime": getattr(embedder, "backend", "sentence-transformers")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--embed-only", choices=sorted(LOAD), help=argparse.SUPPRESS)  # one side of step 3
+    args = parser.parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    if args.embed_only:
+        print(json.dumps(embed_queries(args.embed_only, args.queries)))
+        return 0
+    from bench.meta import stamp
+    header = stamp("cold")
+    processes = time_verbs(args.repeats)
+    loads = time_loads(max(1, args.repeats // 2))
+    queries = time_queries(args.queries)
+    verdicts = [v["median_s"] <= TARGET_SECONDS for k, v in processes.items() if k not in ("python_c_pass",)]
+    print(json.dumps({**header, "target_s": TARGET_SECONDS, "processes": processes, "embedder_load_s": loads,
+                      "query_embed_ms": queries, "meets_target": all(verdicts)}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
