@@ -103,6 +103,7 @@ class GroundingSettings:
     min_support_cosine: float = 0.4  # or MiniLM puts them this close (measured: related 0.31-0.76, unrelated ≤ 0.23)
     min_goal_support: float = 0.3  # a question asks what was NOT said: a third of its words in what was
     min_summary_support: float = 0.5  # a summary sentence keeps half its content words from its conversations
+    min_related_cosine: float = 0.4  # reconcile acts on a fact this close (same topic 0.42-0.86, other 0.23-0.32)
 
 
 @dataclass(frozen=True)

@@ -115,7 +115,7 @@ def test_a_fact_needs_a_readable_relation_grounded_ends_and_enough_confidence():
     kept, _ = run([{**fact("Lina loves jellyfish.", "jellyfish", relation="loves"), "subject": "Lina"},
                    {**fact("The user lives in Porto.", "Porto", relation="lives in"), "subject": "I"}], user)
     assert [(f.subject, f.relation, f.object) for f in kept.facts] == [("Lina", "loves", "jellyfish"),
-                                                                         ("I", "lives_in", "Porto")]
+                                                                         ("user", "lives_in", "Porto")]
 
 
 def test_a_date_is_kept_only_when_the_user_said_it():

@@ -123,3 +123,25 @@ def test_the_first_fact_in_an_empty_store_asks_no_model(db, embedder):
     outcome = reconcile_fact(db, embedder, model, city("Oslo"), None, SETTINGS)
     assert outcome.decision == "new" and model.calls == []
     assert get_memory(db, outcome.memory_id).statement == "The user lives in Oslo."
+
+
+def test_a_verdict_against_an_unrelated_fact_changes_nothing(db, embedder, boston):
+    """Issue 17: a weak model calling "likes green tea" a contradiction of "lives in Boston" would close a true
+    fact; a target of another subject and relation that means something else is left alone."""
+    unrelated = [Fact("user", "likes", "green tea", "The user likes green tea.", 0.8),
+                 Fact("user", "plays", "chess", "The user plays chess.", 0.8),
+                 Fact("user", "owns", "a bicycle", "The user owns a bicycle.", 0.8)]
+    for decision, fact in zip(("contradiction", "update", "duplicate"), unrelated):
+        def against_boston(messages, schema, decision=decision):
+            lines = messages[-1].content.split("<<<STORED\n")[1].split("\nSTORED>>>")[0].splitlines()
+            number = next(int(line.split(".")[0]) for line in lines if "Boston" in line)
+            return {"decision": decision, "target": number, "reason": "scripted"}
+        model = ScriptedStructuredModel({"reconcile_decision": against_boston})
+        outcome = reconcile_fact(db, embedder, model, fact, None, SETTINGS)
+        assert model.calls and outcome.decision == "new" and outcome.target_id is None
+        assert outcome.reason.startswith(f"the model called it a {decision} of memory {boston}")
+    memory = get_memory(db, boston)
+    assert memory.is_active and memory.statement == "The user lives in Boston." and memory.confidence == 0.7
+    assert [h.action for h in history(db, boston)] == ["create"]
+    moved = Fact("user", "moved_to", "Denver", "The user moved to Denver.", 0.9)  # another relation, same topic
+    assert reconcile_fact(db, embedder, decide("contradiction"), moved, None, SETTINGS).decision == "contradiction"

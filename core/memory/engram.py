@@ -223,7 +223,8 @@ def to_fact(item: dict[str, Any], now: float) -> Fact:
     relation = canonical_relation(item.get("relation", "")) or "about"
     when = resolve_date(item.get("when", ""), now) if item.get("when") else None
     confidence = _confidence(item)
-    return Fact(subject=item.get("subject", "").strip() or "user", relation=relation,
+    subject = item.get("subject", "").strip()
+    return Fact(subject="user" if not subject or _is_user(subject) else subject, relation=relation,
                 object=item["object"].strip(), statement=item["statement"].strip(), confidence=confidence,
                 kind=item.get("kind", "semantic") if item.get("kind") in ("semantic", "episodic") else "semantic",
                 critical=is_critical(relation), source=item.get("source", "user_said"), valid_from=when)

@@ -1,5 +1,9 @@
 """Reconcile (MAGS): a new fact against similar stored facts — duplicate, update, contradiction or new.
 
+A weak model's verdict never touches an unrelated fact: "duplicate", "update" or "contradiction" needs a target
+of the same subject and relation, or one whose statement means nearly the same (Settings.grounding.
+min_related_cosine); otherwise the fact is added as new and the outcome's reason says what was overruled.
+
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
 'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
 stored fact's confidence and access count. A pinned, protected, permanent or critical fact is never
@@ -62,8 +66,25 @@ def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fac
         target = candidates[index - 1] if 1 <= index <= len(candidates) else None
         if decision not in DECISIONS or (decision != "new" and target is None):
             decision = "new"
+        elif decision != "new" and not related(db, fact, vector, target, settings):
+            reason = (f"the model called it a {decision} of memory {target.id}, which is about something else: "
+                      f"kept as new. {reason}")[:300]
+            decision, target = "new", None
     sources = [] if episode_id is None else [int(episode_id)]
     return apply_decision(db, embedder, fact, decision, target, sources, reason, settings)
+
+
+def related(db: Database, fact: Fact, vector: np.ndarray, target: Memory, settings: Settings) -> bool:
+    """Is `target` about the same thing as the new fact: the same subject and relation, or a statement this close?"""
+    same_subject = (target.subject or "").strip().lower() == fact.subject.strip().lower()
+    if same_subject and target.relation == fact.relation:
+        return True
+    stored = vectors.get_vectors(db, "memory", [target.id]).get(target.id)
+    if stored is None:
+        return False
+    a, b = np.asarray(vector, dtype=np.float32), np.asarray(stored, dtype=np.float32)
+    cosine = float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12))
+    return cosine >= settings.grounding.min_related_cosine
 
 
 def apply_decision(db: Database, embedder: Embedder, fact: Fact, decision: str, target: Memory | None,
