@@ -74,3 +74,17 @@ def test_the_app_keeps_following_a_file_replaced_by_rename(qtbot, window):
         tmp.replace(path)
         qtbot.waitUntil(lambda: window.services.settings.memory_dial == dial, timeout=10000)
         qtbot.waitUntil(lambda: window.panels["settings"].dial.currentText() == dial, timeout=10000)
+
+
+def test_unsaved_edits_survive_a_change_made_elsewhere(qtbot, window, tiny_model_dir):
+    panel = window.show_panel("settings")
+    _choose_in_combo(qtbot, panel.forgetting, "strong")  # the user is editing, not saved yet
+    folder = str(tiny_model_dir.resolve())
+    assert run_cli(["--data-dir", str(window.services.data_dir), "models", "use", folder]) == 0
+    qtbot.waitUntil(lambda: panel.chat_model.currentText() == folder, timeout=10000)
+    assert panel.forgetting.currentText() == "strong"  # still the user's
+    with qtbot.waitSignal(panel.saved, timeout=30000) as saved:
+        qtbot.mouseClick(panel.save_button, Qt.LeftButton)
+    assert saved.args == [True]
+    on_disk = load_settings(window.services.data_dir)
+    assert on_disk.chat_model == folder and on_disk.forgetting.strength == "strong"

@@ -246,8 +246,16 @@ class ModelsPanel(QWidget):
         if not folder:
             return
         self.message.setText(f"Checking {folder}…")
-        self.runner.submit("io", lambda: self.services.model_store().add_folder(folder), on_done=self._on_added,
+        self.runner.submit("io", lambda: self._sized_store().add_folder(folder), on_done=self._on_added,
                            on_error=self._on_add_refused)
+
+    def _sized_store(self) -> Any:
+        """The model store told this machine's memory, so a model too big to run is refused when it is added."""
+        from models.registry import total_ram_bytes
+        store = self.services.model_store()
+        if getattr(store, "total_ram", None) is None:
+            store.total_ram = total_ram_bytes() or None
+        return store
 
     def on_add_gguf(self) -> None:
         """A .gguf file (LM Studio's and Jan's format), converted to MLX here with progress."""
@@ -257,7 +265,7 @@ class ModelsPanel(QWidget):
         self._converting(True)
         self.message.setText(f"Converting {Path(path).name} to MLX…")
         report = lambda stage, fraction: self.runner.post(self._show_conversion, Path(path).name, stage, fraction)  # noqa: E731
-        self.runner.submit("io", lambda: convert_gguf(self.services.model_store(), path, report),
+        self.runner.submit("io", lambda: convert_gguf(self._sized_store(), path, report),
                            on_done=lambda model: (self._converting(False), self._on_added(model)),
                            on_error=lambda exc: (self._converting(False), self._on_add_refused(exc)))
 
