@@ -531,3 +531,23 @@ def test_replies_render_lists_and_tables(qtbot):
     html = reply.body.toHtml()
     assert "<li" in html and "<table" in html and "cello" in reply.body.toPlainText()
     assert "|---|" not in reply.body.toPlainText()
+
+
+def test_the_note_reads_what_the_real_forgetting_job_reports(db, clock, embedder):
+    """The note is built from the job's own progress message: run the real handler so a changed wording shows."""
+    from app.scheduling import forgetting_handler
+    from app.ui.chat_learning import job_note
+    from core.jobs import standard_specs
+    from core.scheduler import Environment, Scheduler
+    from tests.test_forget import old_store
+    old_store(db, clock, embedder)
+    services = SimpleNamespace(settings=Settings(), embedder=embedder)
+    scheduler = Scheduler(db, standard_specs(forget=forgetting_handler(services, db)),
+                          env=Environment(clock=db.clock, idle_seconds=lambda: 1e9, on_ac_power=lambda: True))
+    job = scheduler.run_job(scheduler.enqueue("forgetting").id)
+    assert job.state == "done"
+    facts = db.scalar("SELECT count(*) FROM memories WHERE forgotten_at IS NOT NULL")
+    turns = db.scalar("SELECT count(*) FROM episodes WHERE forgotten_at IS NOT NULL")
+    assert facts and turns  # the old store has both kinds to let go of
+    assert job_note(job) == (f"Let go of {facts} unused memor{'y' if facts == 1 else 'ies'} and summarised {turns} "
+                             f"old turn{'' if turns == 1 else 's'}; you can restore them in Memories.")

@@ -183,6 +183,8 @@ class LearnedRow(QWidget):
         self.undo_button.setToolTip("Don't keep this: move it to the trash (you can restore it)")
         self.undo_button.clicked.connect(lambda: self.undo_requested.emit(self.memory_id, not self.undone))
         self.undo_button.setVisible(fact.undoable)
+        for button in (self.open_button, self.undo_button):  # they read as links: one click does it
+            button.setStyleSheet("QToolButton { color: palette(link); }")
         row = QHBoxLayout(self)
         row.setContentsMargins(0, 0, 0, 0)
         row.setSpacing(2)
