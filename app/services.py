@@ -58,7 +58,7 @@ class Services:
     def embedder(self) -> Any:
         with self._locks["embedder"]:
             if self._embedder is None:
-                from models.embeddings import load_embedder  # deferred: torch is slow to import
+                from models.embeddings import load_embedder  # deferred: the weights; another ST model pulls torch
                 self._embedder = load_embedder(self.settings.embedder)
         return self._embedder
 
