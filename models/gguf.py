@@ -11,7 +11,9 @@ Only K-quant files (Q4_K_M and friends, which MLX cannot read) go through the sm
 dequantizes them with numpy; it is imported only then, so a Q4_0/Q4_1/Q8_0/F16 file needs nothing beyond MLX.
 
 llama.cpp stores llama-architecture q/k projections permuted for its interleaved rotary embedding; rather than
-un-permute them, the config sets mlx-lm's `rope_traditional`, which is that same interleaved form.
+un-permute them, the config sets mlx-lm's `rope_traditional`, which is that same interleaved form. Llama 3.1+
+files carry their rotary scaling as a table (`rope_freqs`); it is matched back to mlx-lm's llama3 rope_scaling,
+and refused if no usual setting reproduces it.
 """
 from __future__ import annotations
 
@@ -71,8 +73,12 @@ def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | 
     _check_paths(gguf_path, out_dir)
     report("reading", 0.0)
     weights, meta = read_gguf(gguf_path)
-    architecture = _architecture(meta, gguf_path, has_rope_table="rope_freqs.weight" in weights)
+    architecture = _architecture(meta, gguf_path)
     config = model_config(meta, architecture, has_output="output.weight" in weights)
+    if "token_embd.weight" in weights:  # the embedding's rows, not the token list, size the model
+        config["vocab_size"] = int(weights["token_embd.weight"].shape[0])
+    if "rope_freqs.weight" in weights:
+        config["rope_scaling"] = llama3_rope_scaling(weights.pop("rope_freqs.weight"), config, gguf_path)
     report("converting", 0.3)
     weights = {mlx_name(name): value for name, value in weights.items()}
     staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=out_dir.parent))
@@ -156,15 +162,40 @@ def _scalar(meta: dict, key: str, default: Any = None) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def _architecture(meta: dict, path: Path, *, has_rope_table: bool) -> str:
+def _architecture(meta: dict, path: Path) -> str:
     architecture = _scalar(meta, "general.architecture", "")
     if architecture not in ARCHITECTURES:
         raise ModelError(f"{path.name} is a {architecture or 'unknown'} model; Engram converts "
                          f"{' and '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5) from GGUF.")
-    if has_rope_table or _scalar(meta, f"{architecture}.rope.scaling.type"):
-        raise ModelError(f"{path.name} uses scaled rotary embeddings (Llama 3.1+), which cannot be converted "
-                         f"from GGUF yet; download the MLX version instead.")
+    if _scalar(meta, f"{architecture}.rope.scaling.type") not in (None, "", "none"):
+        raise ModelError(f"{path.name} uses {_scalar(meta, f'{architecture}.rope.scaling.type')} rotary scaling, "
+                         f"which cannot be converted from GGUF yet; download the MLX version instead.")
     return architecture
+
+
+def llama3_rope_scaling(table: Any, config: dict, path: Path) -> dict:
+    """mlx-lm's rope_scaling for the per-frequency table llama.cpp stores for Llama 3.1+ (`rope_freqs`).
+
+    The table is the llama3 rule evaluated for one set of parameters; the usual ones are tried and must
+    reproduce it, or the file is refused rather than run with rotary embeddings that are subtly wrong.
+    """
+    import mlx.core as mx
+    import numpy as np
+    table = np.array(table.astype(mx.float32))
+    dims = config["head_dim"]
+    periods = config["rope_theta"] ** (np.arange(0, dims, 2) / dims)
+    wavelengths = 2 * np.pi * periods
+    for factor in (8.0, 16.0, 32.0, 4.0, 2.0):
+        scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                   "original_max_position_embeddings": 8192}
+        low, high = 8192 / 1.0, 8192 / 4.0
+        smooth = (8192 / wavelengths - 1.0) / (4.0 - 1.0)
+        expected = np.where(wavelengths > low, factor,
+                            np.where(wavelengths < high, 1.0, 1.0 / ((1 - smooth) / factor + smooth)))
+        if table.shape == expected.shape and np.allclose(table, expected, rtol=1e-3):
+            return scaling
+    raise ModelError(f"{path.name} scales its rotary embeddings in a way Engram cannot reproduce; "
+                     f"download the MLX version instead.")
 
 
 def model_config(meta: dict, architecture: str, *, has_output: bool) -> dict:
@@ -212,7 +243,9 @@ def mlx_name(gguf_name: str) -> str:
 def _write_weights(folder: Path, weights: dict, config: dict, q_bits: int | None, report: Progress) -> int | None:
     import mlx.core as mx
     if q_bits is None:
-        config["quantization"] = _native_quantization(weights)
+        native = _native_quantization(weights)
+        if native:  # an F16/F32 file stays unquantized
+            config["quantization"] = native
         model = _build_model(config, weights)
     else:
         model = _build_model(config, _dequantized(weights))

@@ -32,8 +32,16 @@ def _gguf_name(name: str) -> str:
     return {"model.embed_tokens.weight": "token_embd.weight", "model.norm.weight": "output_norm.weight"}[name]
 
 
-def write_qwen2_gguf(model_dir: Path, path: Path, *, architecture: str = "qwen2") -> None:
-    """The float tiny model as llama.cpp's converter would write it: metadata, byte-level BPE tokenizer, Q8_0."""
+def _llama_cpp_permute(weights: np.ndarray, heads: int) -> np.ndarray:
+    """What llama.cpp's converter does to llama q/k projections (for its interleaved rotary embedding)."""
+    return weights.reshape(heads, 2, weights.shape[0] // heads // 2, *weights.shape[1:]).swapaxes(1, 2).reshape(
+        weights.shape)
+
+
+def write_qwen2_gguf(model_dir: Path, path: Path, *, architecture: str = "qwen2",
+                     rope_freqs: np.ndarray | None = None, q8: bool = True) -> None:
+    """The float tiny model as llama.cpp's converter would write it: metadata, byte-level BPE tokenizer, Q8_0
+    matrices (or F16 ones)."""
     config = json.loads((model_dir / "config.json").read_text())
     tokenizer = json.loads((model_dir / "tokenizer.json").read_text())
     vocab = tokenizer["model"]["vocab"]
@@ -57,9 +65,16 @@ def write_qwen2_gguf(model_dir: Path, path: Path, *, architecture: str = "qwen2"
     writer.add_eos_token_id(vocab["<|im_end|>"])
     writer.add_pad_token_id(vocab["<|endoftext|>"])
     writer.add_chat_template(json.loads((model_dir / "tokenizer_config.json").read_text())["chat_template"])
+    if rope_freqs is not None:
+        writer.add_tensor("rope_freqs.weight", rope_freqs.astype(np.float32))
     for name, value in mx.load(str(model_dir / "model.safetensors")).items():
         array = np.array(value.astype(mx.float32))
-        if array.ndim == 2:
+        if architecture == "llama" and name.endswith(("q_proj.weight", "k_proj.weight")):
+            heads = config["num_attention_heads" if "q_proj" in name else "num_key_value_heads"]
+            array = _llama_cpp_permute(array, heads)
+        if array.ndim == 2 and not q8:
+            writer.add_tensor(_gguf_name(name), array.astype(np.float16))
+        elif array.ndim == 2:
             writer.add_tensor(_gguf_name(name), gguf.quants.quantize(array, gguf.GGMLQuantizationType.Q8_0),
                               raw_dtype=gguf.GGMLQuantizationType.Q8_0)
         else:
@@ -108,6 +123,56 @@ def test_a_qwen2_gguf_converts_to_the_same_model(tiny_gguf, tmp_path):
     assert mx.mean(mx.argmax(expected, -1) == mx.argmax(got, -1)).item() > 0.9  # Q8_0 rounding may flip a near tie
     correlation = np.corrcoef(np.array(expected).ravel(), np.array(got).ravel())[0, 1]
     assert correlation > 0.999
+
+
+def _tiny_llama3(folder: Path) -> Path:
+    """A float llama model with Llama 3.1+ rotary scaling, random weights and the tiny model's tokenizer."""
+    from mlx.utils import tree_map
+    from mlx_lm.models import llama
+    from mlx_lm.utils import save_config, save_model
+    from models.testing import build_tokenizer
+    build_tokenizer(folder, 512)
+    config = {"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 128,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "rms_norm_eps": 1e-5, "vocab_size": 512,
+              "max_position_embeddings": 131072, "rope_theta": 500000.0, "tie_word_embeddings": True,
+              "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                               "original_max_position_embeddings": 8192}}
+    mx.random.seed(3)
+    model = llama.Model(llama.ModelArgs.from_dict(config))
+    model.update(tree_map(lambda p: p * 4.0 if p.ndim == 2 else p, model.parameters()))
+    save_model(folder, model)
+    save_config(config, folder / "config.json")
+    return folder
+
+
+def _llama3_table(dims: int, base: float, factor: float) -> np.ndarray:
+    """llama.cpp's rope_freqs for the llama3 rule (its converter's arithmetic)."""
+    wavelengths = 2 * np.pi * base ** (np.arange(0, dims, 2) / dims)
+    smooth = (8192 / wavelengths - 1) / 3
+    return np.where(wavelengths < 8192 / 4, 1.0, np.where(wavelengths > 8192, factor,
+                                                          1 / ((1 - smooth) / factor + smooth)))
+
+
+def test_a_llama3_gguf_with_permuted_projections_and_a_rope_table_converts(tmp_path):
+    """The llama layout: q/k permuted by llama.cpp (read back with mlx-lm's traditional rotary embedding) and the
+    Llama 3.1+ frequency table turned back into mlx-lm's rope_scaling."""
+    model_dir = _tiny_llama3(tmp_path / "float")
+    write_qwen2_gguf(model_dir, tmp_path / "llama.gguf", architecture="llama",
+                     rope_freqs=_llama3_table(16, 500000.0, 32.0), q8=False)
+    result = convert(tmp_path / "llama.gguf", tmp_path / "converted", q_bits=None)
+    config = json.loads((result.folder / "config.json").read_text())
+    assert config["rope_scaling"]["factor"] == 32.0 and config["rope_traditional"]
+    assert "quantization" not in config  # an F16 file stays unquantized
+    ids = list(range(5, 400))  # long enough for the scaled low frequencies to matter (without: 0.97)
+    expected, got = _next_token_logits(model_dir, ids), _next_token_logits(result.folder, ids)
+    assert mx.mean(mx.argmax(expected, -1) == mx.argmax(got, -1)).item() > 0.99
+    assert np.corrcoef(np.array(expected).ravel(), np.array(got).ravel())[0, 1] > 0.9999
+
+    write_qwen2_gguf(model_dir, tmp_path / "odd.gguf", architecture="llama",
+                     rope_freqs=_llama3_table(16, 500000.0, 32.0) * 1.5)
+    with pytest.raises(ModelError, match="scales its rotary embeddings in a way Engram cannot reproduce"):
+        convert(tmp_path / "odd.gguf", tmp_path / "odd")
+    assert not (tmp_path / "odd").exists()
 
 
 def test_requantizing_to_4_or_8_bits_loads(tiny_gguf, tmp_path):
