@@ -17,7 +17,6 @@ and refused if no usual setting reproduces it.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -27,19 +26,13 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import ModelError
+from models.gguf_tokenizer import scalar, write_tokenizer
 
 Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
 ARCHITECTURES = ("llama", "qwen2")
 Q_BITS = (None, 4, 8)
 GGUF_GROUP = 32  # every GGUF block type MLX reads holds 32 weights per scale
 QUANT_GROUP = 64  # mlx-lm's default when Engram quantizes itself
-
-# Pre-tokenizer split patterns, as the model families' own tokenizer.json files have them.
-_QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                r"\s*[\r\n]+|\s+(?!\S)|\s+")
-_LLAMA3_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
-                 r"\s*[\r\n]+|\s+(?!\S)|\s+")
-PRE_TOKENIZERS = ("gpt2", "default", "smollm", "qwen2", "llama-bpe")
 
 _LAYER_NAMES = {
     "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
@@ -157,18 +150,13 @@ def _field_value(field: Any) -> Any:
     return value
 
 
-def _scalar(meta: dict, key: str, default: Any = None) -> Any:
-    value = meta.get(key, default)
-    return value.item() if hasattr(value, "item") else value
-
-
 def _architecture(meta: dict, path: Path) -> str:
-    architecture = _scalar(meta, "general.architecture", "")
+    architecture = scalar(meta, "general.architecture", "")
     if architecture not in ARCHITECTURES:
         raise ModelError(f"{path.name} is a {architecture or 'unknown'} model; Engram converts "
                          f"{' and '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5) from GGUF.")
-    if _scalar(meta, f"{architecture}.rope.scaling.type") not in (None, "", "none"):
-        raise ModelError(f"{path.name} uses {_scalar(meta, f'{architecture}.rope.scaling.type')} rotary scaling, "
+    if scalar(meta, f"{architecture}.rope.scaling.type") not in (None, "", "none"):
+        raise ModelError(f"{path.name} uses {scalar(meta, f'{architecture}.rope.scaling.type')} rotary scaling, "
                          f"which cannot be converted from GGUF yet; download the MLX version instead.")
     return architecture
 
@@ -201,7 +189,7 @@ def llama3_rope_scaling(table: Any, config: dict, path: Path) -> dict:
 def model_config(meta: dict, architecture: str, *, has_output: bool) -> dict:
     """config.json for mlx-lm from the GGUF metadata; rope_theta is always written (mlx-lm defaults to 1e4)."""
     def get(key: str, default: Any = None) -> Any:
-        return _scalar(meta, f"{architecture}.{key}", default)
+        return scalar(meta, f"{architecture}.{key}", default)
 
     heads = int(get("attention.head_count"))
     hidden = int(get("embedding_length"))
@@ -223,7 +211,7 @@ def model_config(meta: dict, architecture: str, *, has_output: bool) -> dict:
     }
     for key, name in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
         if f"tokenizer.ggml.{name}" in meta:
-            config[key] = int(_scalar(meta, f"tokenizer.ggml.{name}"))
+            config[key] = int(scalar(meta, f"tokenizer.ggml.{name}"))
     return config
 
 
@@ -328,74 +316,3 @@ def _parameter_count(weights: dict) -> int:
         per_element = 32 // (value.shape[-1] // scales.shape[-1]) if scales is not None else 1
         total += value.size * per_element
     return total
-
-
-# -- tokenizer -------------------------------------------------------------------------------------
-
-def write_tokenizer(folder: Path, meta: dict) -> None:
-    """tokenizer.json and tokenizer_config.json (chat template, special tokens) from the GGUF metadata."""
-    tokenizer = build_tokenizer(meta)
-    tokenizer.save(str(folder / "tokenizer.json"))
-    tokens = meta["tokenizer.ggml.tokens"]
-
-    def token(key: str) -> str | None:
-        index = _scalar(meta, f"tokenizer.ggml.{key}")
-        return tokens[int(index)] if index is not None and 0 <= int(index) < len(tokens) else None
-
-    config = {
-        "tokenizer_class": "PreTrainedTokenizerFast",
-        "bos_token": token("bos_token_id"),
-        "eos_token": token("eos_token_id"),
-        "pad_token": token("padding_token_id") or token("eos_token_id"),
-        "unk_token": token("unknown_token_id"),
-        "add_bos_token": bool(_scalar(meta, "tokenizer.ggml.add_bos_token", False)),
-        "clean_up_tokenization_spaces": False,
-        "model_max_length": int(_scalar(meta, f"{_scalar(meta, 'general.architecture')}.context_length", 4096)),
-    }
-    template = meta.get("tokenizer.chat_template")
-    if template:
-        config["chat_template"] = template
-    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False),
-                                                  encoding="utf-8")
-
-
-def build_tokenizer(meta: dict) -> Any:
-    """A byte-level BPE tokenizer (the `gpt2` GGUF tokenizer model) with the family's pre-tokenizer."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
-    kind = _scalar(meta, "tokenizer.ggml.model", "")
-    if kind != "gpt2":
-        raise ModelError(f"This GGUF uses a {kind or 'missing'} tokenizer; Engram converts byte-level BPE "
-                         f"(gpt2-style) tokenizers only.")
-    pre = _scalar(meta, "tokenizer.ggml.pre", "default")
-    if pre not in PRE_TOKENIZERS:
-        raise ModelError(f"This GGUF's tokenizer splits text the '{pre}' way, which Engram cannot reproduce yet.")
-    tokens = list(meta["tokenizer.ggml.tokens"])
-    merges = [tuple(m.split(" ", 1)) for m in meta.get("tokenizer.ggml.merges", [])]
-    tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
-    tokenizer.pre_tokenizer = _pre_tokenizer(pre, pre_tokenizers, Regex)
-    tokenizer.decoder = decoders.ByteLevel()
-    kinds = meta.get("tokenizer.ggml.token_type")
-    kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
-    # 3 = control (special), 4 = user-defined (added, matched whole but printed as text)
-    specials = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, kinds) if k == 3]
-    added = [AddedToken(t, special=False, normalized=False) for t, k in zip(tokens, kinds) if k == 4]
-    tokenizer.add_special_tokens(specials)
-    tokenizer.add_tokens(added)
-    if _scalar(meta, "tokenizer.ggml.add_bos_token", False) and "tokenizer.ggml.bos_token_id" in meta:
-        bos = tokens[int(_scalar(meta, "tokenizer.ggml.bos_token_id"))]
-        bos_id = int(_scalar(meta, "tokenizer.ggml.bos_token_id"))
-        tokenizer.post_processor = processors.TemplateProcessing(
-            single=f"{bos} $A", pair=f"{bos} $A {bos} $B", special_tokens=[(bos, bos_id)])
-    return tokenizer
-
-
-def _pre_tokenizer(pre: str, pre_tokenizers: Any, Regex: Any) -> Any:
-    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    if pre == "qwen2":
-        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_QWEN2_SPLIT), "isolated"), byte_level])
-    if pre == "llama-bpe":
-        return pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(_LLAMA3_SPLIT), "isolated"), byte_level])
-    gpt2 = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
-    if pre == "smollm":  # SmolLM2's own tokenizer.json: single digits, then GPT-2's split
-        return pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True), gpt2])
-    return gpt2
