@@ -130,12 +130,14 @@ def queue_reflection(scheduler: Scheduler, session_id: int) -> Job:
 
 def plan(scheduler: Scheduler, settings: Settings,
          intervals: Mapping[str, float] = ROUTINE_INTERVALS) -> list[Job]:
-    """Queue what is due: the routine kinds, and a reflection when ended (or long quiet) sessions wait for one.
+    """Queue what is due under the settings in force now: the routine kinds, and a reflection when ended (or
+    long quiet) sessions wait for one.
 
     Only what could do something: nothing while the store is empty, and no job that uses the chat model
     before one is chosen (a fresh install showed fine-tune and consolidation queued for a model it did not have).
     """
     from core.memory.reflect import ended_sessions
+    scheduler.settings = settings.scheduler  # idle minutes and quiet hours as saved now (Settings, a CLI)
     if not _has_anything(scheduler.db):
         return []
     runnable = {kind: every for kind, every in intervals.items() if _can_run(scheduler, settings, kind)}

@@ -88,3 +88,21 @@ def test_unsaved_edits_survive_a_change_made_elsewhere(qtbot, window, tiny_model
     assert saved.args == [True]
     on_disk = load_settings(window.services.data_dir)
     assert on_disk.chat_model == folder and on_disk.forgetting.strength == "strong"
+
+
+def test_the_idle_time_loop_follows_saved_settings(qtbot, window):
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.background_jobs import BackgroundJobs
+    loop = BackgroundJobs(window.services, poll_seconds=0.05)
+    window.background = loop.start(QApplication.instance())
+    qtbot.waitUntil(lambda: loop._scheduler is not None, timeout=10000)
+    panel = window.show_panel("settings")
+    panel.idle_minutes.setFocus()
+    panel.idle_minutes.selectAll()
+    qtbot.keyClicks(panel.idle_minutes, "25")
+    with qtbot.waitSignal(panel.saved, timeout=30000):
+        qtbot.mouseClick(panel.save_button, Qt.LeftButton)
+    assert load_settings(window.services.data_dir).scheduler.idle_minutes == 25
+    qtbot.waitUntil(lambda: loop._scheduler.settings.idle_minutes == 25, timeout=10000)  # no restart needed
+    loop.stop()
