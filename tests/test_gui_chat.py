@@ -437,8 +437,12 @@ def test_return_while_a_reply_streams_queues_the_message(qtbot, window):
     pending = panel.message_widgets()[-1]
     assert pending.role == "user" and pending.text == "And about coffee"
     assert "sends when this reply ends" in pending.pending_note.text() and pending.pending_note.isVisibleTo(pending)
+    _type_and_send(qtbot, panel, "Never mind this one")
+    dropped = panel.message_widgets()[-1]
+    qtbot.mouseClick(dropped.cancel_button, Qt.LeftButton)  # a waiting message can be taken back
+    assert dropped not in panel.message_widgets() and dropped not in panel.queued
     qtbot.waitUntil(lambda: len(finished) == 2, timeout=TURN_MS)
-    assert not pending.pending_note.isVisibleTo(pending)
+    assert not pending.pending_note.isVisibleTo(pending) and not pending.cancel_button.isVisibleTo(pending)
     assert [m.role for m in panel.message_widgets()] == ["user", "assistant", "user", "assistant"]
     stored = on_db(window, lambda db: [r["user_text"] for r in db.query("SELECT user_text FROM episodes "
                                                                         "ORDER BY id")])

@@ -202,6 +202,7 @@ class ChatPanel(QWidget):
         if self.turns.busy or self._starting or self.queued:
             waiting = self._add_message("user", text)
             waiting.set_pending(True)
+            waiting.cancelled.connect(lambda w=waiting: self._take_back(w))
             self.queued.append(waiting)
             self._scroll_to_end()
             return
@@ -240,6 +241,11 @@ class ChatPanel(QWidget):
         request = TurnRequest(self.session_id, text, incognito=self.incognito.isChecked(),
                               dial=self.dial.currentText())
         self._begin_reply(self._add_message("assistant"), request)
+
+    def _take_back(self, waiting: MessageWidget) -> None:
+        if waiting in self.queued:
+            self.queued.remove(waiting)
+            self.thread_view.remove(waiting)
 
     def _send_next(self) -> None:
         """The reply ended: the oldest waiting message goes now."""

@@ -40,6 +40,11 @@ class MessageThread(QWidget):
     def widgets(self) -> list[MessageWidget]:
         return [self.messages.itemAt(i).widget() for i in range(self.messages.count())]
 
+    def remove(self, message: MessageWidget) -> None:
+        self.messages.removeWidget(message)
+        message.hide()
+        message.deleteLater()
+
     def clear(self) -> None:
         while self.messages.count():
             widget = self.messages.takeAt(0).widget()

@@ -168,6 +168,7 @@ class MessageWidget(QFrame):
     rated = Signal(object)  # +1, -1 or None
     learned_undo = Signal(int, bool)  # a memory learned from this turn: True to trash it, False to restore it
     regenerate_requested = Signal()
+    cancelled = Signal()  # a waiting message taken back before it was sent
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
@@ -195,11 +196,22 @@ class MessageWidget(QFrame):
         if role == "assistant":
             self._add_reply_extras(layout)
         else:
-            self.pending_note = QLabel("Waiting: sends when this reply ends")
-            self.pending_note.setForegroundRole(QPalette.PlaceholderText)
-            self.pending_note.setVisible(False)
-            layout.addWidget(self.pending_note)
+            self._add_pending_row(layout)
         self.render()
+
+    def _add_pending_row(self, layout: QVBoxLayout) -> None:
+        self.pending_note = QLabel("Waiting: sends when this reply ends")
+        self.pending_note.setForegroundRole(QPalette.PlaceholderText)
+        self.cancel_button = QToolButton()
+        self.cancel_button.setText("Don't send")
+        self.cancel_button.setAutoRaise(True)
+        self.cancel_button.clicked.connect(self.cancelled)
+        row = QHBoxLayout()
+        row.addWidget(self.pending_note)
+        row.addWidget(self.cancel_button)
+        row.addStretch(1)
+        layout.addLayout(row)
+        self.set_pending(False)
 
     def _add_reply_extras(self, layout: QVBoxLayout) -> None:
         self.chips_box = QWidget()
@@ -310,6 +322,7 @@ class MessageWidget(QFrame):
     def set_pending(self, pending: bool) -> None:
         """A message typed while a reply streams: shown at once, sent when that reply ends."""
         self.pending_note.setVisible(pending)
+        self.cancel_button.setVisible(pending)
 
     def set_episode(self, episode_id: int | None, rating: int | None = None) -> None:
         """Thumbs work once the turn is stored (never in incognito, where nothing is)."""
