@@ -1,0 +1,80 @@
+"""bench/learning.py: the fact matcher, the metrics, and the pipeline's bounds on the gold set (real store, real
+embedder, scripted models: the scripted upper bound scores perfectly, a junk-spouting model keeps nothing)."""
+from __future__ import annotations
+
+import pytest
+
+from bench.learning import (GOLD, fact_matches, relation_matches, run, score, scripted_model, sentence)
+from bench.learning_gold import Statement
+from tests.fakes import ScriptedChatModel, ScriptedStructuredModel
+
+
+@pytest.mark.parametrize("predicted, gold", [
+    (("user", "lives_in", "Lisbon"), ("user", "lives_in", "Lisbon")),
+    (("I", "lives in", "Lisbon, Portugal"), ("user", "lives_in", "Lisbon")),
+    (("the user", "resides_in", "lisbon"), ("user", "lives_in", "Lisbon")),
+    (("user", "loves", "jellyfish"), ("user", "likes", "jellyfish")),
+    (("user", "favourite_book", "Dune"), ("user", "likes", "Dune")),
+    (("User", "is allergic to", "peanuts"), ("user", "allergy", "peanuts")),
+    (("user", "drinks", "tea"), ("user", "drinks", "green tea")),
+    (("Tomás", "lives in", "Porto"), ("Tomás", "lives_in", "Porto")),
+    (("user", "works at", "hospital as a nurse"), ("user", "works_as", "nurse")),
+])
+def test_equivalent_facts_match(predicted, gold):
+    assert fact_matches(predicted, gold)
+
+
+@pytest.mark.parametrize("predicted, gold", [
+    (("user", "lives_in", "Porto"), ("user", "lives_in", "Lisbon")),  # another object
+    (("Tomás", "lives_in", "Lisbon"), ("user", "lives_in", "Lisbon")),  # another subject
+    (("user", "dislikes", "jellyfish"), ("user", "likes", "jellyfish")),  # the opposite relation
+    (("Lina", "id_111111", "Lina"), ("user", "name", "Lina")),
+    (("user", "", "Lisbon"), ("user", "lives_in", "Lisbon")),
+    (("", "lives_in", "Lisbon"), ("user", "lives_in", "Lisbon")),
+])
+def test_different_facts_do_not_match(predicted, gold):
+    assert not fact_matches(predicted, gold)
+
+
+def test_relations_outside_the_groups_match_on_a_shared_word():
+    assert relation_matches("collects_stamps", "collects")
+    assert not relation_matches("collects", "paints")
+
+
+def test_metrics_count_precision_recall_junk_and_changes():
+    said = [Statement(1, "I live in Lisbon.", (("user", "lives_in", "Lisbon"),)),
+            Statement(1, "I moved to Berlin.", (("user", "lives_in", "Berlin"),),
+                      ends=(("user", "lives_in", "Lisbon"),)),
+            Statement(1, "I like tea.", (("user", "likes", "tea"),))]
+    kept = [(("user", "lives_in", "Lisbon"), False), (("user", "lives_in", "Berlin"), True),
+            (("Lina", "id_1", "Lina"), True)]
+    result = score(kept, said)
+    assert (result["precision"], result["recall"], result["junk_rate"]) == (0.667, 0.667, 0.333)
+    assert result["reconciliation_accuracy"] == 1.0 and result["junk"] == [["Lina", "id_1", "Lina"]]
+    still_there = [(("user", "lives_in", "Lisbon"), True), (("user", "lives_in", "Berlin"), True)]
+    assert score(still_there, said)["reconciliation_accuracy"] == 0.0
+    assert score([], said)["precision"] is None and score([], said)["junk_rate"] == 0.0
+
+
+def test_the_scripted_upper_bound_keeps_every_gold_fact_and_applies_every_change(embedder):
+    """The pipeline itself (grounding filters, reconciliation) loses nothing the gold set states."""
+    result = run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD)
+    assert result["error_count"] == 0 and result["dropped"] == 0
+    assert result["precision"] == result["recall"] == result["reconciliation_accuracy"] == 1.0
+    assert result["junk_rate"] == 0.0 and result["kept"] == result["gold_facts"] == 22
+
+
+def test_a_model_that_says_only_junk_keeps_nothing(embedder):
+    """What must hold for every model: whatever it proposes, no junk is kept."""
+    junk = [{"subject": "Lina", "relation": "id_111111", "object": "Lina", "statement": "Lina Lina.",
+             "confidence": 0, "kind": "semantic", "critical": False, "source": "user_said", "when": "2026-11-25"},
+            {"subject": "user", "relation": "likes", "object": "yacht racing on Mars", "statement": sentence(
+                ("user", "likes", "yacht racing on Mars")), "confidence": 95, "kind": "semantic", "critical": False,
+             "source": "user_said", "when": ""}]
+    model = ScriptedStructuredModel({"engram_facts": [{"facts": junk}],
+                                     "reconcile_decision": [{"decision": "new", "target": 0, "reason": "x"}],
+                                     "usefulness_rating": [{"useful": []}]})
+    statements = GOLD[:8]
+    result = run("junk", ScriptedChatModel(["Thanks."]), model, embedder, statements)
+    assert result["kept"] == 0 and result["junk_rate"] == 0.0
+    assert result["dropped"] == 2 * len(statements)
