@@ -5,6 +5,7 @@ On a first start with no model installed the panel offers the model recommended 
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import threading
 import uuid
@@ -41,19 +42,17 @@ def progress_text(p: Any) -> str:
 
 def other_row(model: Any, total_ram: int) -> tuple[str, ...]:
     """The table's values for a model outside the curated list: a folder the user added, or a repo id."""
-    import json
-
     from models.registry import fit, ram_estimate
     try:
         config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         config = {}
-    context = config.get("max_position_embeddings") if isinstance(config, dict) else None
+    config = config if isinstance(config, dict) else {}
+    context = config.get("max_position_embeddings")
     need = ram_estimate(model.size_bytes)
     name = model.name if model.local else model.repo_id.rsplit("/", 1)[-1]
-    return (name, str(config.get("model_type", "")) if isinstance(config, dict) else "", "",
-            human_bytes(model.size_bytes), f"{context:,}" if isinstance(context, int) else "", human_bytes(need),
-            fit(need, total_ram), "")
+    return (name, str(config.get("model_type", "")), "", human_bytes(model.size_bytes),
+            f"{context:,}" if isinstance(context, int) else "", human_bytes(need), fit(need, total_ram), "")
 
 
 def gguf_supported() -> bool:
@@ -262,9 +261,12 @@ class ModelsPanel(QWidget):
         path, _ = QFileDialog.getOpenFileName(self, "Add a model: choose a GGUF file", "", "GGUF model (*.gguf)")
         if not path:
             return
+        name = Path(path).name
         self._converting(True)
-        self.message.setText(f"Converting {Path(path).name} to MLX…")
-        report = lambda stage, fraction: self.runner.post(self._show_conversion, Path(path).name, stage, fraction)  # noqa: E731
+        self.message.setText(f"Converting {name} to MLX…")
+
+        def report(stage: str, fraction: float) -> None:  # on the io lane: the GUI thread draws it
+            self.runner.post(self._show_conversion, name, stage, fraction)
         self.runner.submit("io", lambda: convert_gguf(self._sized_store(), path, report),
                            on_done=lambda model: (self._converting(False), self._on_added(model)),
                            on_error=lambda exc: (self._converting(False), self._on_add_refused(exc)))
