@@ -32,6 +32,7 @@ BINARY_LAYOUT = "sharded-bits+float"
 SHARDS = 8  # partitions of the bit table; each query takes its per-shard top from every one
 PER_SHARD_MIN = 40  # candidates per shard: 8 x 40 = 320 rows rescored for a k=10 query
 OVERSAMPLE = 8  # a larger k rescores 8k rows in all (bench/recall.py: recall@10 against exact search)
+RESCORED_PER_PARTITION_MIN = 4  # a clustered scan rescores 4x a probe's share (vector_clusters' note measures it)
 MAX_CANDIDATES = 4096  # vec0's own limit on k
 # Rows per vec0 chunk. A partition scan reads whole chunks and its top-k costs O(slots x k), empty slots
 # included: at 100k rows a cluster holds ~200 rows, so 256-row chunks scan 3-4x faster than the default 1,024;
@@ -137,31 +138,29 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
         return _legacy_float_knn(db, name, vector, min(int(k), MAX_CANDIDATES))
     if exact:
         return _exact_knn(db, name, vector, int(k))
-    near = _near_rows_sql(db, name, vector, int(k))
+    near, rescored = _near_rows_sql(db, name, vector, int(k))
     rows = db.execute(  # one statement: partition scans, the Hamming-best of them, cosine on their floats
         f"WITH near AS ({near}), best AS (SELECT id FROM near ORDER BY distance, id LIMIT ?4) "
         f"SELECT f.id, vec_distance_cosine(f.embedding, ?2) AS d FROM best "
         f"JOIN {name}_float f ON f.id = best.id ORDER BY d, f.id LIMIT ?3",
-        (sign_bits(vector[None, :])[0].tobytes(), vector.tobytes(), int(k), _rescored(int(k)))).fetchall()
+        (sign_bits(vector[None, :])[0].tobytes(), vector.tobytes(), int(k), rescored)).fetchall()
     return [(int(i), float(d)) for i, d in rows]
 
 
-def _near_rows_sql(db: Database, name: str, vector: np.ndarray, k: int) -> str:
-    """SELECT of the ids a query's bit scan keeps: its few Hamming-nearest rows in each partition it scans
-    (every id-modulo shard, or the nearest clusters once the table is clustered)."""
+def _near_rows_sql(db: Database, name: str, vector: np.ndarray, k: int) -> tuple[str, int]:
+    """SELECT of the ids a query's bit scan keeps — its Hamming-nearest rows in each partition it scans (every
+    id-modulo shard, or the nearest clusters once the table is clustered) — and how many of those to rescore."""
     centres = clusters.centroids(db, name)
     if centres is None:
-        partitions, minimum = list(range(SHARDS)), PER_SHARD_MIN
+        partitions, minimum, floor = list(range(SHARDS)), PER_SHARD_MIN, SHARDS * PER_SHARD_MIN
     else:
-        partitions, minimum = clusters.probes(centres, vector), clusters.PER_PROBE_MIN
+        rows = db.scalar(f"SELECT max(id) FROM {name}_float") or 0  # one seek; an upper bound after deletions
+        count, minimum = clusters.probe_plan(len(centres), rows)
+        partitions, floor = clusters.probes(centres, vector, count), minimum * RESCORED_PER_PARTITION_MIN
     per_partition = min(MAX_CANDIDATES, max(minimum, -(-OVERSAMPLE * k // len(partitions))))
-    return " UNION ALL ".join(f"SELECT id, distance FROM {name} WHERE bits MATCH vec_bit(?1) AND k = {per_partition} "
-                              f"AND shard = {int(p)}" for p in partitions)
-
-
-def _rescored(k: int) -> int:
-    """How many of the scanned rows, Hamming-nearest first, get their exact cosine computed."""
-    return min(MAX_CANDIDATES, max(SHARDS * PER_SHARD_MIN, OVERSAMPLE * k))
+    sql = " UNION ALL ".join(f"SELECT id, distance FROM {name} WHERE bits MATCH vec_bit(?1) AND k = {per_partition} "
+                             f"AND shard = {int(p)}" for p in partitions)
+    return sql, min(MAX_CANDIDATES, max(floor, OVERSAMPLE * k))
 
 
 def distances(db: Database, table: Table, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
