@@ -65,7 +65,7 @@ def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | 
         raise ModelError(f"q_bits must be 4, 8 or None (keep the file's own), not {q_bits!r}.")
     _check_paths(gguf_path, out_dir)
     report("reading", 0.0)
-    weights, meta = read_gguf(gguf_path)
+    weights, meta = read_gguf(gguf_path, progress=lambda done: report("reading", 0.3 * done))
     architecture = _architecture(meta, gguf_path)
     config = model_config(meta, architecture, has_output="output.weight" in weights)
     if "token_embd.weight" in weights:  # the embedding's rows, not the token list, size the model
@@ -101,7 +101,8 @@ def _check_paths(gguf_path: Path, out_dir: Path) -> None:
 
 # -- reading ---------------------------------------------------------------------------------------
 
-def read_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def read_gguf(path: Path, *,
+              progress: Callable[[float], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(tensors by GGUF name, metadata) — MLX's own reader, or the gguf package for K-quants."""
     import mlx.core as mx
     try:
@@ -109,14 +110,14 @@ def read_gguf(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     except (RuntimeError, ValueError) as exc:
         native_error = exc  # most often a K-quant block type; the gguf package reads those
     try:
-        return _read_dequantized(path)
+        return _read_dequantized(path, progress or (lambda done: None))
     except ModelError:
         raise
     except Exception as exc:  # a damaged file fails both readers in many ways
         raise ModelError(f"{path.name} could not be read as GGUF: {native_error}") from exc
 
 
-def _read_dequantized(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+def _read_dequantized(path: Path, progress: Callable[[float], None]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Every tensor dequantized to float16 with the gguf package (numpy), and the metadata in mx.load's shape."""
     import mlx.core as mx
     import numpy as np
@@ -127,7 +128,8 @@ def _read_dequantized(path: Path) -> tuple[dict[str, Any], dict[str, Any]]:
                          f"'gguf' package (pip install gguf).") from exc
     reader = gguf.GGUFReader(str(path))
     weights = {}
-    for tensor in reader.tensors:
+    for index, tensor in enumerate(reader.tensors):
+        progress(index / len(reader.tensors))  # dequantizing a large file takes minutes: say how far it is
         try:
             values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
         except NotImplementedError as exc:

@@ -111,11 +111,13 @@ def test_a_qwen2_gguf_converts_to_the_same_model(tiny_gguf, tmp_path):
     assert config["rope_theta"] == 250000.0 and config["quantization"]["bits"] == 8
     assert config["tie_word_embeddings"] and not config["rope_traditional"]
 
-    original, converted = AutoTokenizer.from_pretrained(str(model_dir)), AutoTokenizer.from_pretrained(str(result.folder))
+    original = AutoTokenizer.from_pretrained(str(model_dir))
+    converted = AutoTokenizer.from_pretrained(str(result.folder))
     text = "hello my name is Bob, I like coffee 123 and {\"n\": 42}"
     assert converted.encode(text) == original.encode(text)
     messages = [{"role": "user", "content": "hello"}]
-    assert converted.apply_chat_template(messages, tokenize=False) == original.apply_chat_template(messages, tokenize=False)
+    rendered = converted.apply_chat_template(messages, tokenize=False)
+    assert rendered == original.apply_chat_template(messages, tokenize=False)
     assert converted.eos_token == "<|im_end|>"
 
     ids = original.encode(text)
@@ -194,7 +196,9 @@ def test_the_packaged_smollm2_reads_the_same_through_both_readers(tmp_path):
     except ModelError as exc:
         pytest.skip(str(exc))
     native, meta = read_gguf(path)
-    plain, plain_meta = _read_dequantized(path)
+    seen = []
+    plain, plain_meta = _read_dequantized(path, seen.append)
+    assert seen == sorted(seen) and seen[0] == 0.0 and len(seen) == len(plain)  # once per tensor
     assert meta["tokenizer.ggml.tokens"] == plain_meta["tokenizer.ggml.tokens"]
     name = "blk.3.ffn_down"
     restored = mx.dequantize(native[f"{name}.weight"], native[f"{name}.scales"], native[f"{name}.biases"],
