@@ -52,7 +52,10 @@ def read_recipe(folder: Path) -> FolderRecipe | None:
         limit = int(config.get("max_position_embeddings", 512))
         bert_config = folder / "sentence_bert_config.json"
         if bert_config.is_file():
-            limit = min(limit, int(json.loads(bert_config.read_text()).get("max_seq_length") or limit))
+            options = json.loads(bert_config.read_text())
+            if options.get("do_lower_case"):  # sentence-transformers lowercases the text first: not done here
+                return None
+            limit = min(limit, int(options.get("max_seq_length") or limit))
         return FolderRecipe(pooling=chosen[0], max_seq_length=limit)
     except (OSError, ValueError, KeyError, TypeError, IndexError):
         return None

@@ -99,6 +99,10 @@ def test_the_bundled_model_runs_without_torch_with_the_recipe_its_folder_names()
 def test_a_folder_this_runtime_cannot_run_exactly_goes_to_sentence_transformers(tmp_path):
     folder = _bundled_copy(tmp_path, pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True)
     assert read_recipe(folder) is None
+    lowercasing = _bundled_copy(tmp_path / "lower")
+    (lowercasing / "sentence_bert_config.json").unlink()
+    (lowercasing / "sentence_bert_config.json").write_text('{"max_seq_length": 256, "do_lower_case": true}')
+    assert read_recipe(lowercasing) is None
     embedder = load_embedder(str(folder), device="cpu")
     assert isinstance(embedder, SentenceEmbedder) and embedder.name == str(folder)
 
