@@ -89,7 +89,7 @@ def cmd_forget(args: argparse.Namespace, services: Any) -> int:
     from core.memory import forget
     db, settings = services.db, services.settings
     if args.undo is not None:
-        event = forget.undo(db, args.undo, settings)  # the user's settings: with learning off, a restore teaches nothing
+        event = forget.undo(db, args.undo)
         print(f"restored {event.item_type} {event.item_id} (forgetting event {event.id})")
         return 0
     if args.weights or args.reset_weights:

@@ -163,6 +163,14 @@ def _locomo_summary(r: dict) -> str:
     return f"R@{'/'.join(str(k) for k in r.get('k', []))}: " + "; ".join(rows) + f"; {_get(r, 'wall_seconds')} s"
 
 
+def _forgetting_summary(r: dict) -> str:
+    arms = r.get("arms", {})
+    return "; ".join(f"{name}: wrongful forgets {_get(a, 'wrongful_forgets_per_month')}/month, recall@10 of asked "
+                     f"{_get(a, 'recall_at_10_of_asked')}, store {_get(a, 'store_size_end')} at the end "
+                     f"(mean {_get(a, 'store_size_mean')})" for name, a in arms.items()) + \
+        f"; ratio {_get(r, 'wrongful_forgets_ratio')}"
+
+
 def _flat(r: dict, limit: int = 8) -> str:
     """The first few scalar figures of a result we have no special summary for."""
     items = [(k, v) for k, v in r.items() if isinstance(v, (int, float, str)) and k not in ("machine", "date")]
@@ -193,6 +201,8 @@ BENCHES = (
     Bench("graph", ["bench/graph.py"], "pan and zoom frame p95 ≤ 33 ms at 2,000 nodes", _graph_summary,
           lambda r: _all(_at_most(_get(r, "frame_ms", "pan", "p95"), 33.0),
                          _at_most(_get(r, "frame_ms", "zoom", "p95"), 33.0))),
+    Bench("forgetting", ["bench/forgetting.py", "--json"], "learned: wrongful forgets ≤ ½ of fixed, store no larger",
+          _forgetting_summary, lambda r: r.get("passed")),
     Bench("startup", ["bench/startup.py"], "window within 2 s", _startup_summary,
           lambda r: _all(_at_most(_get(r, "engram_first_start", "median_s"), 2.0),
                          _at_most(_get(r, "engram_with_model_chosen", "median_s"), 2.0))),

@@ -86,6 +86,17 @@ def test_a_restore_moves_the_boundary_towards_keeping_items_like_it():
     assert (silenced.kept_signals, silenced.forgot_signals) == (1, 1)
 
 
+def test_a_burst_of_restores_moves_each_weight_a_bounded_amount():
+    """AdaGrad: one signal moves a weight by at most η, n agreeing signals by about η·√n (a shared step let a
+    week's restores swing the bias by several units)."""
+    weights = learned.defaults(SETTINGS)
+    for _ in range(30):
+        weights = learned.step(weights, (0.4, 0.05, 0.1), True, SETTINGS)
+    shift = weights.vector() - learned.defaults(SETTINGS).vector()
+    assert np.all(np.abs(shift) <= 2 * learned.LEARNING_RATE * np.sqrt(30))  # Σ 1/√k ≤ 2√n
+    assert np.all(shift[[0, 1, 3]] > 0)
+
+
 def test_the_size_step_leans_towards_forgetting_a_bounded_amount_and_only_after_a_signal():
     store = np.random.default_rng(0).uniform(0, 1, size=(500, 3))
     start = learned.defaults(SETTINGS)
@@ -126,7 +137,9 @@ def test_reset_returns_to_the_defaults(db):
                                  '{"alpha": NaN, "beta": 1, "gamma": 1, "bias": -1}',
                                  '{"alpha": 1, "beta": 1, "gamma": 1, "bias": -1, "kept_signals": "many"}',
                                  '{"alpha": 1, "beta": 1, "gamma": 1, "bias": -1, "kept_signals": -4}',
-                                 '{"alpha": 1, "beta": 1, "gamma": 1, "bias": -1, "forgot_signals": 1.5}'])
+                                 '{"alpha": 1, "beta": 1, "gamma": 1, "bias": -1, "forgot_signals": 1.5}',
+                                 '{"alpha": 1, "beta": 1, "gamma": 1, "bias": -1, "squared": [1, 2]}',
+                                 '{"alpha": 1, "beta": 1, "gamma": 1, "bias": -1, "squared": [1, 2, -3, 4]}'])
 def test_a_damaged_record_starts_over(db, clock, raw):
     db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (learned.META_KEY, raw))
     assert learned.load(db, SETTINGS) == learned.defaults(SETTINGS)
@@ -144,17 +157,22 @@ def test_a_record_out_of_bounds_is_clipped_into_them(db):
 
 
 # -- wiring in forget ----------------------------------------------------------------------------------------
-def test_an_undo_teaches_keep_things_like_this(db, clock):
+def test_an_undo_teaches_keep_things_like_this_at_the_next_pass(db, clock):
     fact = faded_facts(db, clock, 1)[0]
     forget.forgetting_pass(db, SETTINGS)
     event = events_by_item(db)[fact]
     terms = db.query_one("SELECT recency, relevance, importance FROM forgetting_events WHERE id = ?", (event.id,))
     before = learned.load(db, SETTINGS)
-    forget.undo(db, event.id, SETTINGS)
+    forget.undo(db, event.id)
+    assert get_memory(db, fact).access_count == 1  # a restore is a use
+    assert learned.load(db, SETTINGS) == before  # learnt at the next pass, with that pass's relevance
+    forget.forgetting_pass(db, SETTINGS)
     after = learned.load(db, SETTINGS)
     assert after.kept_signals == 1 and after.forgot_signals == 0
     terms = (terms["recency"], terms["relevance"], terms["importance"])
     assert retention(after, terms) > retention(before, terms)
+    forget.forgetting_pass(db, SETTINGS)
+    assert learned.load(db, SETTINGS).kept_signals == 1  # each restore counts once
 
 
 def test_silence_before_any_restore_teaches_nothing_and_after_one_it_does(db, clock):
@@ -164,10 +182,11 @@ def test_silence_before_any_restore_teaches_nothing_and_after_one_it_does(db, cl
     forget.forgetting_pass(db, SETTINGS)  # the user never looked: silence says nothing
     assert learned.load(db, SETTINGS) == learned.defaults(SETTINGS)
 
-    forget.undo(db, events_by_item(db)[first[0]].id, SETTINGS)
-    restored = learned.load(db, SETTINGS)
+    forget.undo(db, events_by_item(db)[first[0]].id)
     faded_facts(db, clock, 3)
     second = forget.forgetting_pass(db, SETTINGS).events  # the new facts, and the restored one faded again
+    restored = learned.load(db, SETTINGS)
+    assert (restored.kept_signals, restored.forgot_signals) == (1, 0)  # the old silences stay uncounted
     clock.advance(days=learned.SILENCE_DAYS + 1)
     forget.forgetting_pass(db, SETTINGS)
     weights = learned.load(db, SETTINGS)
@@ -185,14 +204,15 @@ def test_a_restore_after_the_silence_window_still_teaches(db, clock):
     forget.forgetting_pass(db, SETTINGS)
     clock.advance(days=30)
     forget.forgetting_pass(db, SETTINGS)
-    forget.undo(db, events_by_item(db)[fact].id, SETTINGS)
+    forget.undo(db, events_by_item(db)[fact].id)
+    forget.forgetting_pass(db, SETTINGS)
     assert learned.load(db, SETTINGS).kept_signals == 1
 
 
 def test_learning_off_changes_nothing(db, clock):
     facts = faded_facts(db, clock, 3)
     forget.forgetting_pass(db, OFF)
-    forget.undo(db, events_by_item(db)[facts[0]].id, OFF)
+    forget.undo(db, events_by_item(db)[facts[0]].id)
     clock.advance(days=learned.SILENCE_DAYS + 1)
     forget.forgetting_pass(db, OFF)
     assert stored(db) is None
@@ -272,3 +292,38 @@ def test_an_undo_from_the_command_line_follows_the_users_learning_setting(tmp_pa
     db = open_db(home / "engram.db")
     assert stored(db) is None
     db.close()
+
+
+# -- relevance: what the user asked back counts as what they care about (core.memory.relevance) --------------
+def test_items_like_a_restored_one_become_relevant_and_it_is_not_relevant_to_itself(db, clock, embedder):
+    from core.memory import relevance as rel
+    from core.memory.index import index_episodes
+    family = [add_episode(db, text) for text in ("My sister Ana adopted a grey kitten.",
+                                                 "My sister Ana is learning to play the violin.",
+                                                 "My sister Ana moved into a flat near the river.")]
+    errands = [add_episode(db, text) for text in ("The dry cleaning has to be picked up on Friday.",
+                                                  "The electricity bill is overdue by a few days.",
+                                                  "The library books must go back this weekend.")]
+    index_episodes(db, embedder, family + errands)
+    clock.advance(days=60)
+    learned.save(db, FORGET_ALL)
+    forget.forgetting_pass(db, SETTINGS)
+    learned.reset(db)
+    ids = np.array(family + errands)
+
+    def relevance(leave_out=None):
+        ctx = rel.context(db, SETTINGS, db.now())
+        cosine = ctx.grouped(rel.cosines(db, "episode", ids, ctx.points(leave_out)))
+        return dict(zip(ids.tolist(), rel.relevance(cosine, rel.reference(cosine)))), ctx
+
+    before, _ = relevance()
+    forget.undo(db, events_by_item_type(db, "episode")[family[0]].id)
+    after, ctx = relevance()
+    assert len(ctx.restored) == 1 and len(ctx.points()) == 2
+    assert min(after[e] for e in family[1:]) > max(after[x] for x in errands)  # the same person, not errands
+    assert all(after[e] > before[e] for e in family[1:])
+    assert len(ctx.points(leave_out=("episode", family[0]))) == 1  # the restored item is not near itself
+
+
+def events_by_item_type(db, kind: str) -> dict[int, forget.ForgettingEvent]:
+    return {e.item_id: e for e in forget.list_events(db) if e.item_type == kind}

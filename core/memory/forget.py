@@ -6,8 +6,9 @@ Retention of an item (a memory or an episode) is a probability (`retention_proba
 
 - recency = 2^(−days since last use / half-life), last use = last access or creation; the half-life is
   recency_half_life_days for a conversation turn and fact_half_life_factor times that for a fact;
-- relevance = how much closer than the median item the item's vector is to the centroid of the newest
-  `context_episodes` episodes (what the user talks about lately), in [0, 1];
+- relevance = how much closer than the median item the item is to what the user cares about lately: the
+  centroid of the newest `context_episodes` episodes, or the nearest item the user restored (core.memory.relevance),
+  in [0, 1];
 - importance = core.memory.importance: PageRank share + log(1 + access count) + evidence for a hypothesis
   (for a memory, the larger of its stored importance and today's earned score) + freshness.
 
@@ -27,7 +28,7 @@ summary that holds forgotten episodes. The API (helper D2's timeline panel and t
   facts drawn from them and a short excerpt of what the user said (core.memory.compaction). Every forgetting writes a
   forgetting_events row with its retention and reason.
 - `undo(db, event_id)`: restores the item (until it is purged); the undo counts as a use, so the next pass
-  does not take it straight back.
+  does not take it straight back, and the next pass learns from it (`learn_from_signals`, core.memory.learned).
 - `list_events(db)`: the log, newest first.
 
 B1's bench/turn.py times `forgetting_pass` (and core.memory.consolidate.consolidation_pass) at 100k memories.
@@ -35,7 +36,7 @@ B1's bench/turn.py times `forgetting_pass` (and core.memory.consolidate.consolid
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -43,15 +44,15 @@ import numpy as np
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
 from core.memory import compaction, learned
+from core.memory import relevance as rel
 from core.memory import importance as imp
 from core.memory.index import repair_missing_vectors
 from core.protocols import Embedder
-from core.store import history, vectors
+from core.store import history
 from core.store.db import Database
 from core.store.memories import get_memory, snapshot
 
 SECONDS_PER_DAY = 86400.0
-VECTOR_CHUNK = 5000
 
 
 @dataclass(frozen=True)
@@ -82,6 +83,7 @@ class ScoreTable:
     relevance: np.ndarray
     importance: np.ndarray
     retention: np.ndarray
+    reference: np.ndarray | None = None  # sorted cosines to each reference point: what relevance is measured by
 
     def row(self, n: int) -> Scored:
         return Scored(self.item_type, int(self.ids[n]), float(self.recency[n]), float(self.relevance[n]),
@@ -140,46 +142,6 @@ def retention_probability(recency: np.ndarray | float, relevance: np.ndarray | f
     return 1.0 / (1.0 + np.exp(-(logit + f.bias)))
 
 
-def context_centroid(db: Database, settings: Settings) -> np.ndarray | None:
-    """The 'recent context': the normalised mean vector of the newest episodes."""
-    ids = [r[0] for r in db.execute("SELECT id FROM episodes WHERE deleted_at IS NULL ORDER BY created_at DESC, "
-                                    "id DESC LIMIT ?", (int(settings.forgetting.context_episodes),))]
-    found = vectors.get_vectors(db, "episode", ids)
-    if not found:
-        return None
-    mean = np.mean(np.stack(list(found.values())), axis=0)
-    norm = float(np.linalg.norm(mean))
-    return mean / norm if norm > 0 else None
-
-
-def relevance_to(db: Database, table: str, ids: np.ndarray, centroid: np.ndarray | None) -> np.ndarray:
-    """How much closer than usual each item is to the recent context: cosine to the centroid rescaled so the
-    median item scores 0 and an identical one 1 (turns share a template, so raw cosines are all high)."""
-    cosine = _cosines(db, table, ids, centroid)
-    known = cosine[~np.isnan(cosine)]
-    if known.size == 0:
-        return np.zeros(len(ids))
-    baseline = float(np.median(known))
-    scaled = (np.nan_to_num(cosine, nan=baseline) - baseline) / max(1.0 - baseline, 1e-6)
-    return np.clip(scaled, 0.0, 1.0)
-
-
-def _cosines(db: Database, table: str, ids: np.ndarray, centroid: np.ndarray | None) -> np.ndarray:
-    """Cosine of each item's vector with the centroid; NaN for an item without a vector."""
-    out = np.full(len(ids), np.nan)
-    if centroid is None or len(ids) == 0:
-        return out
-    position = {int(i): n for n, i in enumerate(ids)}
-    for start in range(0, len(ids), VECTOR_CHUNK):
-        found = vectors.get_vectors(db, table, [int(i) for i in ids[start:start + VECTOR_CHUNK]])  # type: ignore
-        if not found:
-            continue
-        matrix = np.stack(list(found.values()))
-        cosine = matrix @ centroid / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)
-        out[[position[i] for i in found]] = cosine
-    return out
-
-
 def _eligible_memories(db: Database, cutoff: float) -> np.ndarray:
     rows = db.execute(
         "SELECT id, coalesce(last_access, created_at), access_count, created_at, importance FROM active_memories "
@@ -201,9 +163,13 @@ def score_store(db: Database, settings: Settings, *, now: float | None = None) -
     """Retention of every item that may be forgotten, as {'memory': table, 'episode': table}, with the weights
     learnt from the user's signals (core.memory.learned) when learning is on."""
     now = db.now() if now is None else now
+    return _score(db, settings, now, rel.context(db, settings, now))
+
+
+def _score(db: Database, settings: Settings, now: float, ctx: rel.Context) -> dict[str, ScoreTable]:
     settings = learned.effective(db, settings)
     cutoff = now - settings.forgetting.min_age_days * SECONDS_PER_DAY
-    centroid = context_centroid(db, settings)
+    points = ctx.points()
     tables = {}
     for kind, rows, evidence in (("memory", _eligible_memories(db, cutoff), imp.memory_evidence(db)),
                                  ("episode", _eligible_episodes(db, cutoff), imp.episode_evidence(db))):
@@ -214,9 +180,11 @@ def score_store(db: Database, settings: Settings, *, now: float | None = None) -
         fresh = imp.freshness((now - rows[:, 3]) / SECONDS_PER_DAY, settings)
         importance = np.minimum(1.0, np.maximum(earned, rows[:, 4]) + fresh)
         recency = recency_score(since_use, half_life(kind, settings))
-        relevance = relevance_to(db, kind, ids, centroid)
+        cosine = ctx.grouped(rel.cosines(db, kind, ids, points)) if points is not None else np.empty((len(ids), 0))
+        reference = rel.reference(cosine)
+        relevance = rel.relevance(cosine, reference)
         tables[kind] = ScoreTable(kind, ids, since_use, recency, relevance, importance,
-                                  retention_probability(recency, relevance, importance, settings))
+                                  retention_probability(recency, relevance, importance, settings), reference)
     return tables
 
 
@@ -258,8 +226,10 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
     """Forget everything below the threshold now: archive facts, compact episodes into summaries."""
     started = _time.perf_counter()
     now = db.now() if now is None else now
-    learn_from_silence(db, settings, now)
-    tables = score_store(db, settings, now=now)
+    ctx = rel.context(db, settings, now)
+    tables = _score(db, settings, now, ctx)
+    if learn_from_signals(db, settings, now, tables, ctx):  # this pass already forgets with what was learnt
+        tables = _rescored(tables, learned.effective(db, settings))
     _penalise_size(db, settings, tables)
     limit = threshold(settings)
     doomed_memories = tables["memory"].below(limit)
@@ -272,6 +242,11 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
     return PassResult(tuple(s.item_id for s in doomed_memories), tuple(s.item_id for s in doomed_episodes),
                       tuple(summaries), tuple(events + compact_events),
                       sum(len(t.ids) for t in tables.values()), _time.perf_counter() - started)
+
+
+def _rescored(tables: dict[str, ScoreTable], settings: Settings) -> dict[str, ScoreTable]:
+    return {kind: replace(t, retention=retention_probability(t.recency, t.relevance, t.importance, settings))
+            for kind, t in tables.items()}
 
 
 def _penalise_size(db: Database, settings: Settings, tables: dict[str, ScoreTable]) -> None:
@@ -324,23 +299,46 @@ def _log(db: Database, item_type: str, item_id: int, action: str, scored: Scored
     return int(db.conn.last_insert_rowid())
 
 
-def learn_from_silence(db: Database, settings: Settings, now: float) -> int:
-    """Forgettings the user left alone for learned.SILENCE_DAYS were right: each is a (weak) 'forget' signal."""
+def learn_from_signals(db: Database, settings: Settings, now: float, tables: dict[str, ScoreTable],
+                       ctx: rel.Context) -> int:
+    """What the user did with forgetting since the last pass teaches the weights (core.memory.learned): each
+    restore says 'keep things like this'; a forgetting left alone for learned.SILENCE_DAYS says it was right
+    (weakly, and only once the user has restored something: before that, silence says nothing about them).
+    An item is learnt from with the recency and importance it was forgotten with, and its relevance now: how
+    close it is to the conversation and to the other things the user asked back, which is what the signal is
+    about. A restore counts even after its silence did (the restore outweighs it)."""
     if not settings.forgetting.learn:
         return 0
-    rows = db.query("SELECT id, recency, relevance, importance FROM forgetting_events WHERE restored_at IS NULL "
-                    "AND learned_at IS NULL AND recency IS NOT NULL AND at <= ? ORDER BY id",
+    rows = db.query("SELECT id, item_type, item_id, recency, relevance, importance, restored_at FROM forgetting_events "
+                    "WHERE recency IS NOT NULL AND learned_at IS NULL AND (restored_at IS NOT NULL OR at <= ?) "
+                    "ORDER BY id",
                     (now - learned.SILENCE_DAYS * SECONDS_PER_DAY,))
     if not rows:
         return 0
     weights = learned.load(db, settings)
-    engaged = weights.kept_signals > 0  # before the user's first restore, silence says nothing about them
-    for row in rows if engaged else ():
-        weights = learned.step(weights, (row["recency"], row["relevance"], row["importance"]), False, settings)
+    engaged = weights.kept_signals > 0 or any(r["restored_at"] is not None for r in rows)
+    for row in rows:
+        kept = row["restored_at"] is not None
+        if kept or engaged:
+            terms = (row["recency"], _relevance_now(db, row, tables, ctx), row["importance"])
+            weights = learned.step(weights, terms, kept, settings)
     with db.transaction():
         learned.save(db, weights)
         db.conn.executemany("UPDATE forgetting_events SET learned_at = ? WHERE id = ?", [(now, r["id"]) for r in rows])
     return len(rows)
+
+
+def _relevance_now(db: Database, row: dict, tables: dict[str, ScoreTable], ctx: rel.Context) -> float:
+    """The item's relevance against this pass's reference points, leaving itself out of the restores."""
+    kind, item = row["item_type"], int(row["item_id"])
+    table = tables.get(kind)
+    points = ctx.points(leave_out=(kind, item))
+    if table is None or table.reference is None or points is None:
+        return float(row["relevance"])
+    cosine = ctx.grouped(rel.cosines(db, kind, np.array([item]), points))
+    if np.isnan(cosine).any():
+        return float(row["relevance"])
+    return float(rel.relevance(cosine, table.reference[:, :cosine.shape[1]])[0])
 
 
 def list_events(db: Database, *, limit: int = 200, include_restored: bool = True) -> list[ForgettingEvent]:
@@ -356,9 +354,9 @@ def get_event(db: Database, event_id: int) -> ForgettingEvent:
     return _event(row)
 
 
-def undo(db: Database, event_id: int, settings: Settings | None = None) -> ForgettingEvent:
+def undo(db: Database, event_id: int) -> ForgettingEvent:
     """Bring the item back (its summary stays); refused once the item was purged or already restored. The undo
-    is a signal the retention weights learn from (core.memory.learned)."""
+    counts as a use, and is a signal the retention weights learn from at the next pass (learn_from_signals)."""
     event = get_event(db, event_id)
     if event.restored_at is not None:
         raise InvalidInput(f"forgetting event {event.id} was already undone")
@@ -371,27 +369,14 @@ def undo(db: Database, event_id: int, settings: Settings | None = None) -> Forge
         if row["forgotten_at"] is not None:
             before = get_memory(db, event.item_id) if event.item_type == "memory" else None
             # the undo counts as a use, so the next pass does not forget it again straight away
-            db.execute(f"UPDATE {table} SET forgotten_at = NULL, last_access = ? WHERE id = ?", (now, event.item_id))
+            db.execute(f"UPDATE {table} SET forgotten_at = NULL, last_access = ?, access_count = access_count + 1 "
+                       "WHERE id = ?", (now, event.item_id))
             if before is not None:
                 history.record(db, before.id, "restore", snapshot(before), snapshot(get_memory(db, before.id)),
                                f"undo of forgetting event {event.id}", at=now)
-        db.execute("UPDATE forgetting_events SET restored_at = ? WHERE id = ?", (now, event.id))
-        _learn_from_restore(db, event.id, settings or Settings(), now)
+        # a new signal, even if its silence was counted already (learned_at: the next pass learns from it)
+        db.execute("UPDATE forgetting_events SET restored_at = ?, learned_at = NULL WHERE id = ?", (now, event.id))
     return get_event(db, event.id)
-
-
-def _learn_from_restore(db: Database, event_id: int, settings: Settings, now: float) -> None:
-    """The user asked for a forgotten item back: 'keep things like this', learnt from the terms the event
-    recorded (an event written before they were recorded has none). It counts even when the silence window
-    had passed (a restore outweighs the silence, and before the first restore silence was not counted at all);
-    an event is restored once, so it teaches once."""
-    row = db.query_one("SELECT recency, relevance, importance FROM forgetting_events WHERE id = ?", (event_id,))
-    if not settings.forgetting.learn or row is None or row["recency"] is None:
-        return
-    weights = learned.step(learned.load(db, settings), (row["recency"], row["relevance"], row["importance"]), True,
-                           settings)
-    learned.save(db, weights)
-    db.execute("UPDATE forgetting_events SET learned_at = ? WHERE id = ?", (now, event_id))
 
 
 def _event(row: dict) -> ForgettingEvent:

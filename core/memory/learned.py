@@ -7,12 +7,18 @@ below τ; so the simplest learner that fits is a regularised logistic regression
 step per signal on the log-loss of "kept" at the boundary logit(τ) (silence weighted SILENCE_WEIGHT, and counted
 only once the user has restored something: a user who never looks at forgetting keeps the documented defaults):
 
-    w ← w + η·[(y − σ(w·x − logit τ))·x − λ·(w − w₀)],   then clipped to BOUNDS,
+    g = (y − σ(w·x − logit τ))·x − λ·(w − w₀);   G ← G + g²;   w ← w + η·g / (√G + ε),   then clipped to BOUNDS,
 
-where λ pulls towards the defaults w₀ (few signals barely move anything), and at every forgetting pass a store-size
+a per-weight step (AdaGrad): the terms of a forgotten item differ in scale (its relevance is often ~0.1, the
+bias's input is 1), so one shared step let the bias swing with every burst of restores or silences (bench/
+forgetting.py: the bias went from −1 to −4 and back, forgetting half the store in a night) while β hardly
+moved; with AdaGrad each weight moves by at most η per signal and by ~η·√n over n signals that agree.
+λ pulls towards the defaults w₀ (few signals barely move anything), and at every forgetting pass a store-size
 term, the gradient of μ·mean(P) over the store (with the same pull), leans towards forgetting, as the seed's reward
 penalises memory size. Until the first signal the weights are exactly the defaults; after it, the size term alone
-moves them at most μ/4λ from where the signals put them.
+moves them at most μ/4λ from where the signals put them. The signals are taken at each pass
+(core.memory.forget.learn_from_signals), with the recency and importance the item was forgotten with and its
+relevance at that pass.
 No policy gradient: there is no episode return to estimate, only a label per item, and a logistic update is
 stable with a handful of signals. τ itself stays the user's strength dial: it and the bias move the same
 boundary, so learning both would be unidentifiable. Pinned, protected, permanent and critical memories are never
@@ -33,7 +39,8 @@ from core.store.db import Database
 META_KEY = "learned_retention"
 NAMES = ("alpha", "beta", "gamma", "bias")
 BOUNDS = {"alpha": (0.5, 8.0), "beta": (0.0, 8.0), "gamma": (0.5, 10.0), "bias": (-8.0, 0.0)}
-LEARNING_RATE = 0.5
+LEARNING_RATE = 0.25  # η: the most one signal moves a weight (AdaGrad)
+ADAGRAD_EPSILON = 0.05  # keeps a weight whose signals carried almost nothing (a term near 0) from jumping
 PULL_TO_DEFAULTS = 0.02  # λ
 SIZE_PENALTY = 0.01  # μ: with λ it bounds how far the size term alone moves the weights (μ/4λ in the bias)
 SILENCE_DAYS = 14.0  # a forgotten item not asked back for this long was rightly forgotten
@@ -48,6 +55,7 @@ class LearnedRetention:
     bias: float
     kept_signals: int = 0  # restores
     forgot_signals: int = 0  # forgettings left alone
+    squared: tuple[float, ...] = (0.0, 0.0, 0.0, 0.0)  # AdaGrad: each weight's sum of squared signal gradients
 
     @property
     def signals(self) -> int:
@@ -78,9 +86,14 @@ def _parsed(record: object) -> LearnedRetention:
         raise ValueError("learned weights must be a JSON object")
     weights = {name: record[name] for name in NAMES if _is_number(record.get(name))}
     counts = {name: record.get(name, 0) for name in ("kept_signals", "forgot_signals")}
+    squared = record.get("squared", [0.0] * len(NAMES))  # a record from before AdaGrad has none
     if len(weights) != len(NAMES) or not all(type(c) is int and c >= 0 for c in counts.values()):
         raise ValueError("learned weights record is incomplete")
-    return _clipped(LearnedRetention(**{k: float(v) for k, v in weights.items()}, **counts))
+    if not (isinstance(squared, list) and len(squared) == len(NAMES)
+            and all(_is_number(v) and 0 <= v < math.inf for v in squared)):
+        raise ValueError("learned weights record has a damaged step history")
+    return _clipped(LearnedRetention(**{k: float(v) for k, v in weights.items()}, **counts,
+                                     squared=tuple(float(v) for v in squared)))
 
 
 def _is_number(value: object) -> bool:
@@ -130,10 +143,11 @@ def step(learned: LearnedRetention, terms: Sequence[float], kept: bool, settings
     w = learned.vector()
     p = _sigmoid(float(w @ x) - _logit(_threshold(settings)))
     weight = 1.0 if kept else SILENCE_WEIGHT
-    w = w + LEARNING_RATE * (weight * ((1.0 if kept else 0.0) - p) * x
-                             - PULL_TO_DEFAULTS * (w - defaults(settings).vector()))
+    gradient = weight * ((1.0 if kept else 0.0) - p) * x - PULL_TO_DEFAULTS * (w - defaults(settings).vector())
+    squared = np.array(learned.squared) + gradient ** 2
+    w = w + LEARNING_RATE * gradient / (np.sqrt(squared) + ADAGRAD_EPSILON)
     counts = {"kept_signals": learned.kept_signals + int(kept), "forgot_signals": learned.forgot_signals + int(not kept)}
-    return _clipped(LearnedRetention(*w.tolist(), **counts))
+    return _clipped(LearnedRetention(*w.tolist(), **counts, squared=tuple(squared.tolist())))
 
 
 def size_step(learned: LearnedRetention, terms: np.ndarray, settings: Settings) -> LearnedRetention:
