@@ -234,8 +234,8 @@ def main(argv: list[str] | None = None) -> int:
 def _save(result: dict[str, Any]) -> None:
     """Keep earlier runs of other models (a long run of a larger model is not repeated every time)."""
     saved = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
-    runs = {**saved.get("runs", {}), **{name: {**r, "date": result["date"], "limit": result["limit"]}
-                                        for name, r in result["runs"].items()}}
+    runs = {**saved.get("runs", {}), **{name: {**r, "date": result["date"], "limit": result["limit"],
+                                               "commit": result["commit"]} for name, r in result["runs"].items()}}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({**result, "runs": runs}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
