@@ -135,3 +135,11 @@ def test_a_date_is_kept_only_when_the_user_said_it():
     quoted, _ = run([fact("The user likes tea.", "tea", when="yesterday")],
                     "I like tea.\n> Sent yesterday by Bob")  # a date in pasted text is not the user's
     assert quoted.facts[0].valid_from is None and len(quoted.dates_ignored) == 1
+
+
+def test_the_stored_statement_says_no_more_than_the_user_did():
+    padded = fact("The user likes tea and is a retired astronaut living on Mars.", "tea")
+    result, _ = run([padded], "I like tea.")
+    assert result.facts == [] and result.dropped_counts() == {"the statement says more than the user did": 1}
+    moved, _ = run([fact("The user lives in Denver.", "Denver", relation="lives_in")], "I moved to Denver.")
+    assert [f.statement for f in moved.facts] == ["The user lives in Denver."]  # a fair paraphrase stays

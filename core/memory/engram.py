@@ -114,6 +114,8 @@ def rejection(item: dict[str, Any], user_text: str, assistant_text: str, setting
         return "not confirmed by the user"
     if not _grounded(item, user_text, s):
         return "not in the user's words"
+    if lexical_support(item["statement"], [user_text]) < s.min_support:
+        return "the statement says more than the user did"  # what is stored and shown must be theirs too
     return ""
 
 

@@ -26,6 +26,7 @@ STOP_WORDS = frozenset(
     "i me my mine myself you your yours we our us they them their it its he him his she her hers who whom whose "
     "what which when where why how there here user users user's person someone people thing things "
     "prefers prefer preferred likes like seems seem tends tend usually often generally always sometimes "
+    "now currently since called named "
     # a few of French, German, Spanish so claims in those languages are not all 'content'
     "le la les un une des de du et est en au aux il elle ils je tu nous vous der die das ein eine und ist zu "
     "den dem des mit el los las y es lo que por para con".split())

@@ -18,6 +18,7 @@ import numpy as np
 
 from core.config import Settings
 from core.errors import InvalidInput
+from core.memory.critical import canonical_relation
 from core.memory.engram import Fact
 from core.memory.hebbian import touch
 from core.memory.index import index_memories
@@ -77,7 +78,7 @@ def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fac
 def related(db: Database, fact: Fact, vector: np.ndarray, target: Memory, settings: Settings) -> bool:
     """Is `target` about the same thing as the new fact: the same subject and relation, or a statement this close?"""
     same_subject = (target.subject or "").strip().lower() == fact.subject.strip().lower()
-    if same_subject and target.relation == fact.relation:
+    if same_subject and canonical_relation(target.relation or "") == canonical_relation(fact.relation):
         return True
     stored = vectors.get_vectors(db, "memory", [target.id]).get(target.id)
     if stored is None:
