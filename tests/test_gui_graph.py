@@ -183,3 +183,56 @@ def test_stronger_edges_are_drawn_wider(qtbot, window, window_db):
              if item.getData()[0] is not None and len(item.getData()[0])}
     assert drawn == {max(EDGE_WIDTHS): 1, min(EDGE_WIDTHS): 1}  # one line each: the strong one the widest
     assert sorted(panel.graph.scatter.data["size"]) == [8.0] * 4  # fresh memories, importance 0
+
+
+def _outline(panel, index):
+    pen = panel.graph.scatter.data["pen"][index]
+    return pen.widthF(), pen.color().name()
+
+
+def test_a_memory_is_selected_centred_and_highlighted_with_its_neighbours(qtbot, window, window_db):
+    cello = add_memory(window_db, "User plays the cello", subject="user", relation="plays", object="cello")
+    teacher = add_memory(window_db, "User's cello teacher is Ana")
+    far = add_memory(window_db, "User owns a red bicycle")
+    _edge(window_db, cello, teacher, 0.7)
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) >= 3 and not panel._busy, timeout=10000)
+    assert panel.select_memory(cello) is True
+    chosen, near = panel.highlighted()
+    keys = {panel.view.nodes[i].key for i in near}
+    assert panel.view.nodes[chosen].memory_id == cello and panel.selected.memory_id == cello
+    assert f"m{teacher}" in keys and f"m{far}" not in keys  # the Hebbian neighbour, not the unrelated memory
+    assert {panel.view.nodes[i].label for i in near} >= {"user", "cello"}  # and the triple's entities
+    assert _outline(panel, chosen)[0] == 3.0
+    assert all(_outline(panel, i)[0] == 2.0 for i in near)
+    plain = panel.view.index_of(f"m{far}")
+    assert _outline(panel, plain)[0] < 2.0
+    (x0, x1), (y0, y1) = panel.plot.getViewBox().viewRange()
+    x, y = panel.view.positions[chosen]
+    assert abs((x0 + x1) / 2 - x) < 0.05 * (x1 - x0) and abs((y0 + y1) / 2 - y) < 0.05 * (y1 - y0)  # centred
+    assert "cello" in panel.info.text() and panel.open_button.isEnabled()
+
+
+def test_a_memory_not_drawn_yet_is_selected_once_it_is(qtbot, window, window_db):
+    add_memory(window_db, "User plays the cello")
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 1 and not panel._busy, timeout=10000)
+    panel.timer.stop()
+    new = add_memory(window_db, "User practises on Sunday mornings")
+    with qtbot.waitSignal(panel.drawn, timeout=10000):
+        assert panel.select_memory(new) is False  # not in the picture yet: drawn, then selected
+    assert panel.selected.memory_id == new and panel.highlighted()[0] == panel.view.index_of(f"m{new}")
+    assert panel.select_memory(10_000) is False  # a memory that is not there selects nothing
+    qtbot.waitUntil(lambda: not panel._busy, timeout=10000)
+    assert panel.selected.memory_id == new
+
+
+def test_a_typed_search_centres_and_highlights_its_match(qtbot, window, window_db):
+    add_memory(window_db, "User plays the cello")
+    bike = add_memory(window_db, "User owns a red bicycle")
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 2 and not panel._busy, timeout=10000)
+    qtbot.keyClicks(panel.search, "bicycle")
+    with qtbot.waitSignal(panel.drawn, timeout=10000):
+        qtbot.keyClick(panel.search, Qt.Key_Return)
+    assert panel.selected.memory_id == bike and panel.highlighted()[0] == panel.view.index_of(f"m{bike}")

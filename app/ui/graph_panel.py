@@ -57,7 +57,9 @@ class GraphPanel(QWidget):
         self.view = GraphView()
         self.positions: dict[str, tuple[float, float]] = {}
         self.center: int | None = None
-        self.selected = None  # the GraphNode last clicked
+        self.selected = None  # the GraphNode last clicked or asked for: it and its neighbours are highlighted
+        self._wanted: int | None = None  # a memory to select once a drawing holds it
+        self._find_match = False  # a search was typed: select and centre its best match once drawn
         self._busy = False
         self._stale = False  # the store changed while the panel was hidden: redraw when it is shown
         self._layouts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-graph-layout")
@@ -71,7 +73,7 @@ class GraphPanel(QWidget):
     def _build(self) -> None:
         self.search = QLineEdit()
         self.search.setPlaceholderText("Show memories matching…")
-        self.search.returnPressed.connect(self.refresh)
+        self.search.returnPressed.connect(self._on_search)
         self.hops = QSpinBox()
         self.hops.setRange(1, 4)
         self.hops.setPrefix("hops ")
@@ -162,7 +164,48 @@ class GraphPanel(QWidget):
     def show_all(self) -> None:
         self.center = None
         self.search.clear()
+        self.plot.getViewBox().enableAutoRange()  # the whole graph in view again, not the last centred node
         self.refresh()
+
+    def _on_search(self) -> None:
+        self._find_match = bool(self.search.text().strip())
+        self.refresh()
+
+    def select_memory(self, memory_id: int) -> bool:
+        """Select a memory's node, centre the view on it and highlight it with its neighbours. A memory not in the
+        picture yet (just learned or edited) is selected when the next drawing holds it; False until then."""
+        index = self.view.index_of(f"m{memory_id}")
+        if index is None:
+            self._wanted = memory_id
+            self.refresh()
+            return False
+        self._wanted = None
+        self.select_node(self.view.nodes[index])
+        self._centre(index)
+        return True
+
+    def _centre(self, index: int) -> None:
+        x, y = (float(v) for v in self.view.positions[index])
+        box = self.plot.getViewBox()
+        (x0, x1), (y0, y1) = box.viewRange()
+        half_w, half_h = (x1 - x0) / 2, (y1 - y0) / 2
+        box.setRange(xRange=(x - half_w, x + half_w), yRange=(y - half_h, y + half_h), padding=0)
+
+    def highlighted(self) -> tuple[int | None, set[int]]:
+        """The selected node's index in the picture and its neighbours' indices."""
+        index = self.view.index_of(self.selected.key) if self.selected is not None else None
+        if index is None:
+            return None, set()
+        return index, {e.b if e.a == index else e.a for e in self.view.edges if index in (e.a, e.b)}
+
+    def _select_when_drawn(self) -> None:
+        """After a drawing: the memory asked for, or the best match of a typed search (the first memory node)."""
+        wanted, self._wanted = self._wanted, None
+        if self._find_match:
+            self._find_match = False
+            wanted = next((n.memory_id for n in self.view.nodes if n.memory_id is not None), wanted)
+        if wanted is not None and self.view.index_of(f"m{wanted}") is not None:
+            self.select_memory(wanted)
 
     def focus_search(self) -> None:
         self.search.setFocus()
@@ -180,9 +223,12 @@ class GraphPanel(QWidget):
             self.positions = {n.key: (float(x), float(y)) for n, (x, y) in zip(view.nodes, view.positions)}
         if view is not None or not self.view.nodes:  # an empty store still needs its empty-state text
             self._paint()
-        self.drawn.emit(len(self.view.nodes))
         if self._stale:
-            self.refresh()  # the store changed during that layout
+            self.drawn.emit(len(self.view.nodes))
+            self.refresh()  # the store changed during that layout; a wanted node may be in the next one
+            return
+        self._select_when_drawn()
+        self.drawn.emit(len(self.view.nodes))
 
     def _paint(self) -> None:
         view = self.view
@@ -198,8 +244,22 @@ class GraphPanel(QWidget):
         other = pg.mkBrush(200, 200, 200)
         # one brush object per kind: pyqtgraph renders each distinct (size, pen, brush) once, not once per node
         brushes = [shared.get(n.kind, other) for n in view.nodes]
-        self.graph.setData(pos=view.positions, size=node_sizes(view), symbolBrush=brushes, symbolPen=pg.mkPen(base),
+        self.graph.setData(pos=view.positions, size=node_sizes(view), symbolBrush=brushes, symbolPen=self._pens(base),
                            pxMode=True, data=np.arange(len(view.nodes)))
+
+    def _pens(self, base: QColor) -> list[Any]:
+        """Node outlines: the selected node's thick, its neighbours' in the highlight colour, the rest plain (one pen
+        object per kind of outline, as with brushes)."""
+        plain = pg.mkPen(base)
+        chosen, near = self.highlighted()
+        pens = [plain] * len(self.view.nodes)
+        if chosen is not None:
+            mark = palette().color(QPalette.Highlight)
+            neighbour = pg.mkPen(mark, width=2)
+            for index in near:
+                pens[index] = neighbour
+            pens[chosen] = pg.mkPen(palette().color(QPalette.Text), width=3)
+        return pens
 
     def _paint_edges(self, colour: QColor) -> None:
         view = self.view
@@ -224,6 +284,8 @@ class GraphPanel(QWidget):
         self.around_button.setEnabled(node.memory_id is not None)
         self.open_button.setEnabled(node.memory_id is not None)
         self.info.setText(f"{node.kind} · importance {node.importance:.2f} · {node.label}")
+        if self.view.nodes:
+            self._paint()  # the outlines: it and its neighbours highlighted
         self.node_clicked.emit(node)
 
     def shutdown(self) -> None:
