@@ -555,3 +555,22 @@ def test_the_note_reads_what_the_real_forgetting_job_reports(db, clock, embedder
     assert facts and turns  # the old store has both kinds to let go of
     assert job_note(job) == (f"Let go of {facts} unused memor{'y' if facts == 1 else 'ies'} and summarised {turns} "
                              f"old turn{'' if turns == 1 else 's'}; you can restore them in Memories.")
+
+
+def test_a_fact_that_conflicts_with_a_pinned_memory_leads_to_the_question(qtbot, window):
+    from core.store.memories import set_flag
+    pinned = on_db(window, lambda db: add_memory(db, "User lives in Lisbon", subject="user", relation="lives_in",
+                                                   object="Lisbon"))
+    on_db(window, lambda db: set_flag(db, pinned, "pinned", True))
+    window.services.structured_model = lambda: ScriptedStructuredModel({
+        "engram_facts": [{"facts": [_fact("user", "lives in", "Porto", "User lives in Porto")]}],
+        "usefulness_rating": [{"useful": []}],
+        "reconcile_decision": [{"decision": "contradiction", "target": 1, "reason": "moved"}]})
+    panel = window.show_panel("chat")
+    with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
+        _type_and_send(qtbot, panel, "I moved to Porto last week")
+    reply = panel.replies()[-1]
+    qtbot.waitUntil(lambda: reply.question_button.isVisibleTo(reply), timeout=10000)
+    assert reply.learned_rows() == [] and "pinned" in reply.learned_note.text()
+    qtbot.mouseClick(reply.question_button, Qt.LeftButton)
+    assert window.stack.currentWidget() is window.panels["hypotheses"]

@@ -36,6 +36,7 @@ class LearnNote:
     episode_id: Optional[int]
     facts: tuple[LearnedFact, ...] = ()
     problem: str = ""  # why nothing (or not everything) was learned, in the user's words
+    asked: str = ""  # a fact that contradicts a pinned or protected memory waits for the user's answer
 
 
 def learned_ids(report: Any) -> list[int]:
@@ -51,7 +52,10 @@ def learn_note(episode_id: Optional[int], report: Any, statements: Mapping[int, 
     problem = plain_problem(report.errors[0]) if report.errors and not facts else ""
     if report.errors and facts:
         problem = "Some of it could not be learned."
-    return LearnNote(episode_id, facts, problem)
+    asked = sum(1 for o in report.outcomes if o.decision == "asked")
+    question = ("This conflicts with a memory you pinned or protected: Engram asks which one is true now."
+                if asked else "")
+    return LearnNote(episode_id, facts, problem, question)
 
 
 PROBLEMS = (  # (words found in the technical message, what a person is told)

@@ -406,6 +406,7 @@ class ChatPanel(QWidget):
             message.rated.connect(lambda rating, m=message: self.rate(m, rating))
             message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
             message.regenerate_requested.connect(lambda m=message: self.regenerate(m))
+            message.question_opened.connect(lambda: self.window_.show_panel("hypotheses"))
         self.thread_view.add(message)
         self._offer_regenerate()
         return message

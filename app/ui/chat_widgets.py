@@ -169,6 +169,7 @@ class MessageWidget(QFrame):
     learned_undo = Signal(int, bool)  # a memory learned from this turn: True to trash it, False to restore it
     regenerate_requested = Signal()
     cancelled = Signal()  # a waiting message taken back before it was sent
+    question_opened = Signal()  # the question a conflicting fact raised, answered in Hypotheses
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
@@ -249,7 +250,13 @@ class MessageWidget(QFrame):
         self.learned_note = QLabel("")
         self.learned_note.setWordWrap(True)
         self.learned_note.setForegroundRole(QPalette.PlaceholderText)
+        self.question_button = QToolButton()
+        self.question_button.setText("Answer the question…")
+        self.question_button.setAutoRaise(True)
+        self.question_button.setStyleSheet("QToolButton { color: palette(link); }")
+        self.question_button.clicked.connect(self.question_opened)
         self.learned_list.addWidget(self.learned_note)
+        self.learned_list.addWidget(self.question_button)
         layout.addWidget(self.chips_box)
         layout.addWidget(self.learned_box)
         layout.addLayout(footer)
@@ -307,10 +314,12 @@ class MessageWidget(QFrame):
             row = LearnedRow(fact)
             row.opened.connect(self.memory_opened)
             row.undo_requested.connect(self.learned_undo)
-            self.learned_list.insertWidget(self.learned_list.count() - 1, row)
-        self.learned_note.setText(note.problem)
-        self.learned_note.setVisible(bool(note.problem))
-        self.learned_box.setVisible(bool(note.facts or note.problem))
+            self.learned_list.insertWidget(self.learned_list.count() - 2, row)
+        words = " ".join(filter(None, (note.problem, note.asked)))
+        self.learned_note.setText(words)
+        self.learned_note.setVisible(bool(words))
+        self.question_button.setVisible(bool(note.asked))
+        self.learned_box.setVisible(bool(note.facts or words))
 
     def learned_rows(self) -> list[LearnedRow]:
         widgets = (self.learned_list.itemAt(i).widget() for i in range(self.learned_list.count()))
