@@ -138,9 +138,9 @@ def test_a_store_bound_before_the_bit_layout_still_searches_its_float_vectors(db
 
 
 def test_the_scan_plan_grows_with_the_clusters():
-    """Small clusters: 12 probes of 160 rows; a million rows in 512 clusters: 16 probes of a sixth of each."""
+    """Small clusters: 12 probes of 160 rows; a million rows in 512 clusters: 16 probes of a tenth of each."""
     from core.store import vector_clusters as clusters
     assert clusters.probe_plan(512, 100_000) == (12, 160)
-    assert clusters.probe_plan(512, 1_000_000) == (16, 325)
+    assert clusters.probe_plan(512, 1_000_000) == (16, 195)
     assert clusters.probe_plan(512, 100_000_000) == (16, clusters.PER_PROBE_MAX)
     assert clusters.probe_plan(0, 0) == (12, 160)
