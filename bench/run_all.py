@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-HELPERS = {"__init__.py", "run_all.py", "synthetic.py", "embed_cache.py", "meta.py"}  # modules, not benchmarks
+# modules, not benchmarks
+HELPERS = {"__init__.py", "run_all.py", "synthetic.py", "embed_cache.py", "meta.py", "learning_gold.py"}
 
 
 @dataclass(frozen=True)
@@ -177,6 +178,17 @@ def _flat(r: dict, limit: int = 8) -> str:
     return ", ".join(f"{k} {v}" for k, v in items[:limit])
 
 
+def _learning_summary(r: dict) -> str:
+    """Each model's run (bench/learning.py merges them into one file): precision, recall, junk, reconciliation."""
+    def one(name: str, run: dict) -> str:
+        return (f"{name} ({run.get('statements')} statements, {run.get('gold_facts')} gold facts): "
+                f"{run.get('kept')} kept of what it proposed, {run.get('dropped')} dropped with a reason; precision "
+                f"{run.get('precision')}, recall {run.get('recall')}, junk rate {run.get('junk_rate')}, "
+                f"reconciliation accuracy {run.get('reconciliation_accuracy')}; {run.get('seconds_per_statement')} s "
+                f"a statement")
+    return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
+
+
 BENCHES = (
     Bench("recall-10k", ["bench/recall.py", "--n", "10000", "--json"], "none at 10k (p95 ≤ 10 ms is at 100k)",
           _recall_summary),
@@ -203,6 +215,9 @@ BENCHES = (
                          _at_most(_get(r, "frame_ms", "zoom", "p95"), 33.0))),
     Bench("forgetting", ["bench/forgetting.py", "--json"], "learned: wrongful forgets ≤ ½ of fixed, store no larger",
           _forgetting_summary, lambda r: r.get("passed")),
+    Bench("learning", ["bench/learning.py", "--model", "smollm2", "--limit", "12", "--save"],
+          "junk rate 0 for every model", _learning_summary,
+          lambda r: all(run.get("junk_rate") in (0, None) for run in r["runs"].values()) if r.get("runs") else None),
     Bench("startup", ["bench/startup.py"], "window within 2 s", _startup_summary,
           lambda r: _all(_at_most(_get(r, "engram_first_start", "median_s"), 2.0),
                          _at_most(_get(r, "engram_with_model_chosen", "median_s"), 2.0))),
