@@ -110,7 +110,7 @@ def test_an_unforeseen_failure_is_logged_without_the_users_text(folder, capsys, 
     def fail(*args, **kwargs):
         raise ValueError(f"cannot file {secret}")
     monkeypatch.delenv("ENGRAM_DEBUG", raising=False)
-    monkeypatch.setattr("core.memory.manage.MemoryManager.add", fail)
+    monkeypatch.setattr("core.memory.manage.MemoryManager.remember", fail)
     err = _one_line_failure(capsys, run_cli(["--data-dir", str(folder), "memory", "add", secret]))
     log = folder / "logs" / LOG_NAME
     assert f"the details are in {log}; run it again with --debug to see them here" in err
