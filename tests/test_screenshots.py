@@ -7,6 +7,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.__main__ import main  # noqa: E402
+from app.screenshots import FIRST_START  # noqa: E402
 from app.sample_data import build_sample_data  # noqa: E402
 from app.ui.main_window import PANELS, available_panels  # noqa: E402
 from core.errors import InvalidInput  # noqa: E402
@@ -49,14 +50,17 @@ def test_sample_folder_holds_a_realistic_store(sample):
 def test_screenshots_writes_one_png_per_panel(qtbot, sample, tmp_path, capsys):
     folder, _ = sample
     out = tmp_path / "shots"
+    settings = (folder / "settings.json").read_text(encoding="utf-8")
     assert main(["--screenshots", str(out), "--data-dir", str(folder)]) == 0
     files = sorted(out.glob("*.png"))
     assert len(available_panels()) == len(PANELS) == 8
-    assert sorted(p.stem for p in files) == sorted(spec.key for spec in PANELS)
+    assert sorted(p.stem for p in files) == sorted([spec.key for spec in PANELS] + [FIRST_START])
     for path in files:
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
-    assert capsys.readouterr().out.split() == [str(out / f"{spec.key}.png") for spec in PANELS]
+    assert capsys.readouterr().out.split() == [str(out / f"{key}.png") for key in
+                                               [spec.key for spec in PANELS] + [FIRST_START]]
+    assert (folder / "settings.json").read_text(encoding="utf-8") == settings  # the picture marks nothing as seen
 
 
 @pytest.mark.slow
@@ -66,5 +70,5 @@ def test_without_a_data_folder_a_throwaway_sample_is_built_and_removed(qtbot, tm
     real = screenshots._sample_folder
     monkeypatch.setattr(screenshots, "_sample_folder", lambda e: made.append(real(e)) or made[-1])
     files = screenshots.take_screenshots(tmp_path / "shots", embedder=embedder)
-    assert len(files) == len(PANELS) and all(f.stat().st_size > 10_000 for f in files)
+    assert len(files) == len(PANELS) + 1 and all(f.stat().st_size > 10_000 for f in files)
     assert made and not made[0].parent.exists()

@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QWidget)
@@ -54,6 +54,7 @@ class MainWindow(QMainWindow):
     memories_changed = Signal()  # a turn or an edit changed the store: panels that show memories redraw
     settings_changed = Signal(object)  # the Settings now in force (a save here, or settings.json changed outside)
     background: Any = None  # app/ui/background_jobs.BackgroundJobs, started by launch()
+    onboarding: Any = None  # app/ui/onboarding.Onboarding, on a first start
 
     def __init__(self, services: Any, runner: TaskRunner | None = None) -> None:
         super().__init__()
@@ -169,6 +170,20 @@ class MainWindow(QMainWindow):
         if self.close():
             self.exit_application()
 
+    def show_onboarding(self) -> Any:
+        """The first-start screen beside the window; dismissing it is remembered, so it is shown once."""
+        from app.ui.onboarding import Onboarding, mark_onboarding_seen, recommendation
+        dialog = Onboarding(self.services.db_path, lambda: self.show_panel("models"), self)
+        dialog.finished.connect(lambda _result: mark_onboarding_seen(self.services.data_dir))
+        self.runner.submit("io", recommendation, on_done=dialog.show_recommendation, on_error=lambda _exc: None)
+        self.onboarding = dialog
+        dialog.show()  # not modal: the window behind it stays usable
+        return dialog
+
+    def _first_start_screen(self) -> None:
+        if self.isVisible():  # a window closed (or never shown) before the event loop ran has no one to greet
+            self.show_onboarding()
+
     def set_status(self, text: str) -> None:
         self.status.setText(text)
 
@@ -204,8 +219,11 @@ def launch(argv: list[str] | None = None) -> int:
 
 def open_main_window(services: Any) -> MainWindow:
     """The window on its first panel: Chat, or on a first start (no model chosen) Models, which offers the model
-    recommended for this Mac."""
+    recommended for this Mac; the first-start screen over it until it has been dismissed once."""
+    from app.ui.onboarding import onboarding_seen
     window = MainWindow(services)
     if not services.settings.chat_model:
         window.show_panel("models")
+    if not onboarding_seen(services.data_dir):
+        QTimer.singleShot(0, window, window._first_start_screen)  # once the window is on screen, over it
     return window

@@ -1,0 +1,104 @@
+"""The first-start screen: what Engram keeps, where (one file on this machine), how to see or wipe it, and the model
+recommended for this machine with its size and fit. Shown once: dismissing it is remembered in settings.json.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
+
+from app.platform import this_machine
+from core.config import SETTINGS_FILENAME, update_settings
+
+SEEN_KEY = "onboarding_seen"  # an app-level key: update_settings keeps keys the Settings dataclass does not know
+FIT_WORDS = {"fits": "fits comfortably", "tight": "fits, but tightly", "won't fit": "is too big"}
+
+
+def onboarding_seen(data_dir: Path) -> bool:
+    """Whether the first-start screen was dismissed before (a missing or damaged file: not yet)."""
+    try:
+        data = json.loads((Path(data_dir) / SETTINGS_FILENAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get(SEEN_KEY) is True
+
+
+def mark_onboarding_seen(data_dir: Path) -> None:
+    update_settings(Path(data_dir), {SEEN_KEY: True})  # the one key, merged into the file as it is now
+
+
+def human_size(count: float) -> str:
+    return f"{count / 1024 ** 3:.1f} GB" if count >= 1024 ** 3 else f"{count / 1024 ** 2:.0f} MB"
+
+
+def keeps_text(db_path: Path, machine: str) -> str:
+    return (f"<p><b>What Engram keeps.</b> Your conversations, the memories it learns from them (facts about you, "
+            f"your preferences, what happened) and the guesses it is still checking.</p>"
+            f"<p><b>Where.</b> In one file on {machine}:<br><code>{_escape(str(db_path))}</code><br>"
+            f"The model runs on {machine} too: your conversations are not sent anywhere.</p>"
+            f"<p><b>How to see or wipe it.</b> Memories lists everything Engram believes about you: open any memory "
+            f"to see where it came from, edit it, or delete it (Delete key). To wipe everything, quit Engram and "
+            f"delete that file.</p>")
+
+
+def model_text(info: Any, total_ram: int, machine: str) -> str:
+    """The recommended model in a sentence: its name, download size and fit against this machine's memory."""
+    from models.registry import fit
+    fits = FIT_WORDS.get(fit(info.ram_bytes, total_ram), "may fit")
+    memory = f" ({human_size(total_ram)} of memory)" if total_ram > 0 else ""
+    return (f"<p><b>A model to chat with.</b> Recommended for {machine}{memory}: <b>{_escape(info.name)}</b>, a "
+            f"{human_size(info.size_bytes)} download that needs about {human_size(info.ram_bytes)} of memory and "
+            f"{fits}. Or add a model folder or a GGUF file you already have.</p>")
+
+
+def recommendation() -> tuple[Any, int]:
+    """The model recommended for this machine and its memory in bytes (reads the machine: off the GUI thread)."""
+    from models.registry import default_model, total_ram_bytes
+    ram = total_ram_bytes()
+    return default_model(ram), ram
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+class Onboarding(QDialog):
+    """One screen, then the Models panel (or straight to the app with "Start")."""
+
+    def __init__(self, db_path: Path, on_models: Callable[[], None], parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Welcome to Engram")
+        self.setMinimumWidth(560)
+        self.machine = this_machine()
+        self.on_models = on_models
+        heading = QLabel("<h2>Welcome to Engram</h2>")
+        self.keeps = QLabel(keeps_text(db_path, self.machine))
+        self.model = QLabel(f"<p>Finding the model that suits {self.machine}…</p>")
+        for label in (self.keeps, self.model):
+            label.setWordWrap(True)
+            label.setTextFormat(Qt.RichText)
+            label.setTextInteractionFlags(Qt.TextSelectableByMouse)  # the path can be copied
+        self.models_button = QPushButton("Choose a model…")
+        self.models_button.setDefault(True)
+        self.models_button.clicked.connect(self._to_models)
+        self.start_button = QPushButton("Start")
+        self.start_button.clicked.connect(self.accept)
+        buttons = QHBoxLayout()
+        buttons.addStretch(1)
+        buttons.addWidget(self.start_button)
+        buttons.addWidget(self.models_button)
+        layout = QVBoxLayout(self)
+        for widget in (heading, self.keeps, self.model):
+            layout.addWidget(widget)
+        layout.addLayout(buttons)
+
+    def show_recommendation(self, found: tuple[Any, int]) -> None:
+        info, ram = found
+        self.model.setText(model_text(info, ram, self.machine))
+
+    def _to_models(self) -> None:
+        self.accept()
+        self.on_models()
