@@ -90,3 +90,24 @@ def test_the_pass_fades_hebbian_edges_and_skips_closed_memories(db, clock):
     report = importance.update_importance(db, settings)
     assert report.edges_dropped == 1 and edges.get_edge(db, a, b, "hebbian") is None
     assert report.memories == 2
+
+
+def test_pagerank_matches_networkx_and_needs_no_scipy(monkeypatch):
+    """networkx's pagerank imports scipy, which only the optional sentence-transformers extra brought in."""
+    import random
+    import sys
+
+    import networkx as nx
+
+    from core.memory.importance import pagerank
+    rng = random.Random(5)
+    graph = nx.Graph()
+    for _ in range(300):
+        a, b = rng.randrange(120), rng.randrange(120)
+        graph.add_edge(a, b, weight=rng.uniform(0.1, 3.0))
+    graph.add_edge(500, 500, weight=1.0)  # a self-loop, as networkx allows
+    expected = nx.pagerank(graph, weight="weight")
+    monkeypatch.setitem(sys.modules, "scipy", None)  # import scipy now fails
+    ours = pagerank(graph)
+    assert ours.keys() == expected.keys()
+    assert max(abs(ours[n] - expected[n]) for n in ours) < 1e-5

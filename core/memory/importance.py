@@ -76,13 +76,37 @@ def pagerank_share(db: Database, ids: np.ndarray) -> np.ndarray:
     share = np.zeros(len(ids))
     if graph.number_of_edges() == 0:
         return share
-    ranks = nx.pagerank(graph, weight="weight")
+    ranks = pagerank(graph)
     top = max(ranks.values())
     position = {int(i): n for n, i in enumerate(ids)}
     for node, rank in ranks.items():
         if node in position:
             share[position[node]] = rank / top
     return share
+
+
+def pagerank(graph: nx.Graph, *, alpha: float = 0.85, tol: float = 1e-6, max_iter: int = 100) -> dict[int, float]:
+    """Weighted PageRank by power iteration in numpy, as networkx defines it (uniform teleport and dangling mass,
+    stop when the L1 change is below N·tol). networkx's own pagerank needs scipy, which Engram does not install:
+    scipy came only with sentence-transformers, so a torch-free install failed here."""
+    nodes = list(graph.nodes)
+    index = {node: n for n, node in enumerate(nodes)}
+    count = len(nodes)
+    pairs = [(index[a], index[b], float(data.get("weight", 1.0))) for a, b, data in graph.edges(data=True)]
+    source = np.array([p[0] for p in pairs] + [p[1] for p in pairs if p[0] != p[1]], dtype=np.int64)
+    target = np.array([p[1] for p in pairs] + [p[0] for p in pairs if p[0] != p[1]], dtype=np.int64)
+    weight = np.array([p[2] for p in pairs] + [p[2] for p in pairs if p[0] != p[1]], dtype=np.float64)
+    out = np.bincount(source, weight, count)
+    dangling = out == 0
+    share = weight / np.where(out[source] > 0, out[source], 1.0)
+    ranks = np.full(count, 1.0 / count)
+    for _ in range(max_iter):
+        previous = ranks
+        ranks = (alpha * np.bincount(target, previous[source] * share, count)
+                 + (alpha * previous[dangling].sum() + 1.0 - alpha) / count)
+        if np.abs(ranks - previous).sum() < count * tol:
+            break
+    return {node: float(rank) for node, rank in zip(nodes, ranks)}
 
 
 def memory_evidence(db: Database) -> dict[int, int]:
