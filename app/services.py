@@ -63,6 +63,14 @@ class Services:
         return self._embedder
 
     @property
+    def embedder_loaded(self) -> bool:
+        return self._embedder is not None
+
+    def chat_loaded(self) -> bool:
+        """Whether chat_engine() answers without loading: a model handed in, or the chosen one already loaded."""
+        return self.chat is not None or (self._loaded_chat is not None and self._loaded_ref == self.settings.chat_model)
+
+    @property
     def models_dir(self) -> Path:
         return self.data_dir / "models"
 

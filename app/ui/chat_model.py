@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
 
 from app.platform import this_machine
+from core.errors import EngramError
 
 
 def model_name(services: Any) -> str:
@@ -15,6 +16,15 @@ def model_name(services: Any) -> str:
     engine = services.chat
     ref = str(getattr(engine, "path", "") or "") if engine is not None else services.settings.chat_model
     return ref.replace("\\", "/").rstrip("/").split("/")[-1] or ("chat model" if engine is not None else "")
+
+
+def load_problem(what: str, exc: BaseException) -> str:
+    """A failed load in words a person can act on: Engram's own message, else the first line of what went wrong,
+    never an exception's class name."""
+    if isinstance(exc, EngramError):
+        return str(exc)
+    detail = str(exc).strip().splitlines()[0].rstrip(".") if str(exc).strip() else "its files could not be read"
+    return f"Could not load {what}: {detail}."
 
 
 class ModelNotice(QObject):
@@ -38,6 +48,7 @@ class ModelNotice(QObject):
         row.addWidget(self.text, 1)
         row.addWidget(self.models_button)
         self.banner.setVisible(False)
+        self.problem_for = ""  # the chosen model that is installed but would not load: its banner stays up
         self.show_name()
 
     def show_name(self) -> None:
@@ -51,7 +62,7 @@ class ModelNotice(QObject):
             return
         ref = self.services.settings.chat_model
         self.runner.submit("io", lambda: self.services.model_store().resolve(ref),
-                           on_done=lambda _path: self.banner.setVisible(False),
+                           on_done=lambda _path: self.banner.setVisible(bool(ref) and self.problem_for == ref),
                            on_error=lambda exc: self.show_missing(str(exc)))
 
     def show_missing(self, detail: str) -> None:
@@ -59,5 +70,11 @@ class ModelNotice(QObject):
                 "Models, then come back here.")
         if self.services.settings.chat_model:  # one was chosen but cannot be used: say why
             text += f"\n({detail})"
+        self.text.setText(text)
+        self.banner.setVisible(True)
+
+    def show_problem(self, text: str) -> None:
+        """The chosen model is installed but would not load: say why, with the way to Models."""
+        self.problem_for = self.services.settings.chat_model
         self.text.setText(text)
         self.banner.setVisible(True)

@@ -17,6 +17,7 @@ from app.ui.chat_model import ModelNotice
 from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
+from app.ui.chat_warmup import Warmup
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import load_conversation
 from core.store.sessions import create_session, end_session
@@ -63,6 +64,7 @@ class ChatPanel(QWidget):
         self.model = ModelNotice(self.services, self.runner, self)
         self.model.open_models.connect(lambda: self.window_.show_panel("models"))
         self.model_button, self.banner, self.banner_text = self.model.button, self.model.banner, self.model.text
+        self.warmup = Warmup(self.services, self.runner, self.window_, self)  # the models load from the window's show
         self.models_button = self.model.models_button
         self.sessions = SessionList(self.services, self.runner)
         self.sessions.setMinimumWidth(200)
@@ -127,6 +129,8 @@ class ChatPanel(QWidget):
         self.turns.learned.connect(self._on_learned)
         self.turns.failed.connect(self._on_failed)
         self.turns.idle.connect(self._on_idle)
+        self.warmup.changed.connect(self._on_warmup_changed)
+        self.warmup.failed.connect(self._on_warmup_failed)
 
     def _model_gate(self) -> Any:
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
@@ -137,6 +141,21 @@ class ChatPanel(QWidget):
     def check_model(self) -> None:
         """Name the model in the header; show the way to Models when there is none to answer with."""
         self.model.check()
+
+    def _waiting_words(self, request: TurnRequest) -> str:
+        return self.warmup.waiting_text() or ("Thinking…" if request.dial == "off" else "Recalling…")
+
+    def _on_warmup_changed(self) -> None:
+        if self.reply is not None and self.reply.request is not None and self.turns.preparing:
+            self.reply.set_status(self._waiting_words(self.reply.request))
+
+    def _on_warmup_failed(self, what: str, message: str) -> None:
+        if self.turns.busy or self._starting:
+            return  # the waiting reply tries that load itself and says why it failed, under it
+        if what == "chat":
+            self.model.show_problem(message)
+        else:
+            self._notice(message)
 
     def showEvent(self, event: Any) -> None:
         super().showEvent(event)
@@ -257,7 +276,7 @@ class ChatPanel(QWidget):
     def _begin_reply(self, reply: MessageWidget, request: TurnRequest) -> None:
         reply.request = request
         reply.set_text("")
-        reply.set_status("Thinking…" if request.dial == "off" else "Recalling…")
+        reply.set_status(self._waiting_words(request))
         self.reply = reply
         self._offer_regenerate()
         self._set_streaming(True)
@@ -436,5 +455,6 @@ class ChatPanel(QWidget):
 
     def shutdown(self) -> None:
         self._closed = True
+        self.warmup.stop()
         self.job_notes.stop()
         self.turns.shutdown()

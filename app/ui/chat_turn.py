@@ -14,7 +14,8 @@ from typing import Any, Callable, Iterator
 from PySide6.QtCore import QObject, Signal
 
 from app.ui.chat_learning import LearnNote, learn_note, learned_ids, plain_problem
-from core.errors import ModelError
+from app.ui.chat_model import load_problem, model_name
+from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
 from core.store.memories import get_memories
 from core.store.sessions import discard_if_empty
@@ -64,6 +65,11 @@ class TurnController(QObject):
     def busy(self) -> bool:
         return self._turn is not None
 
+    @property
+    def preparing(self) -> bool:
+        """A turn is running and has not recalled yet (it may be waiting for a model to load)."""
+        return self._turn is not None and self._turn.prepared is None
+
     def start(self, request: TurnRequest) -> None:
         if self._turn is not None:
             raise RuntimeError("a turn is already running")
@@ -71,7 +77,12 @@ class TurnController(QObject):
         if turn.gate is not None:
             turn.gate.chat_started()
         def engine() -> Any:  # with the fine-tuned adapter active now, read on this lane's own connection
-            return self.services.chat_engine(adapter_db=self.services.learning_db)
+            try:
+                return self.services.chat_engine(adapter_db=self.services.learning_db)
+            except EngramError:
+                raise
+            except Exception as exc:  # MLX, safetensors and tokenizers each raise their own type: say it plainly
+                raise EngramError(load_problem(model_name(self.services), exc)) from exc
         self.runner.submit("model", engine, on_done=lambda _engine: self._prepare(turn),
                            on_error=lambda exc: self._fail(turn, exc))
 
