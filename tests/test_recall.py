@@ -191,3 +191,20 @@ def test_bm25_uses_the_rarest_words_within_its_budget_and_drops_words_in_too_man
     hit = recall(db, embedder, "dog saxophone", k=1).hits[0]
     assert hit.id == ids[-1] and hit.breakdown["bm25"] > 0 and "'saxophone'" in hit.why
     assert recall(db, embedder, "walked dog park", k=5).hits  # too common for BM25: meaning still finds them
+
+
+def test_a_question_that_names_a_time_favours_what_was_said_then(db, embedder):
+    from datetime import datetime, timezone
+    march = datetime(2023, 3, 14, tzinfo=timezone.utc).timestamp()
+    july = datetime(2023, 7, 2, tzinfo=timezone.utc).timestamp()
+    now = datetime(2023, 11, 1, tzinfo=timezone.utc).timestamp()
+    summer = add_episode(db, "I baked a lemon cake for the party", speaker="Ana", created_at=july)
+    spring = add_episode(db, "I baked a lemon cake for the party", speaker="Ana", created_at=march)
+    index_episodes(db, embedder, [summer, spring])
+    hits = recall(db, embedder, "What cake did Ana bake in March?", kinds=("episode",), now=now).hits
+    assert hits[0].id == spring and hits[0].breakdown["time"] > 0
+    assert "from the time the query names ('in march')" in hits[0].why
+    assert hits[1].breakdown["time"] == 0
+    plain = recall(db, embedder, "What cake did Ana bake?", kinds=("episode",), now=now).hits
+    assert all(h.breakdown["time"] == 0 for h in plain)  # no time named, no window
+

@@ -2,7 +2,8 @@
 
 Vector KNN (sqlite-vec) and BM25 (FTS5) candidates are fused; an episode also takes a share of its
 adjacent turns' and its conversation's scores; a memory takes a share through strong graph edges (one
-hop); everything is then rescored with recency (seed 004's nostalgia term), type weight, importance and
+hop); a row from the time the query names ("in March", core.memory.time_query) counts its own relevance
+twice; everything is then rescored with recency (seed 004's nostalgia term), type weight, importance and
 confidence (core.memory.scoring). Recall never writes: the turn pipeline records accesses itself.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from core.memory import recall_sources as sources
 from core.memory import scoring
 from core.memory.query import QueryAnalysis, analyse, stem, words_of
 from core.memory.recall_sources import Candidate
+from core.memory.time_query import TimeWindow, time_window
 from core.protocols import Embedder
 from core.store.db import Database
 
@@ -25,6 +27,7 @@ KINDS = ("memory", "episode")
 MAX_K = 1000
 OVERFETCH = 2  # inactive rows are dropped after the full-text search, so ask it for more
 LEADERS_PER_HIT, MIN_LEADERS = 3, 30  # episode matches whose neighbouring turns are looked up (see _leaders)
+TIME_WEIGHT = 1.0  # a row from the time the query names ("in March") counts its own relevance twice
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
     vector = embedder.embed([analysis.text])[0] if has_vectors else None
     skip = _in_context(db, session_id, settings)
     pool = max(int(settings.recall.candidates), k)
+    now = now or db.now()
+    window = time_window(analysis.text, now)
     scored: list[_Scored] = []
     for kind in kinds:
         found = _gather(db, kind, vector, analysis, pool)
@@ -76,11 +81,11 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
         else:
             context = _graph_context(db, vector, found, own, weights, settings, include_history, vetoed)
         speakers = _named_speakers(analysis, found) if kind == "episode" else set()
-        scored.extend(_rescore(c, own.get(i, 0.0), context.get(i, {}) | {"speaker": i in speakers}, weights,
-                               settings, now or db.now()) for i, c in found.items())
+        scored.extend(_rescore(c, own.get(i, 0.0), context.get(i, {}) | {"speaker": i in speakers,
+                               "in_window": _in_window(c, window)}, weights, settings, now) for i, c in found.items())
     scored.sort(key=lambda s: (-s.score, s.candidate.kind, s.candidate.id))
     relevant = [s for s in scored if s.breakdown["relevance"] > 0]  # recency alone is no reason to recall
-    hits = [_hit(s, analysis) for s in relevant[:k]]
+    hits = [_hit(s, analysis, window) for s in relevant[:k]]
     return RecallResult(query=analysis.text, preset=settings.recall.preset, hits=hits)
 
 
@@ -232,12 +237,18 @@ def _named_speakers(analysis: QueryAnalysis, found: dict[int, Candidate]) -> set
     return {i for i, c in found.items() if str(c.row.get("speaker", "")).lower() in words}
 
 
+def _in_window(candidate: Candidate, window: TimeWindow | None) -> bool:
+    """Whether the row dates from the time the query names (an episode's turn time, a memory's creation)."""
+    return window is not None and window.contains(float(candidate.row.get("created_at") or 0.0))
+
+
 def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.ScoringWeights,
              settings: Settings, now: float) -> _Scored:
     row = candidate.row
     neighbour, session, graph = context.get("neighbour", 0.0), context.get("session", 0.0), context.get("graph", 0.0)
     speaker = scoring.speaker_bonus(own, context.get("speaker", False), weights)
-    relevance = scoring.with_context(own, neighbour, session, weights) + graph + speaker
+    when = TIME_WEIGHT * own if context.get("in_window") else 0.0
+    relevance = scoring.with_context(own, neighbour, session, weights) + graph + speaker + when
     last_seen = max(row["created_at"] or 0.0, row["last_access"] or 0.0)
     recency = scoring.recency(now - last_seen, settings.recall.recency_half_life_days, weights.recency_cap)
     type_weight = weights.type_weights.get(row["type"], 1.0)
@@ -246,7 +257,7 @@ def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.S
     breakdown = {
         "similarity": round(_similarity(candidate, weights), 4),
         "bm25": float(-candidate.bm25) if candidate.bm25 is not None else 0.0,
-        "own": own, "neighbour": neighbour, "session": session, "graph": graph, "speaker": speaker,
+        "own": own, "neighbour": neighbour, "session": session, "graph": graph, "speaker": speaker, "time": when,
         "relevance": relevance,
         "recency": recency, "type_weight": type_weight, "importance": float(row["importance"]),
         "confidence": float(row["confidence"]), "score": score}
@@ -254,11 +265,11 @@ def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.S
     return _Scored(candidate, score, breakdown, links | {"edge": context.get("edge_weight", 0.0)})
 
 
-def _hit(scored: _Scored, analysis: QueryAnalysis) -> RecallHit:
+def _hit(scored: _Scored, analysis: QueryAnalysis, window: TimeWindow | None = None) -> RecallHit:
     candidate = scored.candidate
     text = _text(candidate)
     return RecallHit(kind=candidate.kind, id=candidate.id, text=text, score=scored.score,
-                     breakdown=scored.breakdown, why=explain(scored, analysis, text))
+                     breakdown=scored.breakdown, why=explain(scored, analysis, text, window))
 
 
 def _text(candidate: Candidate) -> str:
@@ -269,7 +280,7 @@ def _text(candidate: Candidate) -> str:
     return text + (f"\nassistant: {row['assistant_text']}" if row["assistant_text"] else "")
 
 
-def explain(scored: _Scored, analysis: QueryAnalysis, text: str) -> str:
+def explain(scored: _Scored, analysis: QueryAnalysis, text: str, window: TimeWindow | None = None) -> str:
     """One line a user can read: which words matched, how close in meaning, what lent it context."""
     parts, b = [], scored.breakdown
     matched = _matched_terms(analysis, text)
@@ -283,6 +294,8 @@ def explain(scored: _Scored, analysis: QueryAnalysis, text: str) -> str:
         parts.append(f"linked to memory #{scored.links['graph_from']} (edge {scored.links['edge']:.2f})")
     if b.get("speaker", 0) > 0:
         parts.append(f"said by {scored.candidate.row['speaker']}, whom the query names")
+    if b.get("time", 0) > 0 and window is not None:
+        parts.append(f"from the time the query names ('{window.phrase}')")
     if b["session"] > 0 and not parts:
         parts.append("from a conversation that matched")
     if b["recency"] > 0.05:
