@@ -18,6 +18,7 @@ from core.errors import ModelError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 from models import lora
 from models.checks import check_model_folder
+from models.prompt_cache import common_prefix
 from models.prompt_text import ThinkFilter, control_markers, render_prompt
 from models.worker import MLXWorker
 
@@ -233,7 +234,7 @@ def _reuse_cache(loaded: _Loaded, prompt: list[int]) -> list[int]:
     from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
     if loaded.cache is None or not can_trim_prompt_cache(loaded.cache):
         return _fresh_cache(loaded, prompt)
-    common = _common_prefix(loaded.cached_tokens, prompt)
+    common = common_prefix(loaded.cached_tokens, prompt)
     common = min(common, len(prompt) - 1)  # the model must see at least one new token to produce logits
     trim_prompt_cache(loaded.cache, len(loaded.cached_tokens) - common)
     loaded.cached_tokens = loaded.cached_tokens[:common]
@@ -248,15 +249,6 @@ def _sync_mirror(loaded: _Loaded, seen: list[int]) -> None:
         trim_prompt_cache(loaded.cache, offset - len(seen))
         offset = len(seen)
     loaded.cached_tokens = seen[:offset]
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def _check_messages(messages: Sequence[ChatMessage]) -> None:

@@ -31,7 +31,7 @@ class PrefixCaches:
         from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache, trim_prompt_cache
         best, shared = None, 0
         for slot in self._slots:
-            common = _common_prefix(slot.tokens, prompt)
+            common = common_prefix(slot.tokens, prompt)
             if slot.key == key and common > shared and can_trim_prompt_cache(slot.cache):
                 best, shared = slot, common
         shared = min(shared, len(prompt) - 1)  # the model must read at least one token to give logits
@@ -58,7 +58,8 @@ class PrefixCaches:
         return len(self._slots)
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two prompts share (the part a cache can serve)."""
     n = 0
     for x, y in zip(a, b):
         if x != y:
