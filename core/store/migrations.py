@@ -11,7 +11,7 @@ from typing import Callable
 
 import apsw
 
-from core.store.vectors import VEC_TABLES, index_partitions
+from core.store.vector_schema import VEC_TABLES, index_partitions
 
 
 @dataclass(frozen=True)

@@ -16,17 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
 
-import apsw
 import numpy as np
 
 from core.errors import EmbedderMismatch, InvalidInput
 from core.store import vector_clusters as clusters
+from core.store.vector_schema import VEC_TABLES, index_partitions
 
 if TYPE_CHECKING:  # annotations only: db imports migrations, which imports this module
     from core.store.db import Database
 
 Table = Literal["memory", "episode"]
-VEC_TABLES: dict[str, str] = {"memory": "memory_vec", "episode": "episode_vec"}
 LAYOUT_KEY = "vector_layout"
 BINARY_LAYOUT = "sharded-bits+float"
 SHARDS = 8  # partitions of the bit table; each query takes its per-shard top from every one
@@ -38,7 +37,6 @@ MAX_CANDIDATES = 4096  # vec0's own limit on k
 # included: at 100k rows a cluster holds ~200 rows, so 256-row chunks scan 3-4x faster than the default 1,024;
 # at a million (~2,000 rows a cluster) they are ~1.3x slower, well inside that size's budget.
 CHUNK_SIZE = 256
-PARTITION_COLUMN = "partition00"  # sqlite-vec 0.1.x's name for the partition key in its <table>_chunks
 
 
 def bound_embedder(db: Database) -> tuple[str, int] | None:
@@ -70,19 +68,6 @@ def _create_tables(db: Database, dimension: int) -> None:
                    f"shard INTEGER PARTITION KEY, bits bit[{dimension}], chunk_size={CHUNK_SIZE})")
         db.execute(f"CREATE TABLE IF NOT EXISTS {table}_float(id INTEGER PRIMARY KEY, embedding BLOB NOT NULL)")
         index_partitions(db.conn, table)
-
-
-def index_partitions(conn: apsw.Connection, table: str) -> bool:
-    """Index the partition key of a vec0 table's chunk list; True when the index is there.
-
-    sqlite-vec 0.1.x finds a partition's chunks by scanning every chunk row: with 512 clusters that scan
-    cost ~0.7 ms per cluster probed, ten times the search inside the cluster. An index on its own shadow
-    table is plain SQLite; a future layout without that column is simply left as it is."""
-    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table}_chunks)")}
-    if PARTITION_COLUMN not in columns:
-        return False
-    conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_chunks_partition ON {table}_chunks({PARTITION_COLUMN})")
-    return True
 
 
 def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.ndarray) -> None:
