@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # annotations only: db imports migrations, which imports vectors and so this module
+if TYPE_CHECKING:  # annotations only
     from core.store.db import Database
 
 CLUSTER_AT = 20_000  # rows before a table is clustered: below this a full bit scan takes a few ms

@@ -22,7 +22,7 @@ from core.errors import EmbedderMismatch, InvalidInput
 from core.store import vector_clusters as clusters
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
-if TYPE_CHECKING:  # annotations only: db imports migrations, which imports this module
+if TYPE_CHECKING:  # annotations only: nothing db imports needs this module
     from core.store.db import Database
 
 Table = Literal["memory", "episode"]
