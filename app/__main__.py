@@ -7,11 +7,11 @@ import sys
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if not argv:
-        from app.gui import run_gui  # deferred: Qt loads only when the window is wanted
-        return run_gui()
+        from app.ui.main_window import launch  # deferred: Qt loads only when the window is wanted
+        return launch()
     if argv[0] == "-m" and getattr(sys, "frozen", False):
         return _run_bundled_module(argv[1:])
-    from app.cli import run_cli  # the commands, and --self-check and --screenshots, which `engram --help` lists
+    from app.cli.main import run_cli  # the commands, and --self-check and --screenshots, which `engram --help` lists
     return run_cli(argv)
 
 

@@ -68,8 +68,8 @@ def run(nodes: int, frames: int) -> dict:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
 
-    from app.gui_gc import GuiThreadCollector
-    from app.services import Services
+    from app.ui.gc import GuiThreadCollector
+    from app.services.wiring import Services
     from app.ui.main_window import MainWindow
     app = QApplication.instance() or QApplication(["engram-bench"])
     collector = GuiThreadCollector().start()  # as the app runs: Qt garbage is collected on this thread

@@ -1,7 +1,7 @@
 """What the scheduler waits for: the user away, the Mac on power, the quiet hours, the model free of chat.
 
 Everything here takes its time source and probes as arguments, so tests drive it with a fake clock.
-Platform probes (IOKit idle time, pmset) live in app/platform.py and are passed in as callables.
+Platform probes (IOKit idle time, pmset) live in app/services/platform.py and are passed in as callables.
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What core needs from the runtimes in models/: each protocol has one or two required methods.
 
-core never imports models/; app/services.py builds the real implementations and passes them in,
+core never imports models/; app/services/wiring.py builds the real implementations and passes them in,
 and tests pass fakes.
 """
 from __future__ import annotations

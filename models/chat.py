@@ -208,7 +208,7 @@ def _free(loaded: _Loaded) -> None:
     import mlx.core as mx
     loaded.model = loaded.tokenizer = loaded.cache = None
     loaded.cached_tokens = []
-    if gc.isenabled():  # otherwise the GUI collects (app.gui_gc): a Qt object must not be freed on this thread
+    if gc.isenabled():  # otherwise the GUI collects (app.ui.gc): a Qt object must not be freed on this thread
         gc.collect()
     mx.clear_cache()
 

@@ -56,13 +56,13 @@ def embedder():
 
 @pytest.fixture(autouse=True)
 def _collect_garbage_on_the_gui_thread(request):
-    """As the app does (app.gui_gc): in a Qt test, cycles are collected on the GUI thread only, and what the test
+    """As the app does (app.ui.gc): in a Qt test, cycles are collected on the GUI thread only, and what the test
     left behind is collected here, before the next test's lanes could collect it on theirs."""
     if not {"qtbot", "qapp"} & set(request.fixturenames):
         yield
         return
     request.getfixturevalue("qapp")
-    from app.gui_gc import GuiThreadCollector
+    from app.ui.gc import GuiThreadCollector
     collector = GuiThreadCollector().start()
     yield
     collector.stop()
@@ -104,7 +104,7 @@ def tiny_engine(tiny_model_dir):
 @pytest.fixture
 def window(qtbot, tmp_path):
     """The main window on a fresh data folder, shown (offscreen); GUI test modules with other needs define their own."""
-    from app.services import Services
+    from app.services.wiring import Services
     from app.ui.main_window import MainWindow
     win = MainWindow(Services.from_data_dir(tmp_path / "home"))
     qtbot.addWidget(win)

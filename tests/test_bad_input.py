@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import run_cli
+from app.cli.main import run_cli
 from core.errors import InvalidInput, NotFound
 from core.memory.manage import MemoryManager
 from core.store.db import open_db

@@ -12,8 +12,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from app.cli import LOG_NAME, run_cli
-from app.terminal import printable
+from app.cli.main import LOG_NAME, run_cli
+from app.cli.terminal import printable
 from core.errors import InvalidInput
 from core.memory.manage import MemoryManager
 from core.store.db import open_db
@@ -115,7 +115,7 @@ def test_an_unforeseen_failure_is_logged_without_the_users_text(folder, capsys, 
     log = folder / "logs" / LOG_NAME
     assert f"the details are in {log}; run it again with --debug to see them here" in err
     text = log.read_text()
-    assert "builtins.ValueError" in text and "cli_memory.py" in text and "in cmd_add" in text
+    assert "builtins.ValueError" in text and "cli/memory.py" in text and "in cmd_add" in text
     assert secret not in text and "4711" not in text  # a purge must be able to erase every copy of a memory
     assert stat.S_IMODE(log.stat().st_mode) == 0o600 and stat.S_IMODE(log.parent.stat().st_mode) == 0o700
 
@@ -167,7 +167,7 @@ def test_messages_name_the_command_once_and_fit_the_input(folder, capsys, argv, 
 
 def test_a_terminal_that_is_not_utf8_gets_escapes_not_a_failure():
     import io
-    from app.terminal import SafeStream
+    from app.cli.terminal import SafeStream
     raw = io.TextIOWrapper(io.BytesIO(), encoding="latin-1")
     SafeStream(raw).write("Zoë 🙂 \x1b[2J\n")
     raw.flush()
@@ -269,7 +269,7 @@ def test_the_gui_lanes_deliver_a_machine_failure_in_words(qtbot):
     """What a panel shows for a damaged file or a full disk is a sentence, not an exception's repr."""
     import apsw
 
-    from app.tasks import TaskRunner
+    from app.ui.tasks import TaskRunner
     runner = TaskRunner()
     got = []
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import BARE_ACTIONS, build_parser, run_cli
+from app.cli.main import BARE_ACTIONS, build_parser, run_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 RUNTIMES = ("mlx", "mlx_lm", "torch", "transformers", "sentence_transformers", "huggingface_hub", "PySide6",
@@ -122,7 +122,7 @@ def test_the_whole_app_checks_run_alone(capsys):
 
 def test_names_kept_beside_the_parser_match_the_core_ones():
     """The parser names a few of core's constants itself, so that parsing opens no SQLite."""
-    from app import cli_finetune, cli_jobs, cli_learning, cli_memory
+    from app.cli import finetune as cli_finetune, jobs as cli_jobs, learning as cli_learning, memory as cli_memory
     from core import jobs, types
     from core.store import hypotheses
     from core.store import jobs as job_store

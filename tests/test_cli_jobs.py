@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from app.cli import build_parser, run_cli
-from app.cli_jobs import build_scheduler
-from app.services import Services
+from app.cli.main import build_parser, run_cli
+from app.cli.jobs import build_scheduler
+from app.services.wiring import Services
 from core.errors import EngramError
 from core.jobs import Step, stepwise
 from core.store import jobs as store

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from app.cli import build_parser, run_cli
-from app.cli_types import UsageError
-from app.services import Services
+from app.cli.main import build_parser, run_cli
+from app.cli.arguments import UsageError
+from app.services.wiring import Services
 from core.memory import reflect
 from core.store import goals, hypotheses
 from core.store.episodes import add_episode

@@ -1,4 +1,4 @@
-"""`engram memory ...` end to end through app.cli.run_cli, plus one run of the real `python -m app` entry."""
+"""`engram memory ...` end to end through app.cli.main.run_cli, plus one run of the real `python -m app` entry."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import run_cli
+from app.cli.main import run_cli
 from core.store.db import open_db
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.cli import build_parser
+from app.cli.main import build_parser
 from core.store import hypotheses
 from core.store.episodes import add_episode
 from core.store.sessions import create_session, end_session

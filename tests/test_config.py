@@ -32,7 +32,7 @@ def test_engram_home_beats_the_settings_file_folder():
 
 
 def test_engram_home_fixture_is_used_by_services(engram_home):
-    from app.services import Services
+    from app.services.wiring import Services
     assert Services.from_data_dir().data_dir == engram_home
 
 

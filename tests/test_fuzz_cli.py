@@ -20,7 +20,7 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from app.cli import build_parser, run_cli
+from app.cli.main import build_parser, run_cli
 from core.store.db import open_db
 from tests.fakes import HashEmbedder
 from tests.fuzzkit import NASTY_CHARS, fingerprint, texts
@@ -102,7 +102,7 @@ any_argvs = st.sampled_from(range(len(LEAVES))).flatmap(lambda i: _argv_for(*LEA
 @pytest.fixture(autouse=True)
 def hash_embedder(monkeypatch):
     """The hash embedder wherever Services would load the real one (whichever loader it uses)."""
-    from app.services import Services
+    from app.services.wiring import Services
     fake = HashEmbedder()
     monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: fake)
     monkeypatch.setattr(Services, "embedder", property(lambda self: fake))
@@ -113,7 +113,7 @@ def hash_embedder(monkeypatch):
 def seeded(tmp_path_factory):
     """A data folder with a few memories (one in the trash), a job and a conversation's worth of rows; each example
     works on a fresh copy of it."""
-    from app.services import Services
+    from app.services.wiring import Services
     folder = tmp_path_factory.mktemp("fuzz-cli") / "data"
     patch = pytest.MonkeyPatch()
     patch.setattr(Services, "embedder", property(lambda self: HashEmbedder()))
@@ -229,7 +229,7 @@ def test_an_export_shaped_import_is_taken_whole_or_refused_whole(seeded, tmp_pat
 
 def test_a_real_embedder_smoke_example(tmp_path, capsys, monkeypatch, embedder):
     """One pass through the real MiniLM embedder, so the fuzzed paths are not only the fake's."""
-    from app.services import Services
+    from app.services.wiring import Services
     monkeypatch.setattr(Services, "embedder", property(lambda self: embedder))
     folder = tmp_path / "data"
     assert run_cli(["--data-dir", str(folder), "memory", "add", "Zoë \u202e\x1b[2J lives in Oslo"]) == 0

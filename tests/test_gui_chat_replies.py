@@ -210,7 +210,7 @@ def test_replies_render_lists_and_tables(qtbot):
 
 def test_the_note_reads_what_the_real_forgetting_job_reports(db, clock, embedder):
     """The note is built from the job's own progress message: run the real handler so a changed wording shows."""
-    from app.scheduling import forgetting_handler
+    from app.services.scheduling import forgetting_handler
     from app.ui.chat_learning import job_note
     from core.jobs import standard_specs
     from core.scheduler import Environment, Scheduler

@@ -15,7 +15,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QFileDialog, QInputDialog  # noqa: E402
 
-from app.services import Services  # noqa: E402
+from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import open_main_window  # noqa: E402
 from app.ui.onboarding import onboarding_seen  # noqa: E402
 from core.config import SETTINGS_FILENAME  # noqa: E402
@@ -164,7 +164,7 @@ def test_a_first_hour(qtbot, tmp_path, tiny_model_dir, embedder, monkeypatch):
 
 
 def test_the_welcome_screen_is_shown_once(qtbot, tmp_path):
-    from app.platform import this_machine
+    from app.services.platform import this_machine
     from app.ui.onboarding import SEEN_KEY
     from core.config import load_settings
     from models.registry import CURATED

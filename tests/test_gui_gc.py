@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from app.gui_gc import generation_due
+from app.ui.gc import generation_due
 
 pytest.importorskip("pytestqt")
 
@@ -34,7 +34,7 @@ class _Cycle:
 
 
 def test_a_cycle_with_a_qt_object_is_freed_on_the_gui_thread(qtbot):
-    from app.gui_gc import GuiThreadCollector
+    from app.ui.gc import GuiThreadCollector
     freed_on: list[str] = []
     collector = GuiThreadCollector(interval_ms=20).start()
     try:
@@ -56,7 +56,7 @@ def test_a_cycle_with_a_qt_object_is_freed_on_the_gui_thread(qtbot):
 
 
 def test_stop_gives_collection_back_as_it_was(qapp):
-    from app.gui_gc import GuiThreadCollector
+    from app.ui.gc import GuiThreadCollector
     was_enabled = gc.isenabled()
     try:
         for enabled in (True, False):

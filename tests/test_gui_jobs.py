@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.services import Services  # noqa: E402
+from app.services.wiring import Services  # noqa: E402
 from app.ui.jobs_state import eta, loss_point  # noqa: E402
 from app.ui.panel_widgets import BAR_ROLE  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402

@@ -7,7 +7,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.services import Services  # noqa: E402
+from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow, open_main_window  # noqa: E402
 from core.config import load_settings  # noqa: E402
 from models.download import ModelStore  # noqa: E402
@@ -51,7 +51,7 @@ def test_first_start_opens_on_models_with_the_recommended_model(qtbot, tmp_path)
     assert win.stack.currentWidget() is panel
     qtbot.waitUntil(lambda: panel.recommended is not None, timeout=10000)
     assert panel.banner.isVisible() and panel.recommended.name in panel.banner.text()
-    from app.platform import this_machine
+    from app.services.platform import this_machine
     assert f"Recommended for {this_machine()}" in panel.banner.text()
     win.runner.shutdown(wait=True)
     chosen = Services.from_data_dir(tmp_path / "chosen")

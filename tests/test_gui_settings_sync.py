@@ -10,7 +10,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.cli import run_cli  # noqa: E402
+from app.cli.main import run_cli  # noqa: E402
 from core.config import SETTINGS_FILENAME, load_settings  # noqa: E402
 
 

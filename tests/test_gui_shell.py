@@ -13,7 +13,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtGui import QKeySequence  # noqa: E402
 from PySide6.QtWidgets import QLabel  # noqa: E402
 
-from app.tasks import TaskRunner  # noqa: E402
+from app.ui.tasks import TaskRunner  # noqa: E402
 from app.ui.main_window import available_panels  # noqa: E402
 from app.ui.settings_panel import package_versions  # noqa: E402
 from core.config import load_settings  # noqa: E402

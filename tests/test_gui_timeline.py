@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from app.services import Services  # noqa: E402
+from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.memory import forget  # noqa: E402
 from core.store.db import open_db  # noqa: E402

@@ -10,7 +10,7 @@ pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
 
-from app.services import Services  # noqa: E402
+from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
 from models.chat import ChatEngine  # noqa: E402

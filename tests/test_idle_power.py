@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from app.platform import (linux_on_ac, on_ac_power, parse_hid_idle_seconds, parse_pmset_on_ac,
+from app.services.platform import (linux_on_ac, on_ac_power, parse_hid_idle_seconds, parse_pmset_on_ac,
                           system_idle_seconds)
 from core.conditions import ActivityTracker, CachedProbe, combined_idle, in_quiet_hours, parse_hhmm
 
@@ -120,8 +120,8 @@ def test_quiet_hours_wrap_midnight():
 
 
 def test_the_apps_environment_runs_the_system_probes_sparingly(monkeypatch, db):
-    import app.platform as platform
-    from app.scheduling import default_environment
+    import app.services.platform as platform
+    from app.services.scheduling import default_environment
     calls = {"ioreg": 0, "pmset": 0}
 
     def idle():

@@ -254,7 +254,7 @@ def test_nothing_untouchable_is_forgotten_whatever_the_weights(db, clock):
 
 # -- what the user sees: engram forget --weights / --reset-weights -------------------------------------------
 def test_the_command_line_shows_and_resets_the_learnt_weights(tmp_path, capsys):
-    from app.cli import run_cli
+    from app.cli.main import run_cli
     from core.store.db import open_db
     home = str(tmp_path / "home")
     assert run_cli(["--data-dir", home, "forget", "--weights"]) == 0
@@ -275,7 +275,7 @@ def test_the_command_line_shows_and_resets_the_learnt_weights(tmp_path, capsys):
 
 
 def test_an_undo_from_the_command_line_follows_the_users_learning_setting(tmp_path, clock, capsys):
-    from app.cli import run_cli
+    from app.cli.main import run_cli
     from core.config import load_settings, save_settings
     from core.store.db import open_db
     home = tmp_path / "home"

@@ -118,7 +118,7 @@ def test_a_purge_beside_another_reader_cleans_the_backups_now_and_the_wal_when_t
     backups that hold the text, says the rest is pending, and the next open finishes it."""
     import apsw
 
-    from app.cli import run_cli
+    from app.cli.main import run_cli
     from core.store.db import backup, open_db
     from tests.fakes import HashEmbedder
 

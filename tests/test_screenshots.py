@@ -7,8 +7,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.__main__ import main  # noqa: E402
-from app.screenshots import FIRST_START  # noqa: E402
-from app.sample_data import build_sample_data  # noqa: E402
+from app.ui.screenshots import FIRST_START  # noqa: E402
+from app.services.sample_data import build_sample_data  # noqa: E402
 from app.ui.main_window import PANELS, available_panels  # noqa: E402
 from core.errors import InvalidInput  # noqa: E402
 from core.finetune import adapters as versions  # noqa: E402
@@ -65,7 +65,7 @@ def test_screenshots_writes_one_png_per_panel(qtbot, sample, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_without_a_data_folder_a_throwaway_sample_is_built_and_removed(qtbot, tmp_path, embedder, monkeypatch):
-    from app import screenshots
+    from app.ui import screenshots
     made = []
     real = screenshots._sample_folder
     monkeypatch.setattr(screenshots, "_sample_folder", lambda e: made.append(real(e)) or made[-1])

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app import resources, selfcheck
+from app.services import resources, selfcheck
 from app.__main__ import main
 from core.errors import NotFound
 

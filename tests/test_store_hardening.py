@@ -144,7 +144,7 @@ def test_a_summary_left_without_its_vector_is_repaired_by_the_next_forgetting_pa
 
 
 def test_engram_doctor_checks_restores_and_rebuilds_from_the_command_line(tmp_path, capsys, monkeypatch):
-    from app.cli import run_cli
+    from app.cli.main import run_cli
     monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: HashEmbedder())
     folder = tmp_path / "data"
     assert run_cli(["--data-dir", str(folder), "memory", "add", "Ana lives in Lisbon."]) == 0

@@ -26,7 +26,7 @@ import json, sys
 from pathlib import Path
 from PySide6.QtCore import QEventLoop, QTimer
 from PySide6.QtWidgets import QApplication
-from app.services import Services
+from app.services.wiring import Services
 from app.ui.main_window import open_main_window
 from core.config import GenerationSettings, Settings
 from models.chat import ChatEngine

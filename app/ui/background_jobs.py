@@ -69,7 +69,7 @@ class BackgroundJobs:
         return {"activity": self.activity, "model_gate": self.model_gate}
 
     def _run(self) -> None:
-        from app.scheduling import plan
+        from app.services.scheduling import plan
         main = self.services.db  # opened (and migrated) through the services first
         db = open_db(main.path, clock=main.clock)  # one connection per thread; WAL lets both write
         try:

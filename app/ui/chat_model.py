@@ -7,7 +7,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
 
-from app.platform import this_machine
+from app.services.platform import this_machine
 from core.errors import EngramError
 
 

@@ -12,7 +12,7 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QWidget)
 
-from app.tasks import TaskRunner
+from app.ui.tasks import TaskRunner
 from app.ui.menus import build_menus
 from app.ui.settings_watch import SettingsWatcher
 
@@ -201,13 +201,13 @@ class MainWindow(QMainWindow):
 
 
 def launch(argv: list[str] | None = None) -> int:
-    from app.services import Services
+    from app.services.wiring import Services
     app = QApplication.instance() or QApplication(argv or sys.argv[:1])
     app.setApplicationName("Engram")
     app.setOrganizationName("Engram")
-    from app.resources import APP_ICON, resource_path
+    from app.services.resources import APP_ICON, resource_path
     app.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
-    from app.gui_gc import GuiThreadCollector
+    from app.ui.gc import GuiThreadCollector
     GuiThreadCollector(app).start()  # Qt objects in garbage cycles are destroyed on this thread, not on a lane
     services = Services.from_data_dir()
     window = open_main_window(services)

@@ -9,7 +9,7 @@ from typing import Any, Callable
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 
-from app.platform import this_machine
+from app.services.platform import this_machine
 
 # Edit actions act on whichever widget has the keyboard focus, when it has that method (text fields do).
 EDIT_ACTIONS = (("Undo", QKeySequence.Undo, "undo"), ("Redo", QKeySequence.Redo, "redo"), None,

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
-from app.platform import this_machine
+from app.services.platform import this_machine
 from core.config import SETTINGS_FILENAME, update_settings
 
 SEEN_KEY = "onboarding_seen"  # an app-level key: update_settings keeps keys the Settings dataclass does not know

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from app.services import Services
+from app.services.wiring import Services
 from core.finetune import adapters as versions
 from core.protocols import ChatMessage, SamplingParams
 from models.testing import write_random_adapter

@@ -6,8 +6,8 @@ import io
 
 import pytest
 
-from app.cli import run_cli
-from app.cli_chat import ChatLoop, PlainBackend
+from app.cli.main import run_cli
+from app.cli.chat import ChatLoop, PlainBackend
 from core.protocols import SamplingParams
 from core.store.db import open_db
 from core.store.episodes import list_episodes

@@ -1,4 +1,4 @@
-"""`engram models list|download|remove|use` through app.cli.run_cli, against the local fake hub (no network)."""
+"""`engram models list|download|remove|use` through app.cli.main.run_cli, against the local fake hub (no network)."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import run_cli
+from app.cli.main import run_cli
 from core.config import load_settings
 from models.download import STAGING, ModelStore
 from models.registry import GB
@@ -31,7 +31,7 @@ def cli(tmp_path, monkeypatch, capsys, tiny_model_dir):
             raise FileNotFoundError(f"404 {repo_id}")
         return hubs[repo_id](repo_id, **kwargs)
 
-    monkeypatch.setattr("app.cli_models.open_store",
+    monkeypatch.setattr("app.cli.models.open_store",
                         lambda services: ModelStore(services.models_dir, total_ram=ram["bytes"], snapshot=hub))
 
     def run(*argv: str) -> tuple[int, str, str]:

@@ -160,7 +160,7 @@ def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny
 
 
 def test_engram_finetune_now_from_the_command_line(tmp_path, tiny_model_dir, capsys):
-    from app.cli import run_cli
+    from app.cli.main import run_cli
     from core.config import Settings, save_settings
     from core.store.db import open_db
     home = tmp_path / "home"

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from app.scheduling import KINDS, plan, queue_reflection
-from app.services import Services
+from app.services.scheduling import KINDS, plan, queue_reflection
+from app.services.wiring import Services
 from core.memory.index import index_episodes, index_memories
 from core.store import jobs as store
 from core.store.episodes import add_episode

@@ -11,7 +11,7 @@ import json
 import signal
 from typing import TYPE_CHECKING, Any
 
-from app.cli_types import count, first_line, row_id
+from app.cli.arguments import count, first_line, row_id
 from core.errors import EngramError, InvalidInput
 
 if TYPE_CHECKING:
@@ -47,8 +47,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def build_scheduler(services: Any) -> Scheduler:
-    """The real scheduler (app.scheduling) with this process's handlers."""
-    from app.scheduling import build_scheduler as real_scheduler
+    """The real scheduler (app.services.scheduling) with this process's handlers."""
+    from app.services.scheduling import build_scheduler as real_scheduler
     return real_scheduler(services)
 
 

@@ -15,8 +15,8 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterator, Protocol, TextIO
 
-from app.cli_types import count, real
-from app.terminal import printable
+from app.cli.arguments import count, real
+from app.cli.terminal import printable
 from core.errors import EngramError, ModelError
 
 if TYPE_CHECKING:  # core.protocols imports numpy: not while the command line is parsed
@@ -131,7 +131,7 @@ def _short(text: str, limit: int = 60) -> str:
 
 
 def cmd_chat(args: argparse.Namespace, services: Any) -> int:
-    from app.cli_models import open_store
+    from app.cli.models import open_store
     store = open_store(services)
     ref = args.model or services.settings.chat_model
     if not ref:
@@ -148,7 +148,7 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram)
     try:
         if not args.no_memory:  # what Engram learned about you includes the weights it fine-tuned
-            from app.services import use_active_adapter
+            from app.services.wiring import use_active_adapter
             adapter = use_active_adapter(engine, services.db)
             if adapter is not None:
                 print(f"Using your fine-tuned adapter ({printable(adapter.name)}); `engram finetune rollback` "

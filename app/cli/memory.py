@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from typing import TYPE_CHECKING, Any
 
-from app.cli_types import count, real, row_id
+from app.cli.arguments import count, real, row_id
 from core.errors import InvalidInput
 
 if TYPE_CHECKING:

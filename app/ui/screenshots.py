@@ -1,6 +1,6 @@
 """`engram --screenshots DIR [--data-dir FOLDER]`: open every panel on a seeded sample data folder and save one
 PNG per panel (DIR/<panel>.png), then the first-start screen (DIR/first-start.png). Without --data-dir a fresh sample
-folder is built (app/sample_data.py).
+folder is built (app/services/sample_data.py).
 
 It drives the panels through their public methods, as a user would (select a claim, open a conversation), and
 waits for each panel's background reads before it grabs the window. Off the Mac (no display) Qt runs offscreen.
@@ -39,12 +39,12 @@ def take_screenshots(out_dir: Path | str, *, data_dir: Path | str | None = None,
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # must be set before the QApplication exists
     from PySide6.QtWidgets import QApplication
 
-    from app.services import Services
+    from app.services.wiring import Services
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     app = QApplication.instance() or QApplication(["engram"])
     sample = _sample_folder(embedder) if data_dir is None else None
-    from app.gui_gc import GuiThreadCollector
+    from app.ui.gc import GuiThreadCollector
     collector = GuiThreadCollector().start()  # as in the app: Qt garbage is collected on this thread
     try:
         return _shoot(app, Services.from_data_dir(sample or data_dir), out_dir, embedder)
@@ -94,7 +94,7 @@ def _shoot_first_start(app: Any, window: Any, out_dir: Path) -> Path:
 
 
 def _sample_folder(embedder: Any) -> Path:
-    from app.sample_data import build_sample_data
+    from app.services.sample_data import build_sample_data
     if embedder is None:
         from core.config import Settings
         from models.embeddings import load_embedder

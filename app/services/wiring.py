@@ -131,7 +131,7 @@ class Services:
 
     def scheduler(self, **options: Any) -> Any:
         """The idle-time scheduler with the real reflection, consolidation, forgetting and fine-tune handlers."""
-        from app.scheduling import build_scheduler
+        from app.services.scheduling import build_scheduler
         return build_scheduler(self, **options)
 
     def manager(self, *, with_embedder: bool = False) -> "MemoryManager":

@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from app.cli_types import EngramParser, UsageError
+from app.cli.arguments import EngramParser, UsageError
 
 # Command groups, by module; a module missing here simply adds no commands.
-COMMAND_MODULES = ("app.cli_memory", "app.cli_models", "app.cli_chat", "app.cli_jobs", "app.cli_finetune",
-                   "app.cli_learning", "app.cli_doctor")
+COMMAND_MODULES = ("app.cli.memory", "app.cli.models", "app.cli.chat", "app.cli.jobs", "app.cli.finetune",
+                   "app.cli.learning", "app.cli.doctor")
 
 # What a group does when it is named alone: its listing (or, for finetune, its status).
 BARE_ACTIONS = {"memory": "list", "models": "list", "jobs": "list", "finetune": "status", "hypotheses": "list",
@@ -93,7 +93,7 @@ def _bare(verb_parser: argparse.ArgumentParser, dest: str, verb: str) -> Callabl
 def run_cli(argv: Sequence[str]) -> int:
     """Run one command. Whatever goes wrong ends in one `engram: …` line on standard error and a non-zero exit,
     never a traceback (`--debug` or ENGRAM_DEBUG=1 shows it), and what the command prints is escaped for the
-    terminal (app.terminal)."""
+    terminal (app.cli.terminal)."""
     argv = list(argv)
     debug = "--debug" in argv or bool(os.environ.get("ENGRAM_DEBUG"))
     services = None
@@ -109,9 +109,9 @@ def run_cli(argv: Sequence[str]) -> int:
             return _run_whole_app_check(args)
         if not getattr(args, "func", None):
             return _say("give a COMMAND (see `engram --help`); with no arguments at all, the desktop app opens", 2)
-        from app.terminal import SafeStream
+        from app.cli.terminal import SafeStream
         sys.stdout = SafeStream(stdout)
-        from app.services import Services
+        from app.services.wiring import Services
         services = Services.from_args(args)
         return int(args.func(args, services) or 0)
     except KeyboardInterrupt:
@@ -134,20 +134,20 @@ def _run_whole_app_check(args: argparse.Namespace) -> int:
     if args.self_check and args.screenshots is not None:
         raise UsageError("--self-check and --screenshots run one at a time")
     if args.self_check:
-        from app.selfcheck import run_self_check  # proves an install or a bundle works, offline
+        from app.services.selfcheck import run_self_check  # proves an install or a bundle works, offline
         return run_self_check()
-    from app.screenshots import main as screenshots  # one PNG per panel on a seeded sample folder
+    from app.ui.screenshots import main as screenshots  # one PNG per panel on a seeded sample folder
     return screenshots([args.screenshots, *(["--data-dir", args.data_dir] if args.data_dir else [])])
 
 
 def _say(message: str, code: int) -> int:
-    from app.terminal import printable
+    from app.cli.terminal import printable
     print(f"engram: {printable(message, one_line=True)}", file=sys.stderr)
     return code
 
 
 def _report(exc: BaseException, services: Any, debug: bool) -> int:
-    from app.errors import DEBUG_HINT, describe
+    from app.services.errors import DEBUG_HINT, describe
     if isinstance(exc, UsageError):
         return _say(str(exc), 2)
     message, damaged = describe(exc, services.db_path if services is not None else None)

@@ -6,7 +6,7 @@ import datetime as dt
 import json
 from typing import Any
 
-from app.cli_types import count, row_id
+from app.cli.arguments import count, row_id
 from core.errors import InvalidInput
 
 # core.store.hypotheses.STATUSES, named here so that parsing the command line opens no SQLite (a test keeps them equal)
@@ -62,7 +62,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
-    from app.scheduling import structured_model
+    from app.services.scheduling import structured_model
     from core.memory import reflect
     db = services.db
     # asked for now: every conversation with turns not yet reviewed, ended or not

@@ -229,7 +229,7 @@ def _beliefs(db: Any, clock: SampleClock, now: float, sessions: dict[str, list[i
 def _last_night(db: Any, embedder: Any, folder: Path, clock: SampleClock, now: float) -> None:
     """The real consolidation and forgetting jobs, run through the real scheduler and handlers (without a chat
     model, consolidation writes its deterministic summaries)."""
-    from app.services import Services  # the app's wiring of the real handlers
+    from app.services.wiring import Services  # the app's wiring of the real handlers
     services = Services(settings=load_settings(folder), data_dir=folder, _embedder=embedder)
     scheduler = services.scheduler(db=db, env=Environment(clock=clock))
     for kind, hours_ago in ((CONSOLIDATION, 26), (FORGETTING, 0)):

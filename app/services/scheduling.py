@@ -49,7 +49,7 @@ def finetune_base_folder(services: Any) -> str:
 def default_environment(db: Database, activity: ActivityTracker | None = None,
                         model_gate: ModelGate | None = None) -> Environment:
     """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs."""
-    from app.platform import on_ac_power, system_idle_seconds
+    from app.services.platform import on_ac_power, system_idle_seconds
     # ioreg and pmset are subprocesses, and a running job asks several times a second whether to yield: once a
     # second for idle time is enough (the app's own input is seen at once), once a minute for the power source.
     system_idle = CachedProbe(system_idle_seconds, ttl=SYSTEM_IDLE_TTL)

@@ -30,7 +30,7 @@ def in_words(exc: BaseException) -> BaseException:
     if isinstance(exc, EngramError) or not isinstance(exc, (apsw.Error, OSError, RecursionError, UnicodeError,
                                                             MemoryError, OverflowError)):
         return exc
-    from app.errors import describe
+    from app.services.errors import describe
     worded = EngramError(describe(exc)[0])
     worded.__cause__ = exc
     return worded

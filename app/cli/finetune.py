@@ -5,7 +5,7 @@ import argparse
 import signal
 from typing import TYPE_CHECKING, Any
 
-from app.cli_types import first_line, row_id
+from app.cli.arguments import first_line, row_id
 from core.errors import EngramError
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_now(args: argparse.Namespace, services: Any) -> int:
-    from app.scheduling import build_scheduler, finetune_base_folder
+    from app.services.scheduling import build_scheduler, finetune_base_folder
     finetune_base_folder(services)  # fail before queueing anything
     scheduler = build_scheduler(services)
     scheduler.recover()
@@ -62,7 +62,7 @@ def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_status(args: argparse.Namespace, services: Any) -> int:
-    from app.scheduling import build_scheduler
+    from app.services.scheduling import build_scheduler
     from core.finetune import adapters as versions
     from core.store import jobs as store
     db = services.db

@@ -23,7 +23,7 @@ def is_frozen() -> bool:
 def resources_root() -> Path:
     if is_frozen():
         return Path(getattr(sys, "_MEIPASS", Path(sys.executable).parent)) / "resources"
-    return Path(__file__).resolve().parents[1] / "resources"
+    return Path(__file__).resolve().parents[2] / "resources"
 
 
 def resource_path(*parts: str) -> Path:

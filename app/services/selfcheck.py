@@ -42,7 +42,7 @@ class Context:
 
 
 def check_resources(ctx: Context) -> str:
-    from app.resources import APP_ICON, resource_path
+    from app.services.resources import APP_ICON, resource_path
     return f"{APP_ICON} at {resource_path(APP_ICON).parent}"
 
 
@@ -147,7 +147,7 @@ STEPS: tuple[tuple[str, Callable[[Context], str]], ...] = (
 
 
 def versions() -> dict[str, str]:
-    from app.resources import engram_version
+    from app.services.resources import engram_version
     found = {"engram": engram_version(), "python": platform.python_version(),
              "platform": f"{sys.platform}-{platform.machine()}"}
     for name in PACKAGES:

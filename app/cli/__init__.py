@@ -1,0 +1,1 @@
+"""The command line: `engram <group> <verb>`; app.cli.main builds the parser."""
