@@ -137,6 +137,7 @@ class Settings:
     chat_model: str = ""  # repo id or local folder; empty: none chosen yet
     embedder: str = "all-MiniLM-L6-v2"
     memory_dial: str = "normal"  # off / light / normal / eager
+    appearance: str = "system"  # system (follow the OS's light/dark mode) / light / dark
     recall: RecallSettings = field(default_factory=RecallSettings)
     hebbian: HebbianSettings = field(default_factory=HebbianSettings)
     importance: ImportanceWeights = field(default_factory=ImportanceWeights)

@@ -10,11 +10,14 @@ from typing import Any, Callable
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
-                               QStackedWidget, QWidget)
+                               QStackedWidget, QVBoxLayout, QWidget)
 
+from app.ui.icons import icon_size, themed_icon
 from app.ui.tasks import TaskRunner
+from app.ui.theme import SPACING, Theme
 from app.ui.menus import build_menus
 from app.ui.settings_watch import SettingsWatcher
+from core.errors import NotFound
 
 
 @dataclass(frozen=True)
@@ -66,7 +69,9 @@ class MainWindow(QMainWindow):
         self.setWindowTitle("Engram")
         self.resize(1180, 760)
         self.exit_application: Callable[[], None] = QApplication.quit  # after the window closed on Quit
+        self.theme = Theme(QApplication.instance(), services.settings.appearance, self)  # app-wide: light or dark
         self._build()
+        self.theme.changed.connect(self._tint_icons)
         self.menu_actions = build_menus(self)  # File, Edit, View, Window, Help, with their standard keys
         self.memories_changed.connect(self._refresh_memory_views)
         self.settings_watcher = SettingsWatcher(services.data_dir, self)
@@ -76,23 +81,49 @@ class MainWindow(QMainWindow):
 
     def _build(self) -> None:
         self.sidebar = QListWidget()
-        self.sidebar.setObjectName("sidebar")
-        self.sidebar.setFixedWidth(180)
+        self.sidebar.setObjectName("sidebar")  # styled by app/ui/theme.style_sheet
+        self.sidebar.setIconSize(icon_size(18))
+        self.sidebar.setSpacing(1)
         self.stack = QStackedWidget()
         for spec in self.specs:
             item = QListWidgetItem(spec.title)
             item.setData(Qt.UserRole, spec.key)
             self.sidebar.addItem(item)
+        self._tint_icons()
         self.sidebar.currentItemChanged.connect(self._on_sidebar)
         body = QWidget()
         layout = QHBoxLayout(body)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(0)
-        layout.addWidget(self.sidebar)
+        layout.addWidget(self._sidebar_pane())
         layout.addWidget(self.stack, 1)
         self.setCentralWidget(body)
         self.status = QLabel("")
         self.statusBar().addPermanentWidget(self.status)
+
+    def _sidebar_pane(self) -> QWidget:
+        """The app's name over the list of panels, on the sidebar's own background."""
+        pane = QWidget()
+        pane.setObjectName("sidebarPane")
+        pane.setAttribute(Qt.WA_StyledBackground)  # a plain QWidget paints a style-sheet background only so
+        pane.setFixedWidth(188)
+        column = QVBoxLayout(pane)
+        column.setContentsMargins(0, SPACING.s, 0, SPACING.s)
+        column.setSpacing(SPACING.xs)
+        title = QLabel("Engram")
+        title.setObjectName("sidebarTitle")
+        column.addWidget(title)
+        column.addWidget(self.sidebar, 1)
+        return pane
+
+    def _tint_icons(self, _scheme: str = "") -> None:
+        """Each panel's icon in the palette's text colour: redrawn when light and dark mode switch."""
+        pal = QApplication.instance().palette()
+        for row, spec in enumerate(self.specs):
+            try:
+                self.sidebar.item(row).setIcon(themed_icon(spec.key, pal))
+            except NotFound:
+                pass  # a panel without an icon of its own keeps its title alone
 
     def _on_sidebar(self, current: QListWidgetItem | None, _previous: Any = None) -> None:
         if current is not None:
@@ -128,6 +159,7 @@ class MainWindow(QMainWindow):
         if settings == self.services.settings:
             return
         self.services.settings = settings
+        self.theme.set_appearance(settings.appearance)
         for key, method in (("settings", "follow"), ("models", "refresh"), ("chat", "check_model")):
             panel = self.panels.get(key)
             if panel is not None and hasattr(panel, method):

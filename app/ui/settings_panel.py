@@ -17,6 +17,8 @@ from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
                                QLineEdit, QPushButton, QTimeEdit, QVBoxLayout, QWidget)
 
+from app.services.platform import this_machine
+from app.ui.theme import APPEARANCE_LABELS, APPEARANCES
 from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
                          with_changes)
 
@@ -100,12 +102,38 @@ class SettingsPanel(QWidget):
         self.dial.addItems(DIAL_CHOICES)
         self.forgetting = QComboBox()
         self.forgetting.addItems(FORGETTING_CHOICES)
+        form.addRow("Appearance", self._appearance_choice())
         form.addRow("Data folder", folder_row)
         form.addRow("Chat model", self.chat_model)
         form.addRow("Embedding model", self.embedder)
         form.addRow("Memory dial", self.dial)
         form.addRow("Forgetting strength", self.forgetting)
         return box
+
+    def _appearance_choice(self) -> QComboBox:
+        """System / Light / Dark: applied and saved the moment it is chosen, like the system's own switch."""
+        self.appearance = QComboBox()
+        for key in APPEARANCES:
+            self.appearance.addItem(APPEARANCE_LABELS[key], key)
+        self.appearance.setToolTip(f"System follows the light or dark mode of {this_machine()}.")
+        self.appearance.currentIndexChanged.connect(self._appearance_chosen)
+        return self.appearance
+
+    def _appearance_chosen(self, index: int) -> None:
+        key = self.appearance.itemData(index)
+        if key is None or key == self.services.settings.appearance:
+            return
+        try:
+            settings = update_settings(self.services.data_dir, {"appearance": key})  # the one field, merged
+        except OSError as exc:
+            self.saved_label.setText(f"Could not save the appearance: {exc}")
+            return
+        self.baseline = self.baseline.replace(appearance=key)  # other unsaved edits stay pending
+        apply = getattr(self.context.window, "apply_settings", None)
+        if apply is not None:
+            apply(settings)  # the theme, and every panel, follow at once
+        else:
+            self.services.settings = settings
 
     def _scheduler_box(self) -> QGroupBox:
         box = QGroupBox("Idle-time work")
@@ -162,6 +190,9 @@ class SettingsPanel(QWidget):
 
     def load(self, settings: Settings) -> None:
         self.data_dir.setText(str(self.services.data_dir))
+        self.appearance.blockSignals(True)  # showing the setting is not choosing it
+        self.appearance.setCurrentIndex(max(0, self.appearance.findData(settings.appearance)))
+        self.appearance.blockSignals(False)
         self.chat_model.setCurrentText(settings.chat_model)
         self._list_installed()
         self.embedder.setText(settings.embedder)
