@@ -9,7 +9,7 @@ import struct
 from pathlib import Path
 
 from core.errors import ModelError
-from models.registry import GB, WONT_FIT, fit, folder_weights_bytes, ram_estimate
+from models.registry import GB, TOO_BIG, fit, need_for_folder
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "tiktoken.model")
 
@@ -59,15 +59,21 @@ def check_safetensors(path: Path) -> None:
                          f"Remove the model and download it again.") from exc
 
 
-def check_fits(folder: Path, total_ram: int) -> None:
-    need = ram_estimate(folder_weights_bytes(folder))
-    if fit(need, total_ram) == WONT_FIT:
-        raise ModelError(f"This model needs about {need / GB:.1f} GB of memory; this computer has "
-                         f"{total_ram / GB:.1f} GB. Choose a smaller model.")
+def check_fits(folder: Path, budget: int) -> None:
+    """Refuse a model past 85% of the memory budget (models.budget): it would swap or fail mid-reply."""
+    need = need_for_folder(folder)
+    if fit(need, budget) == TOO_BIG:
+        raise ModelError(too_big_message(need, budget))
+
+
+def too_big_message(need: int, budget: int) -> str:
+    return (f"This model needs about {need / GB:.1f} GB of memory; Engram can give a model {budget / GB:.1f} GB "
+            f"here. Choose a smaller model.")
 
 
 def check_model_folder(folder: Path | str, *, total_ram: int | None = None) -> dict:
-    """All checks that need no model load; returns the config. `total_ram=None` skips the memory check."""
+    """All checks that need no model load; returns the config. `total_ram` is the memory budget a model may use
+    (models.budget, named for the callers that pass it); None skips the memory check."""
     folder = Path(folder)
     config = read_config(folder)
     check_architecture(config)

@@ -1,11 +1,14 @@
 """Installed models under <data_dir>/models, and downloads from Hugging Face into it.
 
-A download goes to a staging folder, is checked (config, architecture, intact weights, fits in memory, builds
-with every weight bound), and only then is moved into place with one rename and a marker file: a partial or
-broken download is never offered as installed. Nothing touches the network unless `download` is called.
+A download goes to a staging folder file by file (models.fetch: resumed after a pause or a dropped connection,
+retried with backoff, each file's checksum verified), is checked (config, architecture, intact weights, fits in
+memory, builds with every weight bound), and only then is moved into place with one rename and a marker file: a
+partial or broken download is never offered as installed. Nothing touches the network unless `plan` or
+`download` is called.
 """
 from __future__ import annotations
 
+import fnmatch
 import json
 import shutil
 import threading
@@ -16,8 +19,14 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import InvalidInput, ModelError
-from models.checks import check_model_folder, verify_loads
+from models.checks import check_model_folder, too_big_message, verify_loads
+from models.fetch import (STATE_FILE, DownloadCancelled, DownloadPaused, DownloadProgress, ProgressMeter,
+                          fetch_file, prepare_staging, present_bytes, with_retries)
+from models.hub import ALLOW_PATTERNS, RemoteFile
 from models.registry import GB, find_model
+
+__all__ = ["ALLOW_PATTERNS", "DownloadCancelled", "DownloadPaused", "DownloadPlan", "DownloadProgress",
+           "InstalledModel", "ModelStore", "STAGING"]
 
 MARKER = "engram-model.json"
 # Model folders the user added from elsewhere on disk. Kept here, beside the downloads, not in settings.json:
@@ -25,8 +34,6 @@ MARKER = "engram-model.json"
 # the user's choices (the open app reloads on each change of it), and a list of paths is no Settings field.
 ADDED_FOLDERS = "added-folders.json"
 STAGING = ".staging"
-ALLOW_PATTERNS = ["*.json", "model*.safetensors", "*.py", "tokenizer.model", "*.tiktoken", "tiktoken.model",
-                  "*.txt", "*.jsonl", "*.jinja"]
 DISK_MARGIN = 1.1  # keep 10% spare beyond the download itself
 
 
@@ -35,15 +42,9 @@ class DownloadPlan:
     repo_id: str
     files: tuple[str, ...]
     total_bytes: int
-    bytes_to_download: int
-
-
-@dataclass(frozen=True)
-class DownloadProgress:
-    done_bytes: int
-    total_bytes: int
-    bytes_per_second: float
-    eta_seconds: float | None
+    bytes_to_download: int  # less than total_bytes when a paused or interrupted download left files behind
+    revision: str = ""
+    remote: tuple[RemoteFile, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -55,24 +56,23 @@ class InstalledModel:
     local: bool = False  # a folder the user added: listed and usable, never moved or deleted by Engram
 
 
-class DownloadCancelled(ModelError):
-    """The user stopped the download; nothing was installed."""
-
-
 def folder_name(repo_id: str) -> str:
     return repo_id.replace("/", "--")
 
 
 class ModelStore:
-    """The models folder. `snapshot` and `disk_usage` are injectable so tests never touch the network."""
+    """The models folder. `hub` (models.hub.HubClient's three methods), `disk_usage` and `sleep` (the backoff
+    between retries) are injectable so tests never touch the network nor wait. `total_ram` is the memory budget a
+    model may use here (models.budget): a model past it is refused; None skips that check."""
 
-    def __init__(self, root: Path | str, *, total_ram: int | None = None,
-                 snapshot: Callable[..., Any] | None = None,
-                 disk_usage: Callable[[Path], Any] = shutil.disk_usage) -> None:
+    def __init__(self, root: Path | str, *, total_ram: int | None = None, hub: Any = None,
+                 disk_usage: Callable[[Path], Any] = shutil.disk_usage,
+                 sleep: Callable[[float], Any] = time.sleep) -> None:
         self.root = Path(root)
         self.total_ram = total_ram
-        self._snapshot = snapshot
+        self._hub_client = hub
         self._disk_usage = disk_usage
+        self._sleep = sleep
 
     # -- installed models ----------------------------------------------------------------------------
 
@@ -187,46 +187,60 @@ class ModelStore:
     # -- download ------------------------------------------------------------------------------------
 
     def plan(self, repo_id: str) -> DownloadPlan:
-        """What a download would fetch and its size, from the hub's file listing (network)."""
+        """What a download would fetch and its size, from the hub's file listing (network); files a paused or
+        interrupted download left in staging are not counted again."""
         _check_repo_id(repo_id)
-        try:
-            entries = self._snapshot_fn()(repo_id, allow_patterns=ALLOW_PATTERNS, dry_run=True)
-        except Exception as exc:  # hub errors, no network, unknown repo
-            raise ModelError(f"Cannot reach {repo_id} on Hugging Face: {exc}") from exc
-        files = tuple(entry.filename for entry in entries)
-        total = sum(entry.file_size or 0 for entry in entries)
-        pending = sum(entry.file_size or 0 for entry in entries if entry.will_download)
-        if not any(name.endswith(".safetensors") for name in files):
+        listing = with_retries(lambda: self._hub().listing(repo_id), self._sleep, repo_id)
+        remote = tuple(file for file in listing.files
+                       if any(fnmatch.fnmatch(file.name, pattern) for pattern in ALLOW_PATTERNS))
+        if not any(file.name.endswith(".safetensors") for file in remote):
             raise ModelError(f"{repo_id} has no MLX weights (safetensors); it is not an MLX model.")
-        return DownloadPlan(repo_id, files, total, pending)
+        total = sum(file.size for file in remote)
+        present = present_bytes(self._staging(repo_id), remote, listing.revision)
+        return DownloadPlan(repo_id, tuple(file.name for file in remote), total, total - present,
+                            listing.revision, remote)
 
     def download(self, repo_id: str, *, progress: Callable[[DownloadProgress], None] | None = None,
-                 cancel: threading.Event | None = None) -> InstalledModel:
+                 cancel: threading.Event | None = None, pause: threading.Event | None = None) -> InstalledModel:
+        """Fetch and install. `pause` stops keeping the partial files (DownloadPaused; the next call continues
+        from them), `cancel` stops throwing them away (DownloadCancelled)."""
         plan = self.plan(repo_id)
         final = self.root / folder_name(repo_id)
         if (final / MARKER).is_file():
             raise ModelError(f"{repo_id} is already installed.")
         self._check_disk(plan)
         self._check_memory(plan)
-        staging = self.root / STAGING / folder_name(repo_id)  # kept on failure: the next try resumes per file
-        staging.mkdir(parents=True, exist_ok=True)
-        meter = _ProgressMeter(plan.total_bytes, progress, cancel or threading.Event())
+        staging = self._staging(repo_id)
+        prepare_staging(staging, plan.revision)
+        meter = ProgressMeter(plan.total_bytes, plan.total_bytes - plan.bytes_to_download, progress,
+                              cancel or threading.Event(), pause or threading.Event())
         try:
-            self._snapshot_fn()(repo_id, allow_patterns=ALLOW_PATTERNS, local_dir=str(staging),
-                                tqdm_class=meter.tqdm_class())
+            for file in plan.remote:
+                fetch_file(self._hub(), repo_id, plan.revision, file, staging, meter, self._sleep)
         except DownloadCancelled:
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        except Exception as exc:
+        except OSError as exc:  # a full disk, a folder that went away
             raise ModelError(f"The download of {repo_id} stopped before it finished ({exc}); nothing was "
                              f"installed. Run the download again to resume.") from exc
         return self.install(staging, repo_id=repo_id)
+
+    def discard_partial(self, repo_id: str) -> int:
+        """Throw away what a paused or interrupted download left; returns the bytes freed."""
+        staging = self._staging(repo_id)
+        freed = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file()) if staging.is_dir() else 0
+        shutil.rmtree(staging, ignore_errors=True)
+        return freed
+
+    def _staging(self, repo_id: str) -> Path:
+        return self.root / STAGING / folder_name(repo_id)  # kept on pause or failure: the next try resumes
 
     def install(self, folder: Path, *, repo_id: str) -> InstalledModel:
         """Check a complete folder and move it into place with its marker; on failure nothing is installed."""
         check_model_folder(folder, total_ram=self.total_ram)
         verify_loads(folder)
-        shutil.rmtree(folder / ".cache", ignore_errors=True)  # huggingface_hub's resume metadata
+        shutil.rmtree(folder / ".cache", ignore_errors=True)  # an older Engram's huggingface_hub resume metadata
+        (folder / STATE_FILE).unlink(missing_ok=True)
         size = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
         marker = {"repo_id": repo_id, "installed_at": time.time(), "size_bytes": size}
         (folder / MARKER).write_text(json.dumps(marker), encoding="utf-8")
@@ -239,20 +253,14 @@ class ModelStore:
 
     # -- helpers -------------------------------------------------------------------------------------
 
-    def _snapshot_fn(self) -> Callable[..., Any]:
-        if self._snapshot is None:
-            from huggingface_hub import snapshot_download  # deferred: only a user's download needs it
-            return snapshot_download
-        return self._snapshot
+    def _hub(self) -> Any:
+        if self._hub_client is None:
+            from models.hub import HubClient
+            self._hub_client = HubClient()
+        return self._hub_client
 
     def _cached_snapshot(self, repo_id: str) -> Path | None:
-        if "/" not in repo_id:
-            return None
-        try:
-            path = Path(self._snapshot_fn()(repo_id, allow_patterns=ALLOW_PATTERNS, local_files_only=True))
-        except Exception:  # not in the cache: huggingface_hub raises LocalEntryNotFoundError and friends
-            return None
-        return path if (path / "config.json").is_file() else None
+        return self._hub().cached(repo_id) if "/" in repo_id else None
 
     def _check_disk(self, plan: DownloadPlan) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -262,15 +270,13 @@ class ModelStore:
                              f"{free / GB:.1f} GB is free.")
 
     def _check_memory(self, plan: DownloadPlan) -> None:
-        from models.registry import WONT_FIT, fit, ram_estimate
+        from models.registry import TOO_BIG, fit, need_estimate
         if self.total_ram is None:
             return
-        weights = plan.total_bytes
         curated = find_model(plan.repo_id)
-        need = curated.ram_bytes if curated else ram_estimate(weights)
-        if fit(need, self.total_ram) == WONT_FIT:
-            raise ModelError(f"{plan.repo_id} needs about {need / GB:.1f} GB of memory; this computer has "
-                             f"{self.total_ram / GB:.1f} GB. Choose a smaller model.")
+        need = curated.ram_bytes if curated else need_estimate(plan.total_bytes, None)  # no config yet
+        if fit(need, self.total_ram) == TOO_BIG:
+            raise ModelError(f"{plan.repo_id}: " + too_big_message(need, self.total_ram))
 
 
 def looks_like_path(ref: str) -> bool:
@@ -296,48 +302,3 @@ def _check_repo_id(repo_id: str) -> None:
     parts = repo_id.split("/")
     if len(parts) != 2 or not all(parts) or any(part in (".", "..") for part in parts):
         raise InvalidInput(f"{repo_id!r} is not a Hugging Face repo id (expected owner/name).")
-
-
-class _ProgressMeter:
-    """Sums byte progress from huggingface_hub's bars into one callback; raising from update() cancels."""
-
-    def __init__(self, total: int, callback: Callable[[DownloadProgress], None] | None,
-                 cancel: threading.Event) -> None:
-        self.total = total
-        self.done = 0
-        self.started = time.monotonic()
-        self.callback = callback
-        self.cancel = cancel
-        self.lock = threading.Lock()
-
-    def add(self, count: float) -> None:
-        if self.cancel.is_set():
-            raise DownloadCancelled("The download was cancelled; nothing was installed.")
-        with self.lock:
-            self.done += int(count)
-            elapsed = max(time.monotonic() - self.started, 1e-6)
-            rate = self.done / elapsed
-            eta = (self.total - self.done) / rate if rate > 0 else None
-            report = DownloadProgress(self.done, self.total, rate, eta)
-        if self.callback is not None:
-            self.callback(report)
-
-    def tqdm_class(self) -> type:
-        from tqdm.auto import tqdm
-        meter = self
-
-        class ForwardingTqdm(tqdm):  # silent: progress goes to the callback, not the terminal
-            def __init__(self, *args: Any, **kwargs: Any) -> None:
-                self._counts_bytes = kwargs.get("unit") == "B" and kwargs.get("desc") != "Downloading bytes"
-                kwargs.pop("name", None)
-                kwargs["disable"] = True
-                super().__init__(*args, **kwargs)
-
-            def update(self, n: float | None = 1) -> bool | None:
-                if self._counts_bytes and n:
-                    meter.add(n)
-                elif meter.cancel.is_set():
-                    raise DownloadCancelled("The download was cancelled; nothing was installed.")
-                return super().update(n)
-
-        return ForwardingTqdm

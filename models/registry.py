@@ -1,11 +1,13 @@
-"""Curated 4-bit MLX chat models from mlx-community, and whether each fits this machine's memory.
+"""Curated 4-bit MLX chat models from mlx-community, what each needs, and whether it fits this machine.
 
-Sizes are the download size of the repo's weights and tokenizer; RAM need adds the KV cache and runtime
-for a few thousand tokens of context. On Apple Silicon the GPU shares the machine's RAM, and macOS lets it
-use roughly three quarters of it, hence the thresholds below.
+A model's need is counted in one place, `need_estimate`: its weights, plus the KV cache of a typical conversation
+(TYPICAL_CONTEXT_TOKENS, fp16 keys and values for every layer), plus OVERHEAD_BYTES for MLX's runtime, activations and
+the tokenizer. The verdict compares it with the memory budget (models.budget: on a Mac what the GPU may use, else the
+memory free): under 75% it fits, to 85% it is tight, above that it is too big.
 """
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -13,9 +15,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 GB = 1024 ** 3
-FITS, TIGHT, WONT_FIT = "fits", "tight", "won't fit"
-FITS_SHARE = 0.5  # at most half the RAM: the rest of the Mac stays responsive
-TIGHT_SHARE = 0.75  # about what macOS lets the GPU wire by default
+FITS, TIGHT, TOO_BIG = "fits", "tight", "too big"
+FITS_SHARE = 0.75  # under this share of the budget the rest of the machine stays responsive
+TIGHT_SHARE = 0.85  # past this, a long conversation or another app pushes it into swap
+TYPICAL_CONTEXT_TOKENS = 8192  # Settings' default context window (core.config) for a conversation with memories
+KV_BYTES_PER_VALUE = 2  # MLX keeps the KV cache in fp16 even for 4-bit weights
+OVERHEAD_BYTES = GB // 2  # MLX runtime, activations of one step, tokenizer and Python
+FALLBACK_KV_SHARE = 0.2  # a config without the attention sizes: its KV cache guessed as a fifth of its weights
 
 
 @dataclass(frozen=True)
@@ -25,32 +31,63 @@ class ModelInfo:
     params_b: float
     size_bytes: int
     context_length: int
-    ram_bytes: int  # estimated peak while chatting
+    ram_bytes: int  # need_estimate: the memory it uses while chatting at a typical context
 
     @property
     def name(self) -> str:
         return self.repo_id.rsplit("/", 1)[-1]
 
 
-def _info(repo_id: str, family: str, params_b: float, size_gb: float, context: int) -> ModelInfo:
+def _info(repo_id: str, family: str, params_b: float, size_gb: float, context: int,
+          layers: int, kv_heads: int, head_dim: int) -> ModelInfo:
     size = int(size_gb * GB)
-    return ModelInfo(repo_id, family, params_b, size, context, ram_estimate(size))
+    kv = 2 * layers * kv_heads * head_dim * KV_BYTES_PER_VALUE
+    return ModelInfo(repo_id, family, params_b, size, context, need_estimate(size, kv, context))
 
 
-def ram_estimate(weights_bytes: int) -> int:
-    """Weights plus ~20% for activations and KV cache, plus half a gigabyte of runtime."""
-    return int(weights_bytes * 1.2 + 0.5 * GB)
+def need_estimate(weights_bytes: int, kv_per_token: int | None, context_length: int = 0) -> int:
+    """Weights + KV cache of a typical context (at most the model's own window) + runtime overhead."""
+    tokens = min(TYPICAL_CONTEXT_TOKENS, context_length) if context_length > 0 else TYPICAL_CONTEXT_TOKENS
+    kv_cache = kv_per_token * tokens if kv_per_token else int(weights_bytes * FALLBACK_KV_SHARE)
+    return weights_bytes + kv_cache + OVERHEAD_BYTES
 
 
-# Repo ids confirmed on huggingface.co/mlx-community; sizes rounded up from the repos' file listings.
+def kv_bytes_per_token(config: dict) -> int | None:
+    """KV cache bytes one token costs, from a model's config.json (multimodal configs nest it in text_config)."""
+    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    layers, heads = text.get("num_hidden_layers"), text.get("num_attention_heads")
+    kv_heads = text.get("num_key_value_heads") or heads
+    head_dim = text.get("head_dim")
+    if not head_dim and isinstance(text.get("hidden_size"), int) and isinstance(heads, int) and heads > 0:
+        head_dim = text["hidden_size"] // heads
+    values = (layers, kv_heads, head_dim)
+    if not all(isinstance(value, int) and value > 0 for value in values):
+        return None
+    return 2 * layers * kv_heads * head_dim * KV_BYTES_PER_VALUE
+
+
+def need_for_folder(folder: Path) -> int:
+    """need_estimate for a model folder: its weights on disk and its own attention sizes."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        config = {}
+    config = config if isinstance(config, dict) else {}
+    context = config.get("max_position_embeddings")
+    return need_estimate(folder_weights_bytes(folder), kv_bytes_per_token(config),
+                         context if isinstance(context, int) else 0)
+
+
+# Repo ids confirmed on huggingface.co/mlx-community; sizes rounded up from the repos' file listings; layers, KV
+# heads and head size from each model's config.json (Gemma 3's sliding-window layers make its figure an upper bound).
 CURATED: tuple[ModelInfo, ...] = (
-    _info("mlx-community/Qwen3-0.6B-4bit", "Qwen3", 0.6, 0.36, 32768),
-    _info("mlx-community/gemma-3-1b-it-4bit", "Gemma 3", 1.0, 0.78, 32768),
-    _info("mlx-community/Llama-3.2-1B-Instruct-4bit", "Llama 3.2", 1.2, 0.72, 131072),
-    _info("mlx-community/Llama-3.2-3B-Instruct-4bit", "Llama 3.2", 3.2, 1.85, 131072),
-    _info("mlx-community/Qwen3-4B-4bit", "Qwen3", 4.0, 2.3, 32768),
-    _info("mlx-community/gemma-3-4b-it-4bit-DWQ", "Gemma 3", 4.3, 2.6, 131072),
-    _info("mlx-community/Qwen3-8B-4bit", "Qwen3", 8.2, 4.65, 32768),
+    _info("mlx-community/Qwen3-0.6B-4bit", "Qwen3", 0.6, 0.36, 32768, 28, 8, 128),
+    _info("mlx-community/gemma-3-1b-it-4bit", "Gemma 3", 1.0, 0.78, 32768, 26, 1, 256),
+    _info("mlx-community/Llama-3.2-1B-Instruct-4bit", "Llama 3.2", 1.2, 0.72, 131072, 16, 8, 64),
+    _info("mlx-community/Llama-3.2-3B-Instruct-4bit", "Llama 3.2", 3.2, 1.85, 131072, 28, 8, 128),
+    _info("mlx-community/Qwen3-4B-4bit", "Qwen3", 4.0, 2.3, 32768, 36, 8, 128),
+    _info("mlx-community/gemma-3-4b-it-4bit-DWQ", "Gemma 3", 4.3, 2.6, 131072, 34, 4, 256),
+    _info("mlx-community/Qwen3-8B-4bit", "Qwen3", 8.2, 4.65, 32768, 36, 8, 128),
 )
 
 # Best first: the default is the first of these that fits.
@@ -71,21 +108,22 @@ def find_model(name_or_repo: str, catalog: Sequence[ModelInfo] = CURATED) -> Mod
     return None
 
 
-def fit(ram_needed: int, total_ram: int) -> str:
-    if total_ram <= 0:
+def fit(need: int, budget: int) -> str:
+    """FITS under 75% of the memory budget (models.budget), TIGHT to 85%, TOO_BIG above."""
+    if budget <= 0:
         return TIGHT  # unknown memory: neither promise nor refuse
-    if ram_needed <= total_ram * FITS_SHARE:
+    if need < budget * FITS_SHARE:
         return FITS
-    if ram_needed <= total_ram * TIGHT_SHARE:
+    if need <= budget * TIGHT_SHARE:
         return TIGHT
-    return WONT_FIT
+    return TOO_BIG
 
 
-def default_model(total_ram: int, catalog: Sequence[ModelInfo] = CURATED) -> ModelInfo:
-    """The best preferred model that fits comfortably; the smallest model when none does."""
+def default_model(budget: int, catalog: Sequence[ModelInfo] = CURATED) -> ModelInfo:
+    """The best preferred model that fits the budget comfortably; the smallest model when none does."""
     for repo_id in DEFAULT_PREFERENCE:
         info = find_model(repo_id, catalog)
-        if info is not None and fit(info.ram_bytes, total_ram) == FITS:
+        if info is not None and fit(info.ram_bytes, budget) == FITS:
             return info
     return min(catalog, key=lambda info: info.ram_bytes)
 

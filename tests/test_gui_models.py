@@ -1,4 +1,5 @@
-"""The Models panel: registry with fit labels, first-start offer, download with progress and cancel, choose."""
+"""The Models panel: registry with fit pills, the recommended row, first-start offer, download with progress, pause,
+resume and cancel, choose."""
 from __future__ import annotations
 
 import threading
@@ -25,7 +26,8 @@ def window(qtbot, tmp_path):
 
 
 def _use_hub(window, hub):
-    window.services.model_store = lambda: ModelStore(window.services.models_dir, total_ram=16 * GB, snapshot=hub)
+    window.services.model_store = lambda: ModelStore(window.services.models_dir, total_ram=16 * GB, hub=hub,
+                                                     sleep=lambda seconds: None)
 
 
 def _panel(qtbot, window):
@@ -37,7 +39,7 @@ def _panel(qtbot, window):
 def test_registry_rows_carry_fit_labels_and_a_first_start_offer(qtbot, window):
     panel = _panel(qtbot, window)
     fits = {panel.table.item(r, 6).text() for r in range(panel.table.rowCount())}
-    assert fits <= {"fits", "tight", "won't fit"} and fits
+    assert fits <= {"fits", "tight", "too big"} and fits
     assert panel.banner.isVisible() or not panel.isVisible()
     assert panel.recommended.name in panel.banner.text()
     assert panel.selected_repo() == panel.recommended.repo_id
@@ -200,3 +202,95 @@ def test_a_file_that_is_not_gguf_is_refused_in_words(qtbot, window, monkeypatch,
         qtbot.mouseClick(panel.buttons["add_gguf"], Qt.LeftButton)
     assert added.args == [False] and "not a GGUF model file" in panel.message.text()
     assert window.services.model_store().installed() == []
+
+
+def test_fit_pills_follow_the_budget_and_the_recommended_row_is_marked(qtbot, window, monkeypatch):
+    """An 8 GB Mac's GPU working set (a recorded mx.device_info() figure): Qwen3-8B is too big there, though it
+    would fit 8 GB of RAM by the old measure; the recommended Qwen3-4B is marked."""
+    from models.budget import GPU_WORKING_SET, MemoryBudget
+    monkeypatch.setattr("models.budget.memory_budget", lambda *a, **k: MemoryBudget(5726633984, GPU_WORKING_SET))
+    panel = _panel(qtbot, window)
+    verdicts = {panel.table.item(r, 0).text(): panel.table.item(r, 6).text() for r in range(panel.table.rowCount())}
+    assert verdicts["Qwen3-8B-4bit"] == "too big" and verdicts["Qwen3-4B-4bit"] == "fits"
+    marked = [panel.table.item(r, 0).text() for r in range(panel.table.rowCount())
+              if "Recommended" in panel.table.item(r, 7).text()]
+    assert marked == ["Qwen3-4B-4bit"]
+    assert "what the GPU may use, 5.3 GB of" in panel.budget_label.text()
+    from app.ui.fit_pill import FitPillDelegate
+    assert isinstance(panel.table.itemDelegateForColumn(6), FitPillDelegate)
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_pill_text_reads_on_its_fill_in_light_and_dark(qtbot, scheme):
+    from app.ui.fit_pill import pill_colours, pill_html
+    from app.ui.theme import DARK, LIGHT, build_palette, contrast_ratio
+    palette = build_palette(LIGHT if scheme == "light" else DARK)
+    colours = {verdict: pill_colours(verdict, palette) for verdict in ("fits", "tight", "too big")}
+    for text, fill in colours.values():
+        assert contrast_ratio(text, fill) >= 4.5
+    assert len({text.name() for text, _ in colours.values()}) == 3  # three verdicts, three colours
+    assert colours["fits"][0].name() in pill_html("fits", palette)
+
+
+def test_pause_keeps_what_was_fetched_and_resume_finishes_it(qtbot, window, tiny_model_dir):
+    from PySide6.QtCore import Qt
+    repo = CURATED[0].repo_id
+    hold = threading.Event()
+    hub = FakeHub(tiny_model_dir, repo, hold=hold, chunk_size=1024)
+    _use_hub(window, hub)
+    panel = _panel(qtbot, window)
+    panel.select_repo(repo)
+    qtbot.mouseClick(panel.buttons["download"], Qt.LeftButton)
+    qtbot.waitUntil(lambda: hub.served_bytes > 0, timeout=10000)  # the first bytes are in
+    qtbot.mouseClick(panel.buttons["pause"], Qt.LeftButton)
+    with qtbot.waitSignal(panel.download_finished, timeout=30000) as done:
+        hold.set()
+    assert done.args == [False] and "Paused at" in panel.message.text()
+    assert not panel.buttons["resume"].isHidden() and panel.buttons["resume"].isEnabled()
+    assert panel.buttons["cancel"].isEnabled() and panel.buttons["pause"].isHidden()
+    fetched = hub.served_bytes
+    assert 0 < fetched < hub.total_bytes() and window.services.model_store().installed() == []
+    with qtbot.waitSignal(panel.download_finished, timeout=60000) as done:
+        qtbot.mouseClick(panel.buttons["resume"], Qt.LeftButton)
+    assert done.args == [True], panel.message.text()
+    assert hub.served_bytes == hub.total_bytes()  # resumed: nothing fetched twice
+    assert [m.repo_id for m in window.services.model_store().installed()] == [repo]
+    assert not panel.buttons["pause"].isHidden() and panel.buttons["resume"].isHidden()
+
+
+def test_cancel_after_pause_removes_the_partial_files(qtbot, window, tiny_model_dir):
+    from PySide6.QtCore import Qt
+
+    from models.download import STAGING, folder_name
+    repo = CURATED[0].repo_id
+    gate = threading.Event()
+    _use_hub(window, FakeHub(tiny_model_dir, repo, gate=gate, chunk_size=1024))
+    panel = _panel(qtbot, window)
+    panel.select_repo(repo)
+    panel.on_download()
+    qtbot.waitUntil(lambda: panel.buttons["pause"].isEnabled(), timeout=5000)
+    panel.on_pause()
+    with qtbot.waitSignal(panel.download_finished, timeout=30000):
+        gate.set()
+    staging = window.services.models_dir / STAGING / folder_name(repo)
+    assert staging.is_dir()
+    qtbot.mouseClick(panel.buttons["cancel"], Qt.LeftButton)
+    qtbot.waitUntil(lambda: not staging.exists(), timeout=10000)
+    qtbot.waitUntil(lambda: "partial files were removed" in panel.message.text(), timeout=5000)
+    assert panel.buttons["resume"].isHidden() and panel.buttons["download"].isEnabled()
+
+
+def test_the_welcome_screen_shows_the_recommended_model_with_its_fit_pill(qtbot):
+    """Onboarding's recommendation, against a recorded 16 GB Mac's GPU working set."""
+    from app.ui.fit_pill import pill_colours
+    from app.ui.onboarding import model_text
+    from models.budget import AVAILABLE_RAM, GPU_WORKING_SET, MemoryBudget
+    from models.registry import default_model, find_model
+    mac = MemoryBudget(11453251584, GPU_WORKING_SET)
+    text = model_text(default_model(mac.bytes), mac, "this Mac")
+    assert "Qwen3-8B-4bit" in text and "what the GPU may use, 10.7 GB of this Mac's memory" in text
+    assert pill_colours("fits")[0].name() in text and "fits comfortably" in text
+    small = MemoryBudget(3 * GB, AVAILABLE_RAM)
+    text = model_text(find_model("Qwen3-8B-4bit"), small, "this computer")
+    assert "is too big" in text and pill_colours("too big")[0].name() in text
+    assert "3.0 GB free of this computer's memory" in text

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import subprocess
 
-from models.registry import (CURATED, FITS, GB, TIGHT, WONT_FIT, default_model, find_model, fit,
+from models.registry import (CURATED, FITS, GB, TIGHT, TOO_BIG, default_model, find_model, fit,
                              parse_meminfo, parse_sysctl_memsize, total_ram_bytes)
 
 MEMINFO = """MemTotal:       24529752 kB
@@ -45,12 +45,12 @@ def test_total_ram_reads_meminfo_on_linux(tmp_path):
 
 
 def test_fit_levels():
-    assert fit(4 * GB, 16 * GB) == FITS
-    assert fit(10 * GB, 16 * GB) == TIGHT
-    assert fit(14 * GB, 16 * GB) == WONT_FIT
+    assert fit(10 * GB, 16 * GB) == FITS
+    assert fit(13 * GB, 16 * GB) == TIGHT
+    assert fit(14 * GB, 16 * GB) == TOO_BIG
 
 
-def test_default_model_grows_with_ram():
+def test_default_model_grows_with_the_budget():
     assert default_model(8 * GB).repo_id == "mlx-community/Qwen3-4B-4bit"
     assert default_model(16 * GB).repo_id == "mlx-community/Qwen3-8B-4bit"
     assert default_model(4 * GB).repo_id == "mlx-community/Llama-3.2-1B-Instruct-4bit"

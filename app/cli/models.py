@@ -1,12 +1,15 @@
 """`engram models list|download|remove|use`: the chat models on this machine, from the terminal.
 
-`download` shows the size before it starts, then bytes, rate and ETA; Ctrl-C cancels it cleanly (nothing is
-installed, the partial files are removed). Only `download` touches the network.
+`list` gives each model's verdict (fits / tight / too big) against the memory a model may use here (models.budget)
+and marks the recommended one. `download` shows the size before it starts, then bytes, rate and ETA; Ctrl-C stops
+it cleanly (nothing is installed; the partial files stay, so running it again resumes where it stopped). Only
+`download` touches the network.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import threading
 import time
@@ -41,18 +44,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def open_store(services: Any) -> Any:
-    """The models folder with this machine's memory size, so oversize models are refused (tests replace this)."""
+    """The models folder with the memory a model may use here, so oversize models are refused (tests replace
+    this)."""
+    from models.budget import memory_budget
     from models.download import ModelStore
-    from models.registry import total_ram_bytes
-    return ModelStore(services.models_dir, total_ram=total_ram_bytes())
+    return ModelStore(services.models_dir, total_ram=memory_budget().bytes or None)
 
 
 # -- list ------------------------------------------------------------------------------------------------
 
 def cmd_list(args: argparse.Namespace, services: Any) -> int:
-    from models.registry import CURATED, default_model, fit
+    from models.budget import MemoryBudget, budget_words, memory_budget
+    from models.registry import CURATED, default_model, fit, total_ram_bytes
+    from app.services.platform import this_machine
     store = open_store(services)
-    ram = store.total_ram or 0
+    ram = store.total_ram or 0  # the budget the store refuses models by: the verdicts use the same figure
+    budget = MemoryBudget(ram, memory_budget().source)
     active = services.settings.chat_model
     installed = {m.repo_id: m for m in store.usable(active)}
     recommended = default_model(ram).repo_id
@@ -64,16 +71,20 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
     curated = {info.repo_id for info in CURATED}
     rows += [_installed_row(m, active, ram) for m in installed.values() if m.repo_id not in curated]
     if args.json:
-        print(json.dumps({"total_ram_bytes": ram, "active": active, "models": rows}, indent=2))
+        print(json.dumps({"budget_bytes": ram, "budget_source": budget.source, "total_ram_bytes": total_ram_bytes(),
+                          "active": active, "models": rows}, indent=2))
         return 0
-    print(f"This computer has {human_bytes(ram)} of memory. * active, + installed, ! recommended")
-    print(f"   {'model':<34} {'size':>9} {'context':>8} {'needs':>9}  fit")
+    colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
+    print(f"Fit is measured against {budget_words(budget, this_machine())}. * active, + installed")
+    print(f"  {'model':<34} {'size':>9} {'context':>8} {'needs':>9}  fit")
     for row in rows:
-        marks = ("*" if row["active"] else " ") + ("+" if row["installed"] else " ") + \
-                ("!" if row["recommended"] else " ")
+        marks = ("*" if row["active"] else " ") + ("+" if row["installed"] else " ")
         context = f"{row['context_length'] // 1024}k" if row.get("context_length") else ""
         needs = human_bytes(row["ram_bytes"]) if row.get("ram_bytes") else ""
-        print(f"{marks}{row['name']:<34} {human_bytes(row['size_bytes']):>9} {context:>8} {needs:>9}  {row['fit']}")
+        verdict = verdict_text(row["fit"], colour)
+        recommended = "  Recommended" if row["recommended"] else ""
+        print(f"{marks}{row['name']:<34} {human_bytes(row['size_bytes']):>9} {context:>8} {needs:>9}  "
+              f"{verdict}{recommended}")
         if row["source"] == "folder":
             print(f"     from the folder {row['path']}")
     if not installed:
@@ -82,10 +93,20 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
     return 0
 
 
+VERDICT_COLOURS = {"fits": "32", "tight": "33", "too big": "31"}  # ANSI green, yellow, red: the terminal's own
+# shades, readable on its light or dark background
+
+
+def verdict_text(verdict: str, colour: bool) -> str:
+    """The verdict padded to one width, coloured as a pill would be on a terminal (plain in a pipe or a log)."""
+    text = f"{verdict:<7}"
+    return f"\033[{VERDICT_COLOURS[verdict]}m{text}\033[0m" if colour and verdict in VERDICT_COLOURS else text
+
+
 def _installed_row(model: Any, active: str, ram: int) -> dict[str, Any]:
     """A listing row for a model outside the curated list: downloaded by repo id, or a folder the user added."""
-    from models.registry import fit, ram_estimate
-    need = ram_estimate(model.size_bytes)
+    from models.registry import fit, need_for_folder
+    need = need_for_folder(model.path)
     return {"name": model.name, "repo_id": model.repo_id, "size_bytes": model.size_bytes, "ram_bytes": need,
             "installed": True, "active": active in (model.repo_id, model.name), "fit": fit(need, ram),
             "recommended": False, "source": "folder" if model.local else "download", "path": str(model.path)}
@@ -94,7 +115,7 @@ def _installed_row(model: Any, active: str, ram: int) -> dict[str, Any]:
 # -- download --------------------------------------------------------------------------------------------
 
 def cmd_download(args: argparse.Namespace, services: Any) -> int:
-    from models.download import DownloadCancelled
+    from models.download import DownloadCancelled, DownloadPaused
     from models.registry import default_model, find_model
     store = open_store(services)
     repo_id = args.model or default_model(store.total_ram or 0).repo_id
@@ -106,13 +127,14 @@ def cmd_download(args: argparse.Namespace, services: Any) -> int:
     if not args.yes and sys.stdin.isatty() and not _confirm("Download it? [Y/n] "):
         print("Nothing was downloaded.")
         return 1
-    cancel = threading.Event()
+    pause = threading.Event()
     printer = ProgressPrinter(sys.stderr)
     try:
-        installed = _run_cancellable(lambda: store.download(repo_id, progress=printer, cancel=cancel), cancel)
-    except DownloadCancelled:
+        installed = _run_cancellable(lambda: store.download(repo_id, progress=printer, pause=pause), pause)
+    except (DownloadPaused, DownloadCancelled) as stopped:
         printer.finish()
-        print("Download cancelled; nothing was installed.", file=sys.stderr)
+        print(f"{stopped} Run `engram models download {repo_id}` again to resume where it stopped.",
+              file=sys.stderr)
         return 130
     printer.finish()
     print(f"Installed {installed.repo_id} ({human_bytes(installed.size_bytes)}) at {installed.path}")
@@ -123,7 +145,8 @@ def cmd_download(args: argparse.Namespace, services: Any) -> int:
 
 
 def _run_cancellable(work: Callable[[], Any], cancel: threading.Event) -> Any:
-    """Run `work` on a helper thread so Ctrl-C here sets `cancel` and then waits for it to clean up."""
+    """Run `work` on a helper thread so Ctrl-C here sets `cancel` (the download's pause) and then waits for it to
+    stop cleanly."""
     outcome: dict[str, Any] = {}
     done = threading.Event()
 

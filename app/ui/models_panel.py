@@ -1,6 +1,9 @@
-"""Models: the curated registry with fit labels, download with progress and cancel, installed models, the active one.
+"""Models: the curated registry with fit pills, download with progress, pause, resume and cancel, installed models,
+the active one.
 
-On a first start with no model installed the panel offers the model recommended for this machine.
+Fit is measured against what a model may use here (models.budget: on a Mac what the GPU may use, elsewhere the memory
+free) and shown as a coloured pill; the model recommended for this machine is marked, and on a first start with no
+model installed the panel offers it.
 """
 from __future__ import annotations
 
@@ -17,6 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
                                QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
 from app.services.platform import this_machine
+from app.ui.fit_pill import FitPillDelegate
 from core.config import update_settings
 
 GB = 1024 ** 3
@@ -40,19 +44,28 @@ def progress_text(p: Any) -> str:
             f"{human_bytes(p.bytes_per_second)}/s{eta}")
 
 
-def other_row(model: Any, total_ram: int) -> tuple[str, ...]:
+FIT_COLUMN, STATUS_COLUMN = 6, 7
+
+
+def other_row(model: Any, budget: int) -> tuple[str, ...]:
     """The table's values for a model outside the curated list: a folder the user added, or a repo id."""
-    from models.registry import fit, ram_estimate
+    from models.registry import fit, need_for_folder
     try:
         config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         config = {}
     config = config if isinstance(config, dict) else {}
     context = config.get("max_position_embeddings")
-    need = ram_estimate(model.size_bytes)
+    need = need_for_folder(model.path)
     name = model.name if model.local else model.repo_id.rsplit("/", 1)[-1]
     return (name, str(config.get("model_type", "")), "", human_bytes(model.size_bytes),
-            f"{context:,}" if isinstance(context, int) else "", human_bytes(need), fit(need, total_ram), "")
+            f"{context:,}" if isinstance(context, int) else "", human_bytes(need), fit(need, budget), "")
+
+
+def status_text(status: str, recommended: bool) -> str:
+    if not recommended:
+        return status
+    return f"{status} · Recommended" if status else "Recommended"
 
 
 def gguf_supported() -> bool:
@@ -88,8 +101,11 @@ class ModelsPanel(QWidget):
         self.catalog: list[Any] = []
         self.installed: dict[str, Any] = {}
         self.recommended: Any = None
-        self.total_ram = 0
+        self.total_ram = 0  # the memory budget a model may use here (models.budget)
+        self.budget: Any = None
         self.cancel_event: threading.Event | None = None
+        self.pause_event: threading.Event | None = None
+        self.paused_repo: str | None = None  # a paused download: Resume continues it, Cancel throws it away
         self._build()
         self.refresh()
 
@@ -97,6 +113,8 @@ class ModelsPanel(QWidget):
         self.banner = QLabel("")
         self.banner.setWordWrap(True)
         self.banner.setVisible(False)
+        self.budget_label = QLabel("")
+        self.budget_label.setWordWrap(True)
         labels = columns()
         self.table = QTableWidget(0, len(labels))
         self.table.setHorizontalHeaderLabels(labels)
@@ -107,10 +125,12 @@ class ModelsPanel(QWidget):
         header.setSectionResizeMode(QHeaderView.ResizeToContents)  # each figure and its header whole ...
         header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the model's name the rest
         self.table.verticalHeader().setVisible(False)
+        self.table.setItemDelegateForColumn(FIT_COLUMN, FitPillDelegate(self.table))
         self.buttons = {}
         row = QHBoxLayout()
-        for name, label in (("download", "Download"), ("cancel", "Cancel download"), ("use", "Use this model"),
-                            ("remove", "Remove"), ("add", "Add a model…")):
+        for name, label in (("download", "Download"), ("pause", "Pause"), ("resume", "Resume"),
+                            ("cancel", "Cancel download"), ("use", "Use this model"), ("remove", "Remove"),
+                            ("add", "Add a model…")):
             button = QPushButton(label)
             button.clicked.connect(getattr(self, f"on_{name}"))
             self.buttons[name] = button
@@ -120,13 +140,16 @@ class ModelsPanel(QWidget):
             self.buttons["add_gguf"].clicked.connect(self.on_add_gguf)
             row.addWidget(self.buttons["add_gguf"])
         row.addStretch(1)
-        self.buttons["cancel"].setEnabled(False)
+        for name in ("pause", "resume", "cancel"):
+            self.buttons[name].setEnabled(False)
+        self.buttons["resume"].setVisible(False)
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.message = QLabel("")
         self.message.setWordWrap(True)
         layout = QVBoxLayout(self)
         layout.addWidget(self.banner)
+        layout.addWidget(self.budget_label)
         layout.addWidget(self.table, 1)
         layout.addLayout(row)
         layout.addWidget(self.progress)
@@ -135,18 +158,23 @@ class ModelsPanel(QWidget):
     # --- data -------------------------------------------------------------------------------------------
     def refresh(self) -> None:
         def load() -> tuple:
-            from models.registry import CURATED, default_model, total_ram_bytes
-            ram = total_ram_bytes()
+            from models.budget import memory_budget
+            from models.registry import CURATED, default_model
+            budget = memory_budget()
             installed = {m.repo_id: m for m in self.services.model_store().usable(self.services.settings.chat_model)}
             curated = {info.repo_id for info in CURATED}
-            others = [(m, other_row(m, ram)) for m in installed.values() if m.repo_id not in curated]
-            return list(CURATED), installed, default_model(ram), ram, others
+            others = [(m, other_row(m, budget.bytes)) for m in installed.values() if m.repo_id not in curated]
+            return list(CURATED), installed, default_model(budget.bytes), budget, others
         self.runner.submit("io", load, on_done=self._on_loaded, on_error=self._on_error)
 
     def _on_loaded(self, loaded: tuple) -> None:
+        from models.budget import budget_words
         from models.registry import fit
-        self.catalog, self.installed, self.recommended, self.total_ram, others = loaded
+        self.catalog, self.installed, self.recommended, self.budget, others = loaded
+        self.total_ram = self.budget.bytes
+        self.budget_label.setText(f"Fit is measured against {budget_words(self.budget, this_machine())}.")
         active = self.services.settings.chat_model
+        recommended = self.recommended.repo_id if self.recommended is not None else None
         rows = [(info.repo_id, (info.name, info.family, f"{info.params_b:g}B", human_bytes(info.size_bytes),
                                 f"{info.context_length:,}", human_bytes(info.ram_bytes),
                                 fit(info.ram_bytes, self.total_ram), "installed" if info.repo_id in self.installed
@@ -158,6 +186,7 @@ class ModelsPanel(QWidget):
         for row, (repo_id, values) in enumerate(rows):
             if repo_id == active:
                 values = values[:-1] + ("active",)
+            values = values[:-1] + (status_text(values[-1], repo_id == recommended),)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 item.setData(Qt.UserRole, repo_id)
@@ -170,9 +199,10 @@ class ModelsPanel(QWidget):
     def _update_banner(self) -> None:
         first_start = not self.installed and not self.services.settings.chat_model
         if first_start and self.recommended is not None:
+            from models.budget import budget_words
             self.banner.setText(
                 f"Engram needs a language model to chat. Recommended for {this_machine()} "
-                f"({human_bytes(self.total_ram)} of memory): {self.recommended.name}, a "
+                f"({budget_words(self.budget, this_machine())}): {self.recommended.name}, a "
                 f"{human_bytes(self.recommended.size_bytes)} download. Select it and press Download; it stays on "
                 f"{this_machine()}. Or add a model folder you already have with “Add a model…”.")
             self.select_repo(self.recommended.repo_id)
@@ -193,22 +223,47 @@ class ModelsPanel(QWidget):
         if repo_id is None:
             self.message.setText("Select a model to download.")
             return
-        self.cancel_event = threading.Event()
+        self._start_download(repo_id)
+
+    def _start_download(self, repo_id: str) -> None:
+        self.cancel_event, self.pause_event = threading.Event(), threading.Event()
+        self.paused_repo = None
         self._downloading(True)
         self.message.setText(f"Checking {repo_id}…")
-        cancel = self.cancel_event
+        cancel, pause = self.cancel_event, self.pause_event
         self.runner.submit("io", lambda: self.services.model_store().download(
-            repo_id, progress=self._report_progress, cancel=cancel),
-            on_done=self._on_downloaded, on_error=self._on_download_error)
+            repo_id, progress=self._report_progress, cancel=cancel, pause=pause),
+            on_done=self._on_downloaded, on_error=lambda exc: self._on_download_error(exc, repo_id))
+
+    def on_pause(self) -> None:
+        if self.pause_event is not None:
+            self.pause_event.set()
+            self.buttons["pause"].setEnabled(False)
+            self.message.setText("Pausing…")
+
+    def on_resume(self) -> None:
+        """Start the paused download again: finished files are kept, the cut-off one continues from its last
+        byte."""
+        if self.paused_repo is not None:
+            self._start_download(self.paused_repo)
 
     def _report_progress(self, p: Any) -> None:
         # Called on the download thread: hand the numbers to the GUI thread, never touch widgets here.
         self.runner.post(self._show_progress, p)
 
     def on_cancel(self) -> None:
+        if self.paused_repo is not None:  # nothing running: throw the partial files away here
+            repo_id, self.paused_repo = self.paused_repo, None
+            self.runner.submit("io", lambda: self.services.model_store().discard_partial(repo_id),
+                               on_done=lambda _freed: self._show_discarded(repo_id), on_error=self._on_error)
+            return
         if self.cancel_event is not None:
             self.cancel_event.set()
             self.message.setText("Cancelling…")
+
+    def _show_discarded(self, repo_id: str) -> None:
+        self._paused(False)
+        self.message.setText(f"Cancelled the download of {repo_id}; its partial files were removed.")
 
     def on_use(self) -> None:
         repo_id = self.selected_repo()
@@ -250,10 +305,10 @@ class ModelsPanel(QWidget):
 
     def _sized_store(self) -> Any:
         """The model store told this machine's memory, so a model too big to run is refused when it is added."""
-        from models.registry import total_ram_bytes
+        from models.budget import memory_budget
         store = self.services.model_store()
         if getattr(store, "total_ram", None) is None:
-            store.total_ram = total_ram_bytes() or None
+            store.total_ram = memory_budget().bytes or None
         return store
 
     def on_add_gguf(self) -> None:
@@ -308,8 +363,22 @@ class ModelsPanel(QWidget):
     def _downloading(self, active: bool) -> None:
         self.buttons["download"].setEnabled(not active)
         self.buttons["cancel"].setEnabled(active)
+        self.buttons["pause"].setEnabled(active)
+        self.buttons["resume"].setEnabled(False)
+        self.buttons["resume"].setVisible(False)
+        self.buttons["pause"].setVisible(True)
         self.progress.setVisible(active)
-        self.progress.setValue(0)
+        if active:
+            self.progress.setValue(0)
+
+    def _paused(self, paused: bool) -> None:
+        """A paused download: Resume in Pause's place, Cancel still offered (it removes the partial files)."""
+        self.buttons["pause"].setVisible(not paused)
+        self.buttons["resume"].setVisible(paused)
+        self.buttons["resume"].setEnabled(paused)
+        self.buttons["cancel"].setEnabled(paused)
+        self.buttons["download"].setEnabled(not paused)
+        self.progress.setVisible(paused)
 
     def _show_progress(self, p: Any) -> None:
         self.progress.setMaximum(1000)
@@ -326,9 +395,15 @@ class ModelsPanel(QWidget):
         self.download_finished.emit(True)
         self.refresh()
 
-    def _on_download_error(self, exc: BaseException) -> None:
+    def _on_download_error(self, exc: BaseException, repo_id: str) -> None:
+        from models.download import DownloadPaused
         self._downloading(False)
-        self.message.setText(str(exc))
+        if isinstance(exc, DownloadPaused):
+            self.paused_repo = repo_id
+            self._paused(True)
+            self.message.setText(f"{exc} Press Resume to continue where it stopped.")
+        else:
+            self.message.setText(str(exc))
         self.download_finished.emit(False)
         self.refresh()
 

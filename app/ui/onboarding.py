@@ -14,7 +14,7 @@ from app.services.platform import this_machine
 from core.config import SETTINGS_FILENAME, update_settings
 
 SEEN_KEY = "onboarding_seen"  # an app-level key: update_settings keeps keys the Settings dataclass does not know
-FIT_WORDS = {"fits": "fits comfortably", "tight": "fits, but tightly", "won't fit": "is too big"}
+FIT_WORDS = {"fits": "fits comfortably", "tight": "fits, but tightly", "too big": "is too big"}
 
 
 def onboarding_seen(data_dir: Path) -> bool:
@@ -44,21 +44,28 @@ def keeps_text(db_path: Path, machine: str) -> str:
             f"delete that file.</p>")
 
 
-def model_text(info: Any, total_ram: int, machine: str) -> str:
-    """The recommended model in a sentence: its name, download size and fit against this machine's memory."""
+def model_text(info: Any, budget: Any, machine: str, palette: Any = None) -> str:
+    """The recommended model in a sentence: its name, download size, and its fit (a pill) against what a model
+    may use here (a models.budget.MemoryBudget)."""
+    from app.ui.fit_pill import pill_html
+    from models.budget import budget_words
     from models.registry import fit
-    fits = FIT_WORDS.get(fit(info.ram_bytes, total_ram), "may fit")
-    memory = f" ({human_size(total_ram)} of memory)" if total_ram > 0 else ""
-    return (f"<p><b>A model to chat with.</b> Recommended for {machine}{memory}: <b>{_escape(info.name)}</b>, a "
-            f"{human_size(info.size_bytes)} download that needs about {human_size(info.ram_bytes)} of memory and "
-            f"{fits}. Or add a model folder or a GGUF file you already have.</p>")
+    verdict = fit(info.ram_bytes, budget.bytes)
+    fits = FIT_WORDS.get(verdict, "may fit")
+    memory = f" ({budget_words(budget, machine)})" if budget.bytes > 0 else ""
+    return (f"<p><b>A model to chat with.</b> Recommended for {machine}{memory}: <b>{_escape(info.name)}</b> "
+            f"{pill_html(verdict, palette)} — a {human_size(info.size_bytes)} download that needs about "
+            f"{human_size(info.ram_bytes)} of memory and {fits}. Or add a model folder or a GGUF file you already "
+            f"have.</p>")
 
 
-def recommendation() -> tuple[Any, int]:
-    """The model recommended for this machine and its memory in bytes (reads the machine: off the GUI thread)."""
-    from models.registry import default_model, total_ram_bytes
-    ram = total_ram_bytes()
-    return default_model(ram), ram
+def recommendation() -> tuple[Any, Any]:
+    """The model recommended for this machine and the memory budget it was chosen by (reads the machine: off the
+    GUI thread)."""
+    from models.budget import memory_budget
+    from models.registry import default_model
+    budget = memory_budget()
+    return default_model(budget.bytes), budget
 
 
 def _escape(text: str) -> str:
@@ -96,8 +103,8 @@ class Onboarding(QDialog):
         layout.addLayout(buttons)
 
     def show_recommendation(self, found: tuple[Any, int]) -> None:
-        info, ram = found
-        self.model.setText(model_text(info, ram, self.machine))
+        info, budget = found
+        self.model.setText(model_text(info, budget, self.machine, self.palette()))
 
     def _to_models(self) -> None:
         self.accept()

@@ -13,6 +13,7 @@ import pytest
 
 from app.cli.main import run_cli
 from core.config import load_settings
+from core.errors import ModelError
 from models.download import STAGING, ModelStore
 from models.registry import GB
 
@@ -26,13 +27,21 @@ def cli(tmp_path, monkeypatch, capsys, tiny_model_dir):
     hubs = {REPO: FakeHub(tiny_model_dir)}
     ram = {"bytes": 16 * GB}
 
-    def hub(repo_id, **kwargs):
-        if repo_id not in hubs:
-            raise FileNotFoundError(f"404 {repo_id}")
-        return hubs[repo_id](repo_id, **kwargs)
+    class Hubs:  # one fake hub per repo id, as the real hub serves many
+        def listing(self, repo_id):
+            if repo_id not in hubs:
+                raise ModelError(f"Cannot reach {repo_id} on Hugging Face: 404")
+            return hubs[repo_id].listing(repo_id)
+
+        def chunks(self, repo_id, revision, filename, start):
+            return hubs[repo_id].chunks(repo_id, revision, filename, start)
+
+        def cached(self, repo_id):
+            return None
 
     monkeypatch.setattr("app.cli.models.open_store",
-                        lambda services: ModelStore(services.models_dir, total_ram=ram["bytes"], snapshot=hub))
+                        lambda services: ModelStore(services.models_dir, total_ram=ram["bytes"], hub=Hubs(),
+                                                    sleep=lambda seconds: None))
 
     def run(*argv: str) -> tuple[int, str, str]:
         capsys.readouterr()
@@ -60,7 +69,21 @@ def test_list_shows_the_registry_with_fit_and_a_recommendation(cli):
     assert "engram models download" in out  # nothing installed yet: says how to get one
     listing = json.loads(cli("models", "list", "--json")[1])
     assert sum(row["recommended"] for row in listing["models"]) == 1
-    assert {row["fit"] for row in listing["models"]} <= {"fits", "tight", "won't fit"}
+    assert {row["fit"] for row in listing["models"]} <= {"fits", "tight", "too big"}
+    assert listing["budget_bytes"] == 16 * GB and listing["budget_source"] in ("gpu", "total", "available")
+    recommended = next(row["name"] for row in listing["models"] if row["recommended"])
+    line = next(line for line in out.splitlines() if recommended in line)
+    assert line.rstrip().endswith("Recommended")
+    assert "Fit is measured against" in out and "16.0 GB" in out
+
+
+def test_list_verdicts_follow_the_budget(cli):
+    cli.ram["bytes"] = 5726633984  # what the GPU may use on an 8 GB Mac
+    rows = {row["name"]: row for row in json.loads(cli("models", "list", "--json")[1])["models"]}
+    assert rows["Qwen3-8B-4bit"]["fit"] == "too big" and rows["Qwen3-4B-4bit"]["fit"] == "fits"
+    assert rows["Qwen3-4B-4bit"]["recommended"]
+    code, out, _ = cli("models", "list")
+    assert "too big" in out
 
 
 def test_download_shows_size_and_progress_installs_and_becomes_active(cli, tiny_model_dir):
@@ -156,26 +179,33 @@ def test_bad_models_give_clear_errors_and_change_nothing(cli, tiny_model_dir, tm
     assert sorted(installed(cli)) == sorted([REPO, "tiny-org/flaky"])
 
 
-def test_ctrl_c_cancels_a_download_cleanly(cli, tiny_model_dir):
+def test_ctrl_c_stops_a_download_cleanly_and_download_again_resumes(cli, tiny_model_dir):
     gate = threading.Event()
-    hub = FakeHub(tiny_model_dir, gate=gate)
+    hub = FakeHub(tiny_model_dir, gate=gate, chunk_size=1024)
 
     def interrupted(signum, frame):  # Python's own handler, plus: the hub goes on only once the main thread has it
         threading.Timer(0.5, gate.set).start()
         signal.default_int_handler(signum, frame)
 
-    def hub_that_gets_interrupted(repo_id, **kwargs):
-        if kwargs.get("local_dir"):  # the download itself has started: the user presses Ctrl-C now
-            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()  # as the terminal would
-        return hub(repo_id, **kwargs)
+    class Interrupted(FakeHub):  # the user presses Ctrl-C as the first file starts, as the terminal would send it
+        def chunks(self, *args):
+            if not hub.requests:
+                threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            return hub.chunks(*args)
 
     previous = signal.signal(signal.SIGINT, interrupted)
     try:
-        cli.hubs[REPO] = hub_that_gets_interrupted
+        cli.hubs[REPO] = Interrupted(tiny_model_dir)
         code, out, err = cli("models", "download", REPO, "--yes")
     finally:
         signal.signal(signal.SIGINT, previous)
-    assert code == 130 and "cancelled; nothing was installed" in err
-    assert installed(cli) == []
-    assert not (cli.data_dir / "models" / STAGING / "tiny-org--tiny-4bit").exists()
-    assert load_settings(cli.data_dir).chat_model == ""
+    assert code == 130 and "nothing is installed yet" in err and "Traceback" not in err
+    assert f"engram models download {REPO}" in err and "resume" in err
+    assert installed(cli) == [] and load_settings(cli.data_dir).chat_model == ""
+    staging = cli.data_dir / "models" / STAGING / "tiny-org--tiny-4bit"
+    kept = sum(p.stat().st_size for p in staging.iterdir() if not p.name.startswith("."))
+    assert 0 < kept == hub.served_bytes
+    code, out, err = cli("models", "download", REPO, "--yes")  # again: it continues where it stopped
+    assert code == 0, err
+    assert hub.served_bytes == hub.total_bytes() and installed(cli) == [REPO]
+    assert not staging.exists()

@@ -22,12 +22,12 @@ def installed_names(store):
 
 @pytest.fixture
 def store(tmp_path):
-    return ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=lambda *a, **k: None)
+    return ModelStore(tmp_path / "models", total_ram=16 * GB, hub=FakeHub(tmp_path / "nothing"))
 
 
 def test_download_reports_progress_and_installs(tmp_path, tiny_model_dir, tiny_engine):
     hub = FakeHub(tiny_model_dir)
-    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=hub)
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, hub=hub)
     plan = store.plan(REPO)
     assert plan.total_bytes == sum(p.stat().st_size for p in tiny_model_dir.iterdir() if p.is_file())
     seen = []
@@ -46,7 +46,8 @@ def test_download_reports_progress_and_installs(tmp_path, tiny_model_dir, tiny_e
 
 
 def test_interrupted_download_installs_nothing(tmp_path, tiny_model_dir):
-    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=FakeHub(tiny_model_dir, fail_after_files=2))
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, hub=FakeHub(tiny_model_dir, fail_after_files=2),
+                       sleep=lambda seconds: None)
     with pytest.raises(ModelError, match="stopped before it finished"):
         store.download(REPO)
     assert installed_names(store) == []
@@ -55,7 +56,7 @@ def test_interrupted_download_installs_nothing(tmp_path, tiny_model_dir):
 
 
 def test_cancelled_download_installs_nothing_and_cleans_up(tmp_path, tiny_model_dir):
-    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=FakeHub(tiny_model_dir))
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, hub=FakeHub(tiny_model_dir))
     cancel = threading.Event()
     cancel.set()
     with pytest.raises(DownloadCancelled):
@@ -65,7 +66,7 @@ def test_cancelled_download_installs_nothing_and_cleans_up(tmp_path, tiny_model_
 
 
 def test_download_refused_without_disk_space(tmp_path, tiny_model_dir):
-    store = ModelStore(tmp_path / "models", total_ram=16 * GB, snapshot=FakeHub(tiny_model_dir),
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, hub=FakeHub(tiny_model_dir),
                        disk_usage=lambda path: SimpleNamespace(free=10))
     with pytest.raises(ModelError, match="disk space"):
         store.download(REPO)
@@ -74,14 +75,14 @@ def test_download_refused_without_disk_space(tmp_path, tiny_model_dir):
 
 def test_download_refused_when_the_model_cannot_fit_in_memory(tmp_path, tiny_model_dir):
     hub = FakeHub(tiny_model_dir)
-    store = ModelStore(tmp_path / "models", total_ram=1024, snapshot=hub)  # a machine with 1 KB of memory
-    with pytest.raises(ModelError, match="needs about .* GB of memory; this computer has .* Choose a smaller"):
+    store = ModelStore(tmp_path / "models", total_ram=1024, hub=hub)  # a machine with 1 KB of memory
+    with pytest.raises(ModelError, match="needs about .* GB of memory; Engram can give a model .* GB here. Choose a smaller"):
         store.download(REPO)
     assert installed_names(store) == [] and not (store.root / STAGING / "tiny-org--tiny-4bit").exists()
 
 
 def test_unknown_repo_and_bad_repo_id(tmp_path, tiny_model_dir):
-    store = ModelStore(tmp_path / "models", snapshot=FakeHub(tiny_model_dir))
+    store = ModelStore(tmp_path / "models", hub=FakeHub(tiny_model_dir), sleep=lambda seconds: None)
     with pytest.raises(ModelError, match="Cannot reach"):
         store.plan("tiny-org/missing")
     with pytest.raises(InvalidInput):
