@@ -227,6 +227,7 @@ class ModelStore:
 
     def discard_partial(self, repo_id: str) -> int:
         """Throw away what a paused or interrupted download left; returns the bytes freed."""
+        _check_repo_id(repo_id)  # never a path: '..' must not name the models folder itself
         staging = self._staging(repo_id)
         freed = sum(path.stat().st_size for path in staging.rglob("*") if path.is_file()) if staging.is_dir() else 0
         shutil.rmtree(staging, ignore_errors=True)

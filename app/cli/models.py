@@ -207,7 +207,16 @@ def progress_line(progress: Any) -> str:
 # -- remove and use --------------------------------------------------------------------------------------
 
 def cmd_remove(args: argparse.Namespace, services: Any) -> int:
-    removed = open_store(services).remove(args.model)
+    from models.registry import find_model
+    store = open_store(services)
+    curated = find_model(args.model)
+    repo_id = curated.repo_id if curated else args.model
+    if store.find_installed(args.model) is None and repo_id.count("/") == 1 and not Path(repo_id).is_absolute():
+        freed = store.discard_partial(repo_id)  # a download stopped with Ctrl-C: its partial files
+        if freed:
+            print(f"Removed the unfinished download of {repo_id} ({human_bytes(freed)} freed).")
+            return 0
+    removed = store.remove(args.model)
     if removed.local:
         print(f"Engram no longer lists {removed.path}; its files are left as they are.")
     else:

@@ -7,13 +7,9 @@ model installed the panel offers it.
 """
 from __future__ import annotations
 
-import importlib.util
-import json
-import shutil
 import threading
-import uuid
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QProgressBar,
@@ -21,72 +17,9 @@ from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHea
 
 from app.services.platform import this_machine
 from app.ui.fit_pill import FitPillDelegate
+from app.ui.model_rows import (FIT_COLUMN, STATUS_COLUMN, columns, convert_gguf, gguf_supported, human_bytes,
+                               other_row, progress_text, status_text)
 from core.config import update_settings
-
-GB = 1024 ** 3
-
-
-def columns() -> tuple[str, ...]:
-    return ("Model", "Family", "Parameters", "Download", "Context", "Memory needed",
-            f"On {this_machine()}", "Status")
-
-
-def human_bytes(count: float) -> str:
-    for unit, size in (("GB", GB), ("MB", 1024 ** 2), ("KB", 1024)):
-        if count >= size:
-            return f"{count / size:.1f} {unit}"
-    return f"{int(count)} B"
-
-
-def progress_text(p: Any) -> str:
-    eta = "" if p.eta_seconds is None else f", about {int(p.eta_seconds // 60)} min {int(p.eta_seconds % 60)} s left"
-    return (f"{human_bytes(p.done_bytes)} of {human_bytes(p.total_bytes)} at "
-            f"{human_bytes(p.bytes_per_second)}/s{eta}")
-
-
-FIT_COLUMN, STATUS_COLUMN = 6, 7
-
-
-def other_row(model: Any, budget: int) -> tuple[str, ...]:
-    """The table's values for a model outside the curated list: a folder the user added, or a repo id."""
-    from models.registry import fit, need_for_folder
-    try:
-        config = json.loads((model.path / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        config = {}
-    config = config if isinstance(config, dict) else {}
-    context = config.get("max_position_embeddings")
-    need = need_for_folder(model.path)
-    name = model.name if model.local else model.repo_id.rsplit("/", 1)[-1]
-    return (name, str(config.get("model_type", "")), "", human_bytes(model.size_bytes),
-            f"{context:,}" if isinstance(context, int) else "", human_bytes(need), fit(need, budget), "")
-
-
-def status_text(status: str, recommended: bool) -> str:
-    if not recommended:
-        return status
-    return f"{status} · Recommended" if status else "Recommended"
-
-
-def gguf_supported() -> bool:
-    """models/gguf.py converts GGUF files to MLX; a build without it offers MLX folders only."""
-    return importlib.util.find_spec("models.gguf") is not None
-
-
-def convert_gguf(store: Any, gguf_path: str, progress: Callable[[str, float], None]) -> Any:
-    """Convert a .gguf file into an MLX folder in the store's staging area and install it like a download (the
-    same checks, the same rename into place); the user's file is only read."""
-    from models.download import STAGING
-    from models.gguf import convert
-    staging = store.root / STAGING / f"gguf-{uuid.uuid4().hex}"
-    staging.parent.mkdir(parents=True, exist_ok=True)
-    convert(gguf_path, staging, progress=progress)
-    try:
-        return store.install(staging, repo_id=f"gguf/{Path(gguf_path).stem}")
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)  # a converted folder that fails the checks is not kept
-        raise
-
 
 class ModelsPanel(QWidget):
     refreshed = Signal()
@@ -190,6 +123,10 @@ class ModelsPanel(QWidget):
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 item.setData(Qt.UserRole, repo_id)
+                if repo_id == recommended and column in (0, STATUS_COLUMN):
+                    font = item.font()
+                    font.setBold(True)  # the recommended row stands out in either scheme, no colour needed
+                    item.setFont(font)
                 self.table.setItem(row, column, item)
         if selected is not None:
             self.select_repo(selected)

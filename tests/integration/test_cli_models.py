@@ -209,3 +209,18 @@ def test_ctrl_c_stops_a_download_cleanly_and_download_again_resumes(cli, tiny_mo
     assert code == 0, err
     assert hub.served_bytes == hub.total_bytes() and installed(cli) == [REPO]
     assert not staging.exists()
+
+
+def test_remove_throws_away_an_unfinished_download(cli, tiny_model_dir):
+    cli.hubs["tiny-org/flaky"] = FakeHub(tiny_model_dir, "tiny-org/flaky", fail_after_files=2)
+    code, _, err = cli("models", "download", "tiny-org/flaky", "--yes")
+    assert code == 1 and "Run the download again to resume" in err
+    staging = cli.data_dir / "models" / STAGING / "tiny-org--flaky"
+    assert staging.is_dir()
+    code, out, err = cli("models", "remove", "tiny-org/flaky")
+    assert code == 0 and "Removed the unfinished download of tiny-org/flaky" in out, err
+    assert not staging.exists() and (cli.data_dir / "models").is_dir()
+    code, _, err = cli("models", "remove", "tiny-org/flaky")  # nothing left: the usual answer
+    assert code == 1 and "No installed model" in err
+    code, _, err = cli("models", "remove", "..")
+    assert code == 1 and (cli.data_dir / "models").is_dir()
