@@ -9,9 +9,11 @@ holds both to cosine ≥ 0.999 against sentence-transformers.
 from __future__ import annotations
 
 import json
+import threading
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -73,6 +75,7 @@ class BertEmbedder:
     backend: str = "mlx"
     batch_size: int = 32
     cache_size: int = 512
+    one_query: Callable[[], AbstractContextManager] = nullcontext  # how a single query runs (load_bert_embedder)
     _cache: QueryCache = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -88,7 +91,8 @@ class BertEmbedder:
 
     def _embed_one(self, text: str) -> np.ndarray:
         ids = np.array([self.tokenizer.encode(text).ids], dtype=np.int32)
-        return self._pool(ids, None)[0]  # one sentence: no padding, so no mask
+        with self.one_query():
+            return self._pool(ids, None)[0]  # one sentence: no padding, so no mask
 
     def _embed_many(self, texts: list[str]) -> np.ndarray:
         encodings = self.tokenizer.encode_batch(texts)
@@ -125,6 +129,30 @@ def default_backend() -> str:
     return "mlx" if mx.default_device().type == mx.gpu else "numpy"
 
 
+class OneBlasThread:
+    """numpy's BLAS on one thread for the length of a `with`, then as it was; one holder at a time.
+
+    Why: a query is ~17 token rows, too few to share. OpenBLAS's two threads gain 30 % on an idle machine, but
+    when another process holds one core the pair waits on it: a query's p95 went from 5 to 300 ms (bench/turn.py
+    beside a test run); on one thread it stays within 8 ms. The lock keeps two lanes from restoring each other's
+    setting (one could otherwise leave numpy on one thread for good); batches keep every thread.
+    """
+
+    def __init__(self) -> None:
+        from threadpoolctl import ThreadpoolController
+        self._blas = ThreadpoolController().select(user_api="blas")
+        self._lock = threading.Lock()
+
+    @contextmanager
+    def __call__(self) -> Iterator[None]:
+        with self._lock:
+            limiter = self._blas.limit(limits=1)
+            try:
+                yield
+            finally:
+                limiter.restore_original_limits()
+
+
 def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
                        backend: str | None = None) -> BertEmbedder:
     from tokenizers import Tokenizer
@@ -146,4 +174,5 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
     else:
         encoder = MLXBert(model)
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=model.config.hidden_size,
-                        pooling=recipe.pooling, backend=backend)
+                        pooling=recipe.pooling, backend=backend,
+                        one_query=OneBlasThread() if backend == "numpy" else nullcontext)

@@ -1,0 +1,91 @@
+"""One query's embedding runs numpy's BLAS on one thread (models/bert_embedder.OneBlasThread), batches on all of
+them, and the setting is always put back, also when two lanes embed at once and when the encoder fails."""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pytest
+from threadpoolctl import ThreadpoolController
+
+from models.bert_embedder import BertEmbedder, OneBlasThread, load_bert_embedder, read_recipe
+from models.embeddings import resolve_model_path
+
+
+def blas_threads() -> int:
+    return ThreadpoolController().select(user_api="blas").info()[0]["num_threads"]
+
+
+@dataclass
+class Recording:
+    """The real encoder, noting numpy's BLAS thread count each time it runs."""
+    encoder: object
+    seen: list[tuple[int, int]] = field(default_factory=list)  # (batch rows, BLAS threads)
+    fail: bool = False
+
+    def __call__(self, ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        self.seen.append((ids.shape[0], blas_threads()))
+        if self.fail:
+            raise RuntimeError("encoder failed")
+        return self.encoder(ids, mask)
+
+
+@pytest.fixture(scope="module")
+def numpy_embedder() -> BertEmbedder:
+    folder = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    return load_bert_embedder(folder, read_recipe(folder), name="all-MiniLM-L6-v2", backend="numpy")
+
+
+@pytest.fixture
+def two_threads():
+    """numpy's BLAS on two threads for the test (one core machines included), as it was afterwards."""
+    with ThreadpoolController().limit(limits=2, user_api="blas"):
+        yield
+
+
+def test_one_query_runs_on_one_blas_thread_and_a_batch_on_all(numpy_embedder, two_threads):
+    recording = Recording(numpy_embedder.encoder)
+    embedder = BertEmbedder(encoder=recording, tokenizer=numpy_embedder.tokenizer, name="m", dimension=384,
+                            backend="numpy", one_query=numpy_embedder.one_query)
+    assert isinstance(numpy_embedder.one_query, OneBlasThread)
+    embedder.embed(["Where does my sister live now?"])
+    embedder.embed(["Ana lives in Lisbon.", "Ana's dog is called Biscuit.", "Tea every morning."])
+    assert recording.seen == [(1, 1), (3, 2)]
+    assert blas_threads() == 2
+
+
+def test_the_thread_count_is_put_back_when_the_encoder_fails(numpy_embedder, two_threads):
+    recording = Recording(numpy_embedder.encoder, fail=True)
+    embedder = BertEmbedder(encoder=recording, tokenizer=numpy_embedder.tokenizer, name="m", dimension=384,
+                            backend="numpy", one_query=numpy_embedder.one_query)
+    with pytest.raises(RuntimeError, match="encoder failed"):
+        embedder.embed(["a query that fails"])
+    assert recording.seen == [(1, 1)] and blas_threads() == 2
+
+
+def test_two_lanes_embedding_at_once_leave_the_thread_count_as_it_was(numpy_embedder, two_threads):
+    errors: list[BaseException] = []
+
+    def lane(name: str) -> None:
+        try:
+            for index in range(40):
+                vector = numpy_embedder.embed([f"{name} asks question number {index}"])
+                assert vector.shape == (1, 384)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    lanes = [threading.Thread(target=lane, args=(name,)) for name in ("db", "model")]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join(timeout=120)
+    assert not errors and blas_threads() == 2
+
+
+def test_one_query_gives_the_same_vector_on_one_thread_as_in_a_batch(numpy_embedder):
+    text = "What did my sister say about the trip to Lisbon?"
+    alone = numpy_embedder._embed_one(text)  # noqa: SLF001 - the batch-of-one path, without the cache
+    in_batch = numpy_embedder.embed([text, "another sentence"])[0]
+    assert float(alone @ in_batch) >= 0.99999
