@@ -62,12 +62,13 @@ def folder_name(repo_id: str) -> str:
 
 class ModelStore:
     """The models folder. `hub` (models.hub.HubClient's three methods), `disk_usage` and `sleep` (the backoff
-    between retries) are injectable so tests never touch the network nor wait. `total_ram` is the memory budget a
-    model may use here (models.budget): a model past it is refused; None skips that check."""
+    between retries; None: a real wait that a pause or cancel cuts short) are injectable so tests never touch the
+    network nor wait. `total_ram` is the memory budget a model may use here (models.budget): a model past it is
+    refused; None skips that check."""
 
     def __init__(self, root: Path | str, *, total_ram: int | None = None, hub: Any = None,
                  disk_usage: Callable[[Path], Any] = shutil.disk_usage,
-                 sleep: Callable[[float], Any] = time.sleep) -> None:
+                 sleep: Callable[[float], Any] | None = None) -> None:
         self.root = Path(root)
         self.total_ram = total_ram
         self._hub_client = hub
@@ -186,11 +187,14 @@ class ModelStore:
 
     # -- download ------------------------------------------------------------------------------------
 
-    def plan(self, repo_id: str) -> DownloadPlan:
+    def plan(self, repo_id: str, *, on_retry: Callable[[float], None] | None = None) -> DownloadPlan:
         """What a download would fetch and its size, from the hub's file listing (network); files a paused or
         interrupted download left in staging are not counted again."""
+        return self._plan(repo_id, self._waiter(threading.Event(), threading.Event(), on_retry))
+
+    def _plan(self, repo_id: str, wait: Callable[[float], Any]) -> DownloadPlan:
         _check_repo_id(repo_id)
-        listing = with_retries(lambda: self._hub().listing(repo_id), self._sleep, repo_id)
+        listing = with_retries(lambda: self._hub().listing(repo_id), wait, repo_id)
         remote = tuple(file for file in listing.files
                        if any(fnmatch.fnmatch(file.name, pattern) for pattern in ALLOW_PATTERNS))
         if not any(file.name.endswith(".safetensors") for file in remote):
@@ -201,10 +205,14 @@ class ModelStore:
                             listing.revision, remote)
 
     def download(self, repo_id: str, *, progress: Callable[[DownloadProgress], None] | None = None,
-                 cancel: threading.Event | None = None, pause: threading.Event | None = None) -> InstalledModel:
+                 cancel: threading.Event | None = None, pause: threading.Event | None = None,
+                 on_retry: Callable[[float], None] | None = None) -> InstalledModel:
         """Fetch and install. `pause` stops keeping the partial files (DownloadPaused; the next call continues
-        from them), `cancel` stops throwing them away (DownloadCancelled)."""
-        plan = self.plan(repo_id)
+        from them), `cancel` stops throwing them away (DownloadCancelled). `on_retry(seconds)` hears of each
+        wait before a retry, so the user knows why the bytes stopped."""
+        cancel, pause = cancel or threading.Event(), pause or threading.Event()
+        wait = self._waiter(cancel, pause, on_retry)
+        plan = self._plan(repo_id, wait)
         final = self.root / folder_name(repo_id)
         if (final / MARKER).is_file():
             raise ModelError(f"{repo_id} is already installed.")
@@ -212,11 +220,10 @@ class ModelStore:
         self._check_memory(plan)
         staging = self._staging(repo_id)
         prepare_staging(staging, plan.revision)
-        meter = ProgressMeter(plan.total_bytes, plan.total_bytes - plan.bytes_to_download, progress,
-                              cancel or threading.Event(), pause or threading.Event())
+        meter = ProgressMeter(plan.total_bytes, plan.total_bytes - plan.bytes_to_download, progress, cancel, pause)
         try:
             for file in plan.remote:
-                fetch_file(self._hub(), repo_id, plan.revision, file, staging, meter, self._sleep)
+                fetch_file(self._hub(), repo_id, plan.revision, file, staging, meter, wait)
         except DownloadCancelled:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -224,6 +231,19 @@ class ModelStore:
             raise ModelError(f"The download of {repo_id} stopped before it finished ({exc}); nothing was "
                              f"installed. Run the download again to resume.") from exc
         return self.install(staging, repo_id=repo_id)
+
+    def _waiter(self, cancel: threading.Event, pause: threading.Event,
+                on_retry: Callable[[float], None] | None) -> Callable[[float], None]:
+        def wait(seconds: float) -> None:
+            if on_retry is not None:
+                on_retry(seconds)
+            if self._sleep is not None:
+                self._sleep(seconds)
+                return
+            deadline = time.monotonic() + seconds
+            while not (cancel.is_set() or pause.is_set()) and time.monotonic() < deadline:
+                cancel.wait(0.1)  # the next attempt's check raises the pause or the cancel
+        return wait
 
     def discard_partial(self, repo_id: str) -> int:
         """Throw away what a paused or interrupted download left; returns the bytes freed."""

@@ -68,10 +68,15 @@ def test_cancel_throws_the_partial_files_away(tmp_path, tiny_model_dir):
 
 def test_transient_failures_are_retried_with_exponential_backoff(tmp_path, tiny_model_dir):
     sleeps = []
-    hub = FakeHub(tiny_model_dir, flaky=3)
+    hub = FakeHub(tiny_model_dir, flaky=1)
     store = make_store(tmp_path, hub, sleeps)
-    store.download(REPO)
-    assert sleeps == [BACKOFF_START, BACKOFF_START * 2, BACKOFF_START * 4]
+    store.plan(REPO)  # the listing alone is retried too
+    assert sleeps == [BACKOFF_START]
+    hub.flaky = 3
+    told = []
+    store.download(REPO, on_retry=told.append)
+    assert sleeps[1:] == [BACKOFF_START, BACKOFF_START * 2, BACKOFF_START * 4]
+    assert told == sleeps[1:]  # the user is told of each wait
     assert [m.repo_id for m in store.installed()] == [REPO]
 
 
@@ -125,3 +130,15 @@ def test_nothing_touches_the_hub_until_a_download_is_asked_for(tmp_path, tiny_mo
     with pytest.raises(ModelError, match="not installed"):
         store.resolve(REPO)
     assert hub.calls == 0 and hub.requests == []
+
+
+def test_a_pause_cuts_a_real_backoff_wait_short(tmp_path, tiny_model_dir):
+    """Without an injected sleep the wait is real, but Pause does not sit out the rest of it."""
+    import time
+    hub = FakeHub(tiny_model_dir, fail_after_files=2)
+    store = ModelStore(tmp_path / "models", total_ram=16 * GB, hub=hub)
+    pause = threading.Event()
+    started = time.monotonic()
+    with pytest.raises(DownloadPaused):
+        store.download(REPO, pause=pause, on_retry=lambda seconds: pause.set())
+    assert time.monotonic() - started < BACKOFF_START * 0.9  # the first wait alone would have been a full second

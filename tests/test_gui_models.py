@@ -294,3 +294,17 @@ def test_the_welcome_screen_shows_the_recommended_model_with_its_fit_pill(qtbot)
     text = model_text(find_model("Qwen3-8B-4bit"), small, "this computer")
     assert "is too big" in text and pill_colours("too big")[0].name() in text
     assert "3.0 GB free of this computer's memory" in text
+
+
+def test_a_dropped_connection_is_said_and_the_download_goes_on(qtbot, window, tiny_model_dir):
+    repo = CURATED[0].repo_id
+    _use_hub(window, FakeHub(tiny_model_dir, repo, flaky=2))
+    panel = _panel(qtbot, window)
+    said = []
+    shown = panel._show_retry
+    panel._show_retry = lambda seconds: (said.append(seconds), shown(seconds))
+    panel.select_repo(repo)
+    with qtbot.waitSignal(panel.download_finished, timeout=60000) as done:
+        panel.on_download()
+    assert done.args == [True] and said == [1.0, 2.0]
+    assert "Installed" in panel.message.text()

@@ -121,16 +121,17 @@ def cmd_download(args: argparse.Namespace, services: Any) -> int:
     repo_id = args.model or default_model(store.total_ram or 0).repo_id
     curated = find_model(repo_id)
     repo_id = curated.repo_id if curated else repo_id
-    plan = store.plan(repo_id)
+    printer = ProgressPrinter(sys.stderr)
+    plan = store.plan(repo_id, on_retry=printer.retrying)
     print(f"{repo_id}: {len(plan.files)} files, {human_bytes(plan.total_bytes)} "
           f"({human_bytes(plan.bytes_to_download)} to download) into {store.root}")
     if not args.yes and sys.stdin.isatty() and not _confirm("Download it? [Y/n] "):
         print("Nothing was downloaded.")
         return 1
     pause = threading.Event()
-    printer = ProgressPrinter(sys.stderr)
     try:
-        installed = _run_cancellable(lambda: store.download(repo_id, progress=printer, pause=pause), pause)
+        installed = _run_cancellable(lambda: store.download(repo_id, progress=printer, pause=pause,
+                                                                   on_retry=printer.retrying), pause)
     except (DownloadPaused, DownloadCancelled) as stopped:
         printer.finish()
         print(f"{stopped} Run `engram models download {repo_id}` again to resume where it stopped.",
@@ -190,6 +191,13 @@ class ProgressPrinter:
         line = progress_line(progress)
         self.stream.write(f"\r{line}\033[K" if self.redraw else f"{line}\n")
         self.stream.flush()
+
+    def retrying(self, seconds: float) -> None:
+        """A dropped connection: say why the bytes stopped, on its own line."""
+        self.finish()
+        self.stream.write(f"  The connection dropped; trying again in {seconds:g} s.\n")
+        self.stream.flush()
+        self.printed = False
 
     def finish(self) -> None:
         if self.redraw and self.printed:

@@ -169,8 +169,12 @@ class ModelsPanel(QWidget):
         self.message.setText(f"Checking {repo_id}…")
         cancel, pause = self.cancel_event, self.pause_event
         self.runner.submit("io", lambda: self.services.model_store().download(
-            repo_id, progress=self._report_progress, cancel=cancel, pause=pause),
+            repo_id, progress=self._report_progress, cancel=cancel, pause=pause,
+            on_retry=lambda seconds: self.runner.post(self._show_retry, seconds)),
             on_done=self._on_downloaded, on_error=lambda exc: self._on_download_error(exc, repo_id))
+
+    def _show_retry(self, seconds: float) -> None:
+        self.message.setText(f"The connection dropped; trying again in {seconds:g} s…")
 
     def on_pause(self) -> None:
         if self.pause_event is not None:

@@ -224,3 +224,11 @@ def test_remove_throws_away_an_unfinished_download(cli, tiny_model_dir):
     assert code == 1 and "No installed model" in err
     code, _, err = cli("models", "remove", "..")
     assert code == 1 and (cli.data_dir / "models").is_dir()
+
+
+def test_a_dropped_connection_is_retried_and_said_so(cli, tiny_model_dir):
+    cli.hubs[REPO] = FakeHub(tiny_model_dir, flaky=2)
+    code, out, err = cli("models", "download", REPO, "--yes")
+    assert code == 0, err
+    assert "The connection dropped; trying again in 1 s." in err and "trying again in 2 s." in err
+    assert installed(cli) == [REPO]
