@@ -57,7 +57,8 @@ class HubClient:
         from huggingface_hub import hf_hub_url
         from huggingface_hub.utils import build_hf_headers, get_session
         url = hf_hub_url(repo_id, filename, revision=revision, endpoint=self.endpoint)
-        headers = build_hf_headers()
+        headers = {**build_hf_headers(), "Accept-Encoding": "identity"}  # a Range counts the file's own bytes,
+        # not a gzip stream's (the hub gzips small text files when asked)
         if start > 0:
             headers["Range"] = f"bytes={start}-"
         try:
