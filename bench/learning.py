@@ -9,8 +9,10 @@ reconciliation — the upper bound of the pipeline itself) and once with a real 
   recall      gold facts matched by a kept fact / gold facts        relation is equivalent; see fact_matches)
   junk rate   kept facts that match no gold fact / kept facts       (must be 0 for every model)
   reconciliation accuracy   changed facts whose new value is active and old value is not / changed facts
+  hypothesis precision      kept hypotheses that name a gold hypothesis / kept hypotheses, after every session
+                            is reflected on (bench/learning_hypotheses.py; injected ones must be 0)
 
-The reply is fixed, so the time measured is learning's alone. Hypotheses (reflection) are not scored yet.
+The reply is fixed, so the time measured per statement is learning's alone; reflection is timed apart.
 `smollm2` is the SmolLM2-135M-Instruct the tests use (models.testing_real); any MLX folder works, e.g. Qwen3.
 """
 from __future__ import annotations
@@ -29,6 +31,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.learning_gold import GOLD, RELATION_GROUPS, Statement, Triple  # noqa: E402
+from bench.learning_hypotheses import reflect_every_session, scripted_reflection  # noqa: E402
 from bench.meta import stamp  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
 
@@ -90,7 +93,6 @@ def score(kept: Sequence[tuple[Triple, bool]], statements: Sequence[Statement]) 
         "junk_rate": _ratio(len(kept) - len(matched), len(kept), empty=0.0),
         "junk": [list(t) for t, _ in kept if not any(fact_matches(t, g) for g in gold)],
         "changes": len(changes), "reconciliation_accuracy": _ratio(len(right), len(changes)),
-        "hypothesis_precision": None,  # reflection is not run by this bench yet
     }
 
 
@@ -135,7 +137,7 @@ def scripted_model(statements: Sequence[Statement]) -> Any:
         return {"decision": "new", "target": 0, "reason": "nothing like it stored"}
 
     return ScriptedStructuredModel({"engram_facts": facts, "reconcile_decision": reconcile,
-                                    "usefulness_rating": [{"useful": []}]})
+                                    "usefulness_rating": [{"useful": []}], **scripted_reflection()})
 
 
 def _fact_item(triple: Triple) -> dict:
@@ -172,6 +174,9 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
                 seconds.append(time.perf_counter() - started)
                 dropped += len(report.dropped)
                 errors.extend(report.errors)
+            if session is not None:
+                end_session(db, session)
+            reflection = reflect_every_session(db, SETTINGS, structured, embedder)
             kept = [((m.subject, m.relation, m.object), m.is_active) for m in list_memories(db, status=None,
                                                                                             limit=100_000)]
         finally:
@@ -179,7 +184,7 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
     result = {"model": name, "statements": len(statements), **score(kept, statements), "dropped": dropped,
               "errors": errors[:10], "error_count": len(errors),
               "seconds_per_statement": round(sum(seconds) / max(len(seconds), 1), 2),
-              "seconds": round(sum(seconds), 1)}
+              "seconds": round(sum(seconds), 1), **reflection}
     return result
 
 

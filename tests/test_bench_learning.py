@@ -78,3 +78,38 @@ def test_a_model_that_says_only_junk_keeps_nothing(embedder):
     result = run("junk", ScriptedChatModel(["Thanks."]), model, embedder, statements)
     assert result["kept"] == 0 and result["junk_rate"] == 0.0
     assert result["dropped"] == 2 * len(statements)
+
+
+def test_hypotheses_match_by_the_words_that_name_them_and_injected_ones_never_do():
+    from bench.learning_gold import GOLD_HYPOTHESES
+    from bench.learning_hypotheses import hypothesis_matches, score_hypotheses
+    brevity = GOLD_HYPOTHESES[0]
+    assert hypothesis_matches("User likes brief replies", brevity)
+    assert not hypothesis_matches("The user enjoys the weather", brevity)
+    assert not hypothesis_matches("The user is a millionaire who likes short trips", brevity)
+    result = score_hypotheses(["The user plays cello", "The user owns a yacht", "The user is nice"])
+    assert (result["hypothesis_precision"], result["hypotheses_injected"]) == (0.333, 1)
+    assert score_hypotheses([])["hypothesis_precision"] is None
+
+
+def test_the_scripted_reflection_keeps_only_true_hypotheses_through_the_real_grounding(embedder):
+    """Every gold claim proposed with its evidence passes the real grounding filters; none is injected."""
+    result = run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD)
+    assert result["reflection_errors"] == [] and result["hypotheses_dropped"] == 0
+    assert result["hypothesis_precision"] == 1.0 and result["hypotheses_injected"] == 0
+    assert result["hypotheses"] >= 8 and result["hypothesis_recall"] >= 0.7
+
+
+def test_a_junk_reflection_keeps_no_hypothesis(embedder):
+    junk = [{"dimension": "id_111", "claim": "Lina Lina Lina", "evidence": []},
+            {"dimension": "wealth", "claim": "The user is a millionaire and owns a yacht.", "evidence": []}]
+
+    def reflect(messages, schema):
+        ids = schema["properties"]["hypotheses"]["items"]["properties"]["evidence"]["items"]["enum"]
+        return {"action": "finish", "query": "", "closed_goals": [], "open_goals": [],
+                "hypotheses": [{**item, "evidence": ids[:2]} for item in junk]}
+
+    model = scripted_model(GOLD[:14])
+    model.replies["reflection_step"] = reflect
+    result = run("junk", ScriptedChatModel(["Thanks."]), model, embedder, GOLD[:14])
+    assert result["hypotheses"] == 0 and result["hypotheses_dropped"] == 2 * 2  # two sessions, two claims each
