@@ -156,13 +156,17 @@ class MLXBert:
         return np.array(self.model(mx.array(input_ids), mask).astype(mx.float32), copy=True)
 
 
+def encoder_weights(weights: dict) -> dict:
+    """A checkpoint's tensors under this encoder's names: some files nest them under bert.; the rest is unused."""
+    weights = {key.removeprefix("bert."): value for key, value in weights.items()}
+    return {key: value for key, value in weights.items() if not key.startswith(_UNUSED_KEYS)}
+
+
 def load_bert(folder: Path) -> BertModel:
     """The encoder with the folder's config.json and model.safetensors, in eval mode."""
     config = BertConfig.from_file(folder / "config.json")
     model = BertModel(config)
-    weights = mx.load(str(folder / "model.safetensors"))
-    weights = {key.removeprefix("bert."): value for key, value in weights.items()}  # some files nest under bert.
-    weights = {key: value for key, value in weights.items() if not key.startswith(_UNUSED_KEYS)}
+    weights = encoder_weights(mx.load(str(folder / "model.safetensors")))
     model.load_weights(list(weights.items()), strict=True)
     model.eval()  # no Dropout modules here, but eval() keeps any later-added one from firing (0.92 cosine if not)
     mx.eval(model.parameters())

@@ -163,16 +163,12 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
     # to max_seq_length, special tokens included, and pads a batch to its longest sentence (done in _embed_many).
     tokenizer.enable_truncation(max_length=recipe.max_seq_length)
     tokenizer.no_padding()
-    model = load_bert(folder)
     backend = backend or default_backend()
     if backend == "numpy":
-        from mlx.utils import tree_flatten
-
-        from models.bert_numpy import NumpyBert
-        parameters = {name: np.array(value) for name, value in tree_flatten(model.parameters())}
-        encoder: Any = NumpyBert.from_parameters(model.config, parameters)
+        from models.bert_numpy import load_numpy_bert
+        encoder: Any = load_numpy_bert(folder)
     else:
-        encoder = MLXBert(model)
-    return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=model.config.hidden_size,
+        encoder = MLXBert(load_bert(folder))
+    return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
                         pooling=recipe.pooling, backend=backend,
                         one_query=OneBlasThread() if backend == "numpy" else nullcontext)

@@ -6,12 +6,17 @@ weights are the same arrays (loaded by models/bert.py), the arithmetic the same;
 """
 from __future__ import annotations
 
+import json
+import struct
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Mapping
 
 import numpy as np
 
-from models.bert import BertConfig
+from models.bert import BertConfig, encoder_weights
+
+_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32}
 
 # Abramowitz & Stegun 7.1.26: erf to 1.5e-7, below float32's resolution (numpy has no erf; scipy is no dependency).
 _ERF_P = 0.3275911
@@ -93,6 +98,53 @@ def dense(weight_bias: tuple[np.ndarray, np.ndarray], x: np.ndarray) -> np.ndarr
     return out
 
 
+def read_safetensors(path: Path) -> dict[str, np.ndarray]:
+    """A safetensors file's tensors as read-only views of the mapped file: nothing is copied, and a page is read
+    only when used (MiniLM's word table, half its 90 MB, only at the rows a text's tokens name). ValueError for a
+    type numpy has not (bfloat16) or a file shorter than its header says."""
+    with open(path, "rb") as handle:
+        (length,) = struct.unpack("<Q", handle.read(8))
+        header = json.loads(handle.read(length))
+    data = np.memmap(path, dtype=np.uint8, mode="r", offset=8 + length)
+    tensors = {}
+    for name, entry in header.items():
+        if name == "__metadata__":
+            continue
+        dtype = _DTYPES.get(entry["dtype"])
+        if dtype is None:
+            raise ValueError(f"tensor {name} is {entry['dtype']}, which numpy cannot read")
+        start, end = entry["data_offsets"]
+        if end > data.size:
+            raise ValueError(f"{path.name} is shorter than its header says")
+        tensors[name] = data[start:end].view(dtype).reshape(entry["shape"])
+    return tensors
+
+
+def load_numpy_bert(folder: Path) -> "NumpyBert":
+    """The folder's config.json and model.safetensors, straight into numpy: no MLX model is built on the way."""
+    config = BertConfig.from_file(folder / "config.json")
+    return NumpyBert.from_parameters(config, encoder_weights(read_safetensors(folder / "model.safetensors")))
+
+
+def expected_shapes(config: BertConfig) -> dict[str, tuple[int, ...]]:
+    """Every tensor the encoder reads, with its shape (Linear weights as (out, in), as checkpoints store them)."""
+    hidden, inner = config.hidden_size, config.intermediate_size
+    shapes = {"embeddings.word_embeddings.weight": (config.vocab_size, hidden),
+              "embeddings.position_embeddings.weight": (config.max_position_embeddings, hidden),
+              "embeddings.token_type_embeddings.weight": (config.type_vocab_size, hidden),
+              "embeddings.LayerNorm.weight": (hidden,), "embeddings.LayerNorm.bias": (hidden,)}
+    linears = {"attention.self.query": (hidden, hidden), "attention.self.key": (hidden, hidden),
+               "attention.self.value": (hidden, hidden), "attention.output.dense": (hidden, hidden),
+               "intermediate.dense": (inner, hidden), "output.dense": (hidden, inner)}
+    for index in range(config.num_hidden_layers):
+        p = f"encoder.layer.{index}."
+        for name, shape in linears.items():
+            shapes[f"{p}{name}.weight"], shapes[f"{p}{name}.bias"] = shape, shape[:1]
+        for name in ("attention.output.LayerNorm", "output.LayerNorm"):
+            shapes[f"{p}{name}.weight"] = shapes[f"{p}{name}.bias"] = (hidden,)
+    return shapes
+
+
 @dataclass
 class NumpyBert:
     """input ids (batch, length) and an optional 0/1 mask → last hidden state, float32, like BertModel.
@@ -106,6 +158,12 @@ class NumpyBert:
 
     @classmethod
     def from_parameters(cls, config: BertConfig, parameters: Mapping[str, np.ndarray]) -> "NumpyBert":
+        """ValueError naming the first tensor missing or of the wrong shape (a folder whose file does not fit
+        its config.json), before any is used."""
+        for name, shape in expected_shapes(config).items():
+            found = parameters[name].shape if name in parameters else None
+            if found != shape:
+                raise ValueError(f"tensor {name} is {'missing' if found is None else found}, expected {shape}")
         def array(name: str) -> np.ndarray:
             return np.ascontiguousarray(parameters[name], dtype=np.float32)
 
