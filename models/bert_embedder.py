@@ -129,24 +129,27 @@ def default_backend() -> str:
     return "mlx" if mx.default_device().type == mx.gpu else "numpy"
 
 
-class OneBlasThread:
-    """numpy's BLAS on one thread for the length of a `with`, then as it was; one holder at a time.
+class QueryThreads:
+    """numpy's BLAS on at most `threads` threads for the length of a `with`, then as it was; one holder at a time.
 
-    Why: a query is ~17 token rows, too few to share. OpenBLAS's two threads gain 30 % on an idle machine, but
-    when another process holds one core the pair waits on it: a query's p95 went from 5 to 300 ms (bench/turn.py
-    beside a test run); on one thread it stays within 8 ms. The lock keeps two lanes from restoring each other's
-    setting (one could otherwise leave numpy on one thread for good); batches keep every thread.
+    Why: a query is ~17 token rows, too few to share among many threads (OpenBLAS takes one per core), and each
+    extra thread is one more that can be descheduled while the others wait for it. Two is the measured choice on
+    this 2-core machine, in the turn at 100k (bench/turn.py's store, 150 turns a side, alternating): the query's
+    embedding p50/p95 6.7/8.0 ms on two threads vs 10.3/12.3 on one, the turn p95 18.6 vs 22.8 ms. One thread
+    bounds the tail when another process takes a core (p95 7.4 vs 61 ms standalone) but costs that much on every
+    turn. The lock keeps two lanes from restoring each other's setting; batches keep every thread.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, threads: int = 2) -> None:
         from threadpoolctl import ThreadpoolController
         self._blas = ThreadpoolController().select(user_api="blas")
+        self._threads = threads
         self._lock = threading.Lock()
 
     @contextmanager
     def __call__(self) -> Iterator[None]:
         with self._lock:
-            limiter = self._blas.limit(limits=1)
+            limiter = self._blas.limit(limits=self._threads)
             try:
                 yield
             finally:
@@ -171,4 +174,4 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
         encoder = MLXBert(load_bert(folder))
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
                         pooling=recipe.pooling, backend=backend,
-                        one_query=OneBlasThread() if backend == "numpy" else nullcontext)
+                        one_query=QueryThreads() if backend == "numpy" else nullcontext)

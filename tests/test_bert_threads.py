@@ -1,5 +1,5 @@
-"""One query's embedding runs numpy's BLAS on one thread (models/bert_embedder.OneBlasThread), batches on all of
-them, and the setting is always put back, also when two lanes embed at once and when the encoder fails."""
+"""One query's embedding runs numpy's BLAS on at most two threads (models/bert_embedder.QueryThreads), batches on
+all of them, and the setting is always put back, also when two lanes embed at once and when the encoder fails."""
 from __future__ import annotations
 
 import threading
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from threadpoolctl import ThreadpoolController
 
-from models.bert_embedder import BertEmbedder, OneBlasThread, load_bert_embedder, read_recipe
+from models.bert_embedder import BertEmbedder, QueryThreads, load_bert_embedder, read_recipe
 from models.embeddings import resolve_model_path
 
 
@@ -39,33 +39,35 @@ def numpy_embedder() -> BertEmbedder:
 
 
 @pytest.fixture
-def two_threads():
-    """numpy's BLAS on two threads for the test (one core machines included), as it was afterwards."""
-    with ThreadpoolController().limit(limits=2, user_api="blas"):
+def four_threads():
+    """numpy's BLAS on four threads for the test (as on a 4-core machine, whatever this one has), as it was
+    afterwards."""
+    with ThreadpoolController().limit(limits=4, user_api="blas"):
+        assert blas_threads() == 4
         yield
 
 
-def test_one_query_runs_on_one_blas_thread_and_a_batch_on_all(numpy_embedder, two_threads):
+def test_one_query_runs_on_two_blas_threads_and_a_batch_on_all(numpy_embedder, four_threads):
     recording = Recording(numpy_embedder.encoder)
     embedder = BertEmbedder(encoder=recording, tokenizer=numpy_embedder.tokenizer, name="m", dimension=384,
                             backend="numpy", one_query=numpy_embedder.one_query)
-    assert isinstance(numpy_embedder.one_query, OneBlasThread)
+    assert isinstance(numpy_embedder.one_query, QueryThreads)
     embedder.embed(["Where does my sister live now?"])
     embedder.embed(["Ana lives in Lisbon.", "Ana's dog is called Biscuit.", "Tea every morning."])
-    assert recording.seen == [(1, 1), (3, 2)]
-    assert blas_threads() == 2
+    assert recording.seen == [(1, 2), (3, 4)]
+    assert blas_threads() == 4
 
 
-def test_the_thread_count_is_put_back_when_the_encoder_fails(numpy_embedder, two_threads):
+def test_the_thread_count_is_put_back_when_the_encoder_fails(numpy_embedder, four_threads):
     recording = Recording(numpy_embedder.encoder, fail=True)
     embedder = BertEmbedder(encoder=recording, tokenizer=numpy_embedder.tokenizer, name="m", dimension=384,
                             backend="numpy", one_query=numpy_embedder.one_query)
     with pytest.raises(RuntimeError, match="encoder failed"):
         embedder.embed(["a query that fails"])
-    assert recording.seen == [(1, 1)] and blas_threads() == 2
+    assert recording.seen == [(1, 2)] and blas_threads() == 4
 
 
-def test_two_lanes_embedding_at_once_leave_the_thread_count_as_it_was(numpy_embedder, two_threads):
+def test_two_lanes_embedding_at_once_leave_the_thread_count_as_it_was(numpy_embedder, four_threads):
     errors: list[BaseException] = []
 
     def lane(name: str) -> None:
@@ -81,10 +83,10 @@ def test_two_lanes_embedding_at_once_leave_the_thread_count_as_it_was(numpy_embe
         thread.start()
     for thread in lanes:
         thread.join(timeout=120)
-    assert not errors and blas_threads() == 2
+    assert not errors and blas_threads() == 4
 
 
-def test_one_query_gives_the_same_vector_on_one_thread_as_in_a_batch(numpy_embedder):
+def test_one_query_gives_the_same_vector_as_in_a_batch(numpy_embedder):
     text = "What did my sister say about the trip to Lisbon?"
     alone = numpy_embedder._embed_one(text)  # noqa: SLF001 - the batch-of-one path, without the cache
     in_batch = numpy_embedder.embed([text, "another sentence"])[0]
