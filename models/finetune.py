@@ -25,7 +25,7 @@ from typing import Any, Callable, Optional
 from core.errors import ModelError
 from core.finetune import adapters as versions
 from core.finetune.dataset import TrainingSet, build_training_set
-from core.finetune.gate import GENERAL_TEXT, GateSettings, Scores, decide
+from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS, GateSettings, Scores, decide
 from core.scheduler import YIELDED, JobContext
 from core.store.db import Database
 
@@ -208,6 +208,7 @@ class FineTuner:
         if ctx.should_yield():
             return YIELDED
         result = run_worker("evaluate", {"model": self.model_path, "probes": probes, "general": list(GENERAL_TEXT),
+                                         "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS],
                                          "adapters": [active.path if active else None, candidate_path]},
                             run_dir, should_stop=ctx.should_yield, python=self.python)
         if result.exit_code == EXIT_CANCELLED:
@@ -215,13 +216,16 @@ class FineTuner:
         scores = result.last("scores")
         if result.exit_code != 0 or scores is None:
             raise ModelError(f"evaluating the new adapter failed: {result.error()}")
-        baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"]) for r in scores["results"])
+        baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"], r.get("known_fact_loss"))
+                               for r in scores["results"])
         decision = decide(baseline, candidate, self.gate)
         sources = json.loads((run_dir / "sources.json").read_text(encoding="utf-8"))
         adapter = versions.record_adapter(
             self.db, name=f"adapter {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.db.now()))}",
             base_model=self.model_path, path=candidate_path, status="accepted" if decision.accept else "rejected",
             metrics={"baseline": asdict(baseline), "candidate": asdict(candidate), "gate": decision.as_dict(),
+                     "probe_loss_by_kind": {"baseline": scores["results"][0].get("probe_loss_by_kind"),
+                                            "candidate": scores["results"][1].get("probe_loss_by_kind")},
                      "baseline_adapter": active.id if active else None, "iters": state["iters"]},
             config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
         _drop_training_text(run_dir)
@@ -243,7 +247,7 @@ def _write_run(run_dir: Path, training: TrainingSet) -> None:
     with (data / "train.jsonl").open("w", encoding="utf-8") as fh:
         for example in training.examples:
             fh.write(json.dumps(example) + "\n")
-    (run_dir / "probes.json").write_text(json.dumps([{"question": p.question, "answer": p.answer}
+    (run_dir / "probes.json").write_text(json.dumps([{"question": p.question, "answer": p.answer, "kind": p.kind}
                                                      for p in training.probes]), encoding="utf-8")
     (run_dir / "sources.json").write_text(json.dumps({"memory": training.memory_ids, "episode": training.episode_ids,
                                                       "hypothesis": training.hypothesis_ids}), encoding="utf-8")

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from models.prompt_cache import common_prefix
 from models.prompt_text import control_markers, neutralise
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_DIVERGED = 0, 1, 3, 4
@@ -177,44 +178,72 @@ def train(config: dict, report: Reporter) -> int:
 
 
 def evaluate(config: dict, report: Reporter) -> int:
-    """Score each adapter (null = the base model) on the fact probes and the general-text set."""
+    """Score each adapter (null = the base model) on the held-out probes (overall and by kind), the general-text
+    set and, when given, the known-fact probes."""
     from mlx_lm.tuner.utils import load_adapters, remove_lora_layers
     model, tokenizer = _load(config)
+    probes, known = config["probes"], config.get("known_facts") or []
     results = []
     for adapter in config["adapters"]:
         if adapter:
             load_adapters(model, adapter)
         model.eval()
-        results.append({"adapter": adapter, "probe_loss": _probe_loss(model, tokenizer, config["probes"]),
-                        "general_ppl": _general_ppl(model, tokenizer, config["general"])})
+        scored = _probe_nlls(model, tokenizer, probes)
+        by_kind = {kind: _mean([s for p, s in zip(probes, scored) if p.get("kind", "fact") == kind])
+                   for kind in sorted({p.get("kind", "fact") for p in probes})}
+        results.append({"adapter": adapter, "probe_loss": _mean(scored), "probe_loss_by_kind": by_kind,
+                        "general_ppl": _general_ppl(model, tokenizer, config["general"]),
+                        "known_fact_loss": _mean(_probe_nlls(model, tokenizer, known)) if known else None})
         if adapter:
             remove_lora_layers(model)
     report.emit("scores", results=results)
     return EXIT_OK
 
 
-def _token_nll(model: Any, tokens: list[int], first_target: int) -> tuple[float, int]:
-    """Summed negative log-likelihood of tokens[first_target:] given what precedes each."""
+def _token_nll(model: Any, tokens: list[int], first_target: int, cache: Any = None) -> tuple[float, int]:
+    """Summed negative log-likelihood of tokens[first_target:] given what precedes each (and what `cache` holds)."""
     import mlx.core as mx
     import mlx.nn as nn
     inputs = mx.array(tokens[:-1])[None]
     targets = mx.array(tokens[1:])[None]
-    losses = nn.losses.cross_entropy(model(inputs).astype(mx.float32), targets)[0, first_target - 1:]
+    logits = model(inputs, cache=cache) if cache is not None else model(inputs)
+    losses = nn.losses.cross_entropy(logits.astype(mx.float32), targets)[0, first_target - 1:]
     return float(losses.sum().item()), int(losses.shape[0])
 
 
-def _probe_loss(model: Any, tokenizer: Any, probes: list[dict]) -> float:
-    total, count = 0.0, 0
+def _probe_nlls(model: Any, tokenizer: Any, probes: list[dict]) -> list[tuple[float, int]]:
+    """(summed NLL, token count) of each probe's answer given its question, in the model's chat template.
+
+    Every probe starts with the same template header (a default system prompt, for some models half the
+    tokens): it is read once into a KV cache, and each probe reads only its own tail (the same figures)."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
     markers = control_markers(tokenizer)
+    rows = []
     for probe in probes:
         question, answer = neutralise(probe["question"], markers), neutralise(probe["answer"], markers)
         prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}],
                                                add_generation_prompt=True)
         full = tokenizer.apply_chat_template([{"role": "user", "content": question},
                                               {"role": "assistant", "content": answer}])
-        nll, n = _token_nll(model, list(full), len(prompt))
-        total, count = total + nll, count + n
-    return total / max(count, 1)
+        rows.append((list(full), len(prompt)))
+    if not rows:
+        return []
+    # The shared head ends before any probe's first answer token, whose logits come from the token before it.
+    shared = min(min(common_prefix(rows[0][0], full) for full, _ in rows), min(start for _, start in rows) - 1)
+    cache = make_prompt_cache(model)
+    if shared > 0:
+        mx.eval(model(mx.array(rows[0][0][:shared])[None], cache=cache))
+    out = []
+    for full, start in rows:
+        out.append(_token_nll(model, full[shared:], start - shared, cache=cache))
+        trim_prompt_cache(cache, len(full) - 1 - shared)  # back to the shared head for the next probe
+    return out
+
+
+def _mean(scored: list[tuple[float, int]]) -> float:
+    """Mean cross-entropy per answer token over the probes (each token counts once, as in training)."""
+    return sum(nll for nll, _ in scored) / max(sum(n for _, n in scored), 1)
 
 
 def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:

@@ -5,8 +5,9 @@ import pytest
 
 from core.errors import InvalidInput, NotFound
 from core.finetune import adapters as versions
-from core.finetune.dataset import PROBE_QUESTION, TRAIN_QUESTIONS, build_training_set, fact_topic
-from core.finetune.gate import GateSettings, Scores, decide
+from core.finetune.dataset import (PREFERENCE_PROBE_QUESTION, PROBE_QUESTION, STYLE_QUESTIONS, TRAIN_QUESTIONS,
+                                   build_training_set, fact_topic)
+from core.finetune.gate import KNOWN_FACTS, GateSettings, Scores, decide
 from core.store.episodes import add_episode, trash_episode
 from core.store.memories import (add_memory, invalidate_memory, purge_memory_rows, set_flag, trash_memory,
                                  update_memory)
@@ -34,7 +35,19 @@ def test_confirmed_facts_become_qa_pairs_with_a_held_out_probe(db):
                for ex in training.examples)
     [probe] = training.probes
     assert probe.question == PROBE_QUESTION.format(topic="user dog name") and probe.question not in questions
-    assert probe.memory_id == mid and training.memory_ids == [mid]
+    assert probe.item_id == mid and probe.kind == "fact" and training.memory_ids == [mid]
+
+
+def test_confirmed_preferences_train_on_two_phrasings_and_are_probed_with_a_third(db):
+    short = hypothesis(db, "The user prefers short answers.", "confirmed")
+    hypothesis(db, "The user likes emoji.", "open")
+    training = build_training_set(db)
+    questions = [ex["messages"][0]["content"] for ex in training.examples]
+    assert sorted(questions) == sorted(STYLE_QUESTIONS)
+    assert all(ex["messages"][-1]["content"] == "The user prefers short answers." for ex in training.examples)
+    [probe] = training.probes
+    assert (probe.kind, probe.item_id, probe.answer) == ("preference", short, "The user prefers short answers.")
+    assert probe.question == PREFERENCE_PROBE_QUESTION and probe.question not in questions
 
 
 def test_only_kept_confirmed_content_is_used(db):
@@ -71,7 +84,8 @@ def test_only_kept_confirmed_content_is_used(db):
                    "morning person"):
         assert absent not in all_text
     assert "Prefers short answers." in all_text and "Boil it for eight minutes." in all_text
-    assert {p.memory_id for p in training.probes} == {keep, pinned_unsure}
+    assert {p.item_id for p in training.probes if p.kind == "fact"} == {keep, pinned_unsure}
+    assert [p.item_id for p in training.probes if p.kind == "preference"] == [confirmed]
     assert unsure not in training.memory_ids and secret not in training.memory_ids and summary not in training.memory_ids
 
 
@@ -89,6 +103,19 @@ def test_the_gate_accepts_only_a_better_adapter_within_the_general_margin():
     assert not decide(base, Scores(3.95, 20.0)).accept  # under the 2% improvement asked for
     assert decide(base, Scores(3.95, 20.0), GateSettings(min_probe_improvement=0.0)).accept
     assert not decide(base, Scores(float("nan"), 20.0)).accept
+
+
+def test_the_gate_rejects_an_adapter_that_forgets_known_facts_and_says_by_how_much():
+    base = Scores(probe_loss=4.0, general_ppl=20.0, known_fact_loss=1.0)
+    kept = decide(base, Scores(3.0, 20.5, 1.05))
+    assert kept.accept and "known facts: loss 1.000 -> 1.050 (within the margin; ceiling 1.100)" in kept.reasons[2]
+    forgot = decide(base, Scores(3.0, 20.5, 1.2))  # better probes, same plain text, but common knowledge lost
+    assert not forgot.accept and "known facts: loss 1.000 -> 1.200 (beyond the margin" in forgot.reasons[2]
+    assert decide(base, Scores(3.0, 20.5, 1.2), GateSettings(max_known_fact_loss_rise=0.25)).accept
+    assert not decide(base, Scores(3.0, 20.5, float("inf"))).accept
+    # an adapter scored before known facts were measured is judged on the other two
+    assert decide(Scores(4.0, 20.0), Scores(3.0, 20.5, 1.2)).accept
+    assert len(KNOWN_FACTS) >= 6 and all(q.endswith("?") and a for q, a in KNOWN_FACTS)
 
 
 def record(db, sources, status="accepted", path="/a"):

@@ -2,7 +2,8 @@
 
 - confirmed facts (active semantic memories held with enough confidence, or pinned/protected) become
   question/answer pairs in several phrasings; one more phrasing is held out as the gate's fact probe;
-- confirmed hypotheses become short demonstrations of the preferred behaviour;
+- confirmed hypotheses (the user's preferences) become short demonstrations of the preferred behaviour, with
+  one more phrasing held out as the gate's preference probe;
 - conversations the user rated good become chat examples.
 Trashed, forgotten, invalidated, rejected and incognito content never enters it: the queries below read
 only active rows, and an episode whose metadata says incognito (or a memory learned from one)
@@ -28,17 +29,20 @@ STYLE_QUESTIONS = (
     "How should you answer me?",
     "What have you learned about how I like things?",
 )
+PREFERENCE_PROBE_QUESTION = "Remind me, what do I prefer?"
 MIN_FACT_CONFIDENCE = 0.6
 _INCOGNITO = "coalesce(json_extract(e.metadata, '$.incognito'), 0) NOT IN (0, 'false')"
 
 
 @dataclass(frozen=True)
 class Probe:
-    """A held-out question whose answer the adapter should now find likelier."""
+    """A held-out question whose answer the adapter should now find likelier: about a fact (kind "fact",
+    item_id a memory) or a confirmed preference (kind "preference", item_id a hypothesis)."""
 
     question: str
     answer: str
-    memory_id: int
+    item_id: int
+    kind: str = "fact"
 
 
 @dataclass(frozen=True)
@@ -68,6 +72,7 @@ def build_training_set(db: Database, *, seed: int = 0, system_prompt: str = "") 
     for hypothesis in hypotheses:
         for question in STYLE_QUESTIONS:
             examples.append(_chat(system_prompt, question, hypothesis["claim"]))
+        probes.append(Probe(PREFERENCE_PROBE_QUESTION, hypothesis["claim"], hypothesis["id"], "preference"))
     for episode in episodes:
         examples.append(_chat(system_prompt, episode["user_text"], episode["assistant_text"]))
     random.Random(seed).shuffle(examples)

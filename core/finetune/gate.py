@@ -1,10 +1,14 @@
-"""The evaluation gate: a new adapter replaces the active one only if it knows the user's facts better
-(lower loss on held-out fact probes) without getting worse at general text (perplexity within a margin).
+"""The evaluation gate: a new adapter replaces the active one only if it knows what it learnt better (lower
+loss on held-out probes: the user's preferences and facts asked in words it never trained on) without getting
+worse at general text (perplexity within a margin) or forgetting what the base model knew (the loss of the
+answers to KNOWN_FACTS within a margin). Fine-tuning is for style and preferences; facts come from memory, so
+an adapter that buys its probe gain by damaging plain text or common knowledge is rejected.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 # A small fixed general-text set: everyday sentences unrelated to any user. Its perplexity guards against
 # an adapter that learns the facts by forgetting how to write.
@@ -23,19 +27,34 @@ GENERAL_TEXT = (
     "Please remember to bring an umbrella if it looks like rain.",
 )
 
+# Common knowledge any instruct model answers: a question and the answer whose likelihood must not fall. A fixed
+# held-out set, unrelated to any user, so a candidate cannot have trained on it.
+KNOWN_FACTS = (
+    ("What is the capital of France?", "The capital of France is Paris."),
+    ("How many days are there in a week?", "There are seven days in a week."),
+    ("What colour is the sky on a clear day?", "The sky is blue on a clear day."),
+    ("What do bees make?", "Bees make honey."),
+    ("What is the largest ocean on Earth?", "The Pacific Ocean is the largest ocean on Earth."),
+    ("What is frozen water called?", "Frozen water is called ice."),
+    ("Which planet do we live on?", "We live on the planet Earth."),
+    ("How many legs does a spider have?", "A spider has eight legs."),
+)
+
 
 @dataclass(frozen=True)
 class Scores:
     """What the evaluator measured for one model state (base, active adapter, or candidate)."""
 
-    probe_loss: float  # mean cross-entropy per answer token over the held-out fact probes
+    probe_loss: float  # mean cross-entropy per answer token over the held-out probes (preferences and facts)
     general_ppl: float  # perplexity over GENERAL_TEXT
+    known_fact_loss: Optional[float] = None  # mean cross-entropy per answer token over KNOWN_FACTS (None: unmeasured)
 
 
 @dataclass(frozen=True)
 class GateSettings:
     min_probe_improvement: float = 0.02  # relative drop in probe loss the candidate must reach
     max_general_ppl_rise: float = 0.10  # relative rise in general perplexity tolerated
+    max_known_fact_loss_rise: float = 0.10  # relative rise in the known facts' answer loss tolerated
 
 
 @dataclass(frozen=True)
@@ -48,16 +67,24 @@ class GateDecision:
 
 
 def decide(baseline: Scores, candidate: Scores, settings: GateSettings = GateSettings()) -> GateDecision:
-    reasons = []
-    values = (baseline.probe_loss, baseline.general_ppl, candidate.probe_loss, candidate.general_ppl)
+    """Accept only if every check passes; each check says its figures, whichever way it went."""
+    both_known = baseline.known_fact_loss is not None and candidate.known_fact_loss is not None
+    values = (baseline.probe_loss, baseline.general_ppl, candidate.probe_loss, candidate.general_ppl,
+              *((baseline.known_fact_loss, candidate.known_fact_loss) if both_known else ()))
     if not all(math.isfinite(v) for v in values):
         return GateDecision(False, ["a score is not a finite number (the training diverged)"])
     needed = baseline.probe_loss * (1.0 - settings.min_probe_improvement)
     probes_ok = candidate.probe_loss <= needed
-    reasons.append(f"fact probes: loss {baseline.probe_loss:.3f} -> {candidate.probe_loss:.3f} "
-                   f"({'better' if probes_ok else 'not better'}; needed <= {needed:.3f})")
+    reasons = [f"held-out probes: loss {baseline.probe_loss:.3f} -> {candidate.probe_loss:.3f} "
+               f"({'better' if probes_ok else 'not better'}; needed <= {needed:.3f})"]
     ceiling = baseline.general_ppl * (1.0 + settings.max_general_ppl_rise)
     general_ok = candidate.general_ppl <= ceiling
     reasons.append(f"general text: perplexity {baseline.general_ppl:.2f} -> {candidate.general_ppl:.2f} "
                    f"({'within' if general_ok else 'beyond'} the margin; ceiling {ceiling:.2f})")
-    return GateDecision(probes_ok and general_ok, reasons)
+    known_ok = True
+    if both_known:  # adapters scored before known facts were measured have none: nothing to compare
+        limit = baseline.known_fact_loss * (1.0 + settings.max_known_fact_loss_rise)
+        known_ok = candidate.known_fact_loss <= limit
+        reasons.append(f"known facts: loss {baseline.known_fact_loss:.3f} -> {candidate.known_fact_loss:.3f} "
+                       f"({'within' if known_ok else 'beyond'} the margin; ceiling {limit:.3f})")
+    return GateDecision(probes_ok and general_ok and known_ok, reasons)

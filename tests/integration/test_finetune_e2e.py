@@ -171,7 +171,7 @@ def test_engram_finetune_now_from_the_command_line(tmp_path, tiny_model_dir, cap
     # The default TrainConfig targets real models (16 layers); the tiny one has 2, which LoRA handles.
     assert run_cli(["--data-dir", str(home), "finetune", "now"]) == 0
     out = capsys.readouterr().out
-    assert "fine-tune job 1: done" in out and "fact probes" in out
+    assert "fine-tune job 1: done" in out and "held-out probes" in out and "known facts" in out
     assert run_cli(["--data-dir", str(home), "finetune", "adapters"]) == 0
     assert "fact probes" in capsys.readouterr().out
 

@@ -80,3 +80,32 @@ def test_fuse_writes_a_standalone_model(tiny_model_dir, adapters, tmp_path, tiny
         base.unload()
     with pytest.raises(ModelError, match="already exists"):
         fuse_adapter(tiny_model_dir, adapters[0], fused_dir)
+
+
+def test_scoring_probes_through_their_shared_template_head_gives_the_uncached_figures(tiny_model_dir, adapters):
+    """The evaluation worker reads the probes' common chat-template head once (a KV cache); each probe's answer
+    loss must equal reading the probe whole, on the base and under an adapter."""
+    from mlx_lm import load
+    from mlx_lm.tuner.utils import load_adapters, remove_lora_layers
+    from models.train_worker import _probe_nlls, _token_nll
+    model, tokenizer = load(str(tiny_model_dir))
+    probes = [{"question": "What is the capital of France?", "answer": "Paris."},
+              {"question": "How many legs does a spider have?", "answer": "A spider has eight legs."},
+              {"question": "Remind me, what do I prefer?", "answer": "Short answers."}]
+
+    def whole(probe):
+        turn = [{"role": "user", "content": probe["question"]}]
+        prompt = tokenizer.apply_chat_template(turn, add_generation_prompt=True)
+        full = tokenizer.apply_chat_template(turn + [{"role": "assistant", "content": probe["answer"]}])
+        return _token_nll(model, list(full), len(prompt))
+
+    for adapter in (None, adapters[0]):
+        if adapter:
+            load_adapters(model, str(adapter))
+        cached = _probe_nlls(model, tokenizer, probes)
+        plain = [whole(p) for p in probes]
+        assert [n for _, n in cached] == [n for _, n in plain]
+        assert np.allclose([s for s, _ in cached], [s for s, _ in plain], rtol=1e-3)
+        if adapter:
+            remove_lora_layers(model)
+    assert _probe_nlls(model, tokenizer, []) == []

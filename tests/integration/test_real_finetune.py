@@ -1,0 +1,67 @@
+"""The fine-tune gate on real weights (SmolLM2-135M-Instruct, issue 17 part 6): six confirmed preferences go
+through Engram's own path — dataset builder, training process, scoring process, gate, adapter versions — twice,
+each run judged against the base model. A short run at a sensible learning rate raises the likelihood of the
+held-out preference probes (a question it never trained on) and leaves plain-text perplexity and known facts
+within the gate's margins: accepted and activated. The same data at a learning rate four times higher damages
+both: rejected, with the figures in its reasons, and the base model stays in use.
+
+The two runs share one module fixture (each step of the 135M model costs seconds on this CPU);
+bench/finetune.py --gate records the same runs and a third (over-trained) one.
+"""
+from __future__ import annotations
+
+import pytest
+
+from bench.finetune import GATE_RUNS, PREFERENCES, add_preferences, gate_run
+from core.finetune import adapters as versions
+from core.finetune.gate import GateSettings
+from core.store.db import open_db
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def gate_runs(real_model_dir, tmp_path_factory):
+    folder = tmp_path_factory.mktemp("real-finetune")
+    db = open_db(folder / "engram.db")
+    hypothesis_ids = add_preferences(db)
+    good = gate_run(db, str(real_model_dir), folder / "adapters", GATE_RUNS["accept"])
+    active_after_good = versions.active_adapter(db)
+    versions.rollback_to_base(db)  # the bad run is judged against the base model too
+    bad = gate_run(db, str(real_model_dir), folder / "adapters", GATE_RUNS["reject_high_learning_rate"])
+    yield {"db": db, "good": good, "bad": bad, "active_after_good": active_after_good,
+           "active_after_bad": versions.active_adapter(db), "hypothesis_ids": hypothesis_ids}
+    db.close()
+
+
+def test_a_short_run_on_consistent_preferences_is_accepted(gate_runs):
+    good = gate_runs["good"]
+    base, new = good.metrics["baseline"], good.metrics["candidate"]
+    settings = GateSettings()
+    # (a) the held-out preference probes became likelier: the mean log-prob per answer token rose by the
+    # gate's margin, and every probe is a preference (nothing else was confirmed)
+    assert good.metrics["probe_loss_by_kind"]["candidate"].keys() == {"preference"}
+    assert new["probe_loss"] <= base["probe_loss"] * (1 - settings.min_probe_improvement)
+    # (b) plain text and what the base model knew are left alone, within the documented tolerances
+    assert new["general_ppl"] <= base["general_ppl"] * (1 + settings.max_general_ppl_rise)
+    assert new["known_fact_loss"] <= base["known_fact_loss"] * (1 + settings.max_known_fact_loss_rise)
+    assert good.status == "accepted" and good.metrics["gate"]["accept"]
+    reasons = good.metrics["gate"]["reasons"]
+    assert "(better;" in reasons[0] and "within the margin" in reasons[1] and "within the margin" in reasons[2]
+    assert gate_runs["active_after_good"].id == good.id
+    assert versions.sources(gate_runs["db"], good.id)["hypothesis"] == gate_runs["hypothesis_ids"]
+    assert len(gate_runs["hypothesis_ids"]) == len(PREFERENCES)
+
+
+def test_a_far_too_high_learning_rate_is_rejected_for_what_it_damaged(gate_runs):
+    bad, good = gate_runs["bad"], gate_runs["good"]
+    base, new = bad.metrics["baseline"], bad.metrics["candidate"]
+    assert base == good.metrics["baseline"]  # the same base figures: both runs judged against the base model
+    assert bad.status == "rejected" and not bad.metrics["gate"]["accept"] and not bad.active
+    reasons = bad.metrics["gate"]["reasons"]
+    # it damaged plain text and common knowledge beyond the margins, and the reasons say so with the figures
+    assert "beyond the margin" in reasons[1] and f"{new['general_ppl']:.2f}" in reasons[1]
+    assert "known facts" in reasons[2] and "beyond the margin" in reasons[2]
+    assert new["general_ppl"] > base["general_ppl"] * 1.10 and new["known_fact_loss"] > base["known_fact_loss"] * 1.10
+    assert gate_runs["active_after_bad"] is None  # rolled back before it, and the rejected one was not activated
+    assert bad.parent_id is None and bad.config["learning_rate"] == 4 * good.config["learning_rate"]
