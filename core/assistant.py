@@ -7,7 +7,8 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
                                  history=None)                                     # db lane
     for chunk in assistant.stream(prepared, sampling=None, cancel=event): ...      # model lane
     record = assistant.finish(prepared, reply_text, finish_reason, replaces=None)  # db lane
-    report = assistant.learn(record)  # after the reply is shown; it writes: give it its own connection
+    report = assistant.learn(record, busy=...)  # after the reply is shown; it writes: give it its own connection
+    later = assistant.learn(assistant.stored_turn(episode_id))  # a turn left waiting (pending_learning(db))
     assistant.veto(episode_id, memory_id)       # a chip removed: lower its edges; re-prepare with exclude=[memory_id]
     assistant.rate(episode_id, +1 | -1 | None)  # thumbs
     reply = assistant.reply(session_id, user_text, ...)  # all of the above in one call (CLI, tests)
@@ -22,6 +23,12 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
 - learn embeds the episode for later recall, then (with a structured model) extracts facts (core.memory.engram),
   reconciles each (core.memory.reconcile), rates which used memories were useful and strengthens their edges.
   It never raises for a model failure: the LearnReport lists what failed. Incognito: skipped.
+- Learning never stands in a reply's way (issue 17): finish stores a new turn marked as waiting to be learned
+  (metadata "learning": "pending"); learn marks it "done" once its facts are extracted and reconciled (model
+  failures included: they are reported, not retried). `busy()` says a reply is being made or a message waits for
+  one: asked before extraction, a yes skips learning (report.skipped == BUSY) and the turn stays pending — stored,
+  embedded, recallable word for word — until the chat is quiet again or `engram reflect` learns it
+  (pending_learning, stored_turn); asked again before the usefulness rating, a yes skips only the rating.
 Recalled memories are quoted as data, never instructions (core.prompts.answer).
 """
 from __future__ import annotations
@@ -42,6 +49,7 @@ from core.memory.index import index_episodes
 from core.memory.query import query_of_message
 from core.memory.recall import recall
 from core.memory.reflect import session_instructions
+from core.memory.rejected import drop_rejected
 from core.memory.reconcile import Outcome, reconcile_fact
 from core.prompts.rating import rating_messages, rating_schema
 from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
@@ -55,6 +63,8 @@ from core.types import Episode, EpisodeId, MemoryId, SessionId
 
 DIALS = ("off", "light", "normal", "eager")
 RATINGS = (1, -1, None)
+BUSY = "busy: a reply came first"  # LearnReport.skipped when learning gave way; the turn is learned later
+PENDING, DONE = "pending", "done"  # an episode's metadata "learning": waiting to be learned, or learned
 
 
 @dataclass(frozen=True)
@@ -104,6 +114,7 @@ class LearnReport:
     outcomes: list[Outcome] = field(default_factory=list)
     useful: list[MemoryId] = field(default_factory=list)
     strengthened: int = 0
+    rating_skipped: bool = False  # a reply started during extraction: which memories helped was not rated
     errors: list[str] = field(default_factory=list)
 
 
@@ -245,25 +256,42 @@ class Assistant:
             return add_episode(self.db, prepared.user_text, reply_text, session_id=prepared.session_id,
                                created_at=prepared.at,
                                metadata={"finish_reason": finish_reason, "intents": list(prepared.intents),
-                                         "dial": prepared.dial})
+                                         "dial": prepared.dial, "learning": PENDING})
         episode = get_episode(self.db, replaces)
         turns.replace_reply(self.db, episode.id, reply_text, finish_reason)
         return episode.id
 
     # -- learn (model lane, after the reply is shown) ------------------------------------------------
 
-    def learn(self, turn: TurnRecord) -> LearnReport:
+    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
+        """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
+        says a reply needs the model first (see the module's docstring: the turn then stays pending)."""
         if turn.episode_id is None:
             return LearnReport(skipped="incognito" if turn.incognito else "no episode")
+        busy = busy or (lambda: False)
         report = LearnReport()
         index_episodes(self.db, self.embedder, [turn.episode_id])
         report.indexed = True
         if self.structured is None:
             report.skipped = "no structured model"
             return report
+        if busy():
+            report.skipped = BUSY
+            return report
         self._extract_and_reconcile(turn, report)
-        self._rate_usefulness(turn, report)
+        if busy():
+            report.rating_skipped = True
+        else:
+            self._rate_usefulness(turn, report)
+        _mark_learned(self.db, turn.episode_id)
         return report
+
+    def stored_turn(self, episode_id: int) -> TurnRecord:
+        """A stored turn as `learn` takes it: to learn, later, a turn whose learning was skipped."""
+        episode = get_episode(self.db, episode_id)
+        return TurnRecord(episode.id, tuple(MemoryId(i) for i in turns.used_memory_ids(self.db, episode.id)),
+                          episode.user_text, episode.assistant_text, episode.metadata.get("finish_reason"),
+                          episode.created_at, False)
 
     def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport) -> None:
         try:
@@ -272,6 +300,7 @@ class Assistant:
         except EngramError as exc:
             report.errors.append(f"engram: {exc}")
             return
+        drop_rejected(self.db, extraction)  # what the user said is wrong is not learned again
         report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
                                                               extraction.dates_ignored)
         for fact in extraction.facts:
@@ -341,6 +370,18 @@ class Assistant:
         record = self.finish(prepared, text, reason)
         learned = self.learn(record) if learn else None
         return Reply(text, reason, prepared, record, learned)
+
+
+def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:
+    """Stored turns not learned from yet (skipped while busy, or the app quit first), oldest first."""
+    return [EpisodeId(r[0]) for r in db.execute(
+        "SELECT id FROM episodes WHERE json_extract(metadata, '$.learning') = ? AND deleted_at IS NULL "
+        "AND forgotten_at IS NULL ORDER BY created_at, id LIMIT ?", (PENDING, int(limit)))]
+
+
+def _mark_learned(db: Database, episode_id: int) -> None:
+    db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
+               (DONE, int(episode_id)))
 
 
 def _prepared(session_id: int | None, user_text: str, built: AssembledContext, now: float, incognito: bool,

@@ -10,9 +10,9 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from core.errors import InvalidInput
-from core.memory import index
+from core.memory import index, rejected
 from core.protocols import Embedder
-from core.store import backups, entities, episodes, export, files, history, memories, vectors
+from core.store import backups, entities, episodes, export, files, history, memories, rejections, vectors, wipe
 from core.store.db import Database
 from core.store.text import clean_text
 from core.types import Episode, HistoryEntry, Memory
@@ -84,6 +84,9 @@ class MemoryManager:
                 if protected:
                     memories.set_flag(self.db, memory_id, "protected", True, reason)
                 index.index_memories(self.db, ready, [memory_id])
+                # added by hand: the user says it holds, whatever they rejected before
+                rejections.lift_keys(self.db, rejected.keys_of(
+                    statement, fields.get("subject") or "", fields.get("relation") or "", fields.get("object") or ""))
             return memory_id
 
         return Added(memories.get_memory(self.db, self.db.retrying(write)), existed=False)
@@ -146,6 +149,10 @@ class MemoryManager:
     def delete(self, memory_id: int, reason: str = "") -> Memory:
         """To the trash: out of recall, restorable until purged."""
         return memories.trash_memory(self.db, memory_id, reason)
+
+    def reject(self, memory_id: int, reason: str = "") -> Memory:
+        """"This is wrong": to the trash like `delete`, and learning will not keep the same fact again."""
+        return rejected.reject(self.db, memory_id, reason or "you said this is wrong")
 
     def restore(self, memory_id: int, reason: str = "") -> Memory:
         return memories.restore_memory(self.db, memory_id, reason)
@@ -216,6 +223,12 @@ class MemoryManager:
         return episodes.restore_episode(self.db, episode_id)
 
     # --- whole store ------------------------------------------------------------------------------------
+    def forget_everything(self) -> wipe.WipeResult:
+        """Back up the store beside it, then erase what Engram knows about the user (core.store.wipe says what)."""
+        if self.db.path.name == ":memory:":
+            raise InvalidInput("this store lives in memory only: there is no file to back up before forgetting")
+        return wipe.forget_everything(self.db, self.db.path.parent / "backups")
+
     def export_to(self, path: Path | str) -> dict[str, int]:
         """Write the export whole or not at all: a full disk never leaves a truncated file in place of a good one."""
         data = export.export_store(self.db)

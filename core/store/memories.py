@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, Iterable, Sequence
 
 from core.errors import InvalidInput, NotFound
-from core.store import entities, history, vectors
+from core.store import entities, history, rejections, vectors
 from core.store.db import Database
 from core.store.text import MAX_INT, MAX_TEXT_CHARS, clean_text, clean_time
 from core.types import MEMORY_KINDS, EpisodeId, Memory, MemoryId
@@ -158,6 +158,7 @@ def restore_memory(db: Database, memory_id: int, reason: str = "") -> Memory:
         _set(db, before.id, deleted_at=None, forgotten_at=None)
         db.execute("UPDATE forgetting_events SET restored_at = ? WHERE item_type = 'memory' AND item_id = ? "
                    "AND restored_at IS NULL", (now, before.id))
+        rejections.lift_for_memory(db, before.id)  # brought back by hand: the user no longer says it is wrong
         after = get_memory(db, before.id)
         history.record(db, before.id, "restore", {"status": before.status}, {"status": after.status},
                        reason, at=now)

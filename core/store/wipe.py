@@ -1,0 +1,94 @@
+"""Forget everything: a backup of the whole store first, then one transaction that empties what Engram knows.
+
+What goes: every memory with its history, links, entities and vectors; every conversation (sessions and their
+turns); the memory graph's edges; hypotheses and learning goals; what the user rejected; the forgetting log;
+the behaviour notes reflection wrote; queued idle-time jobs (they would work on what is gone). The active
+fine-tuned adapter is switched off (it learned from what is gone) but kept on disk with its versions, as are
+settings, downloaded models and the job history. The backup holds it all, so restoring it undoes the wipe.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from core.errors import StoreBusy
+from core.store import vector_clusters
+from core.store.vector_schema import VEC_TABLES
+
+if TYPE_CHECKING:  # annotations only: db imports the migrations, never this module
+    from core.store.db import Database
+
+# Children before parents (foreign keys are on); FTS rows go with their tables through the triggers.
+WIPED_TABLES = ("reply_memories", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
+                "memory_history", "forgetting_events", "rejections", "learning_goals", "hypotheses", "memories",
+                "entities", "episodes", "sessions")
+# What the user sees counted: the table, and its name in words.
+COUNTED = (("memories", "memories"), ("episodes", "conversation turns"), ("sessions", "conversations"),
+           ("edges", "graph links"), ("hypotheses", "hypotheses"), ("learning_goals", "learning goals"))
+META_KEYS = ("behaviour_instructions", "consolidation_memory_cursor", "learned_retention")
+LABEL = "before-forget-everything"
+ATTEMPTS = 3  # backups taken before giving up on a store another process keeps writing
+WHAT_STAYS = "settings, downloaded models, fine-tuned adapters (switched off) and the job history"
+
+
+@dataclass(frozen=True)
+class WipeResult:
+    backup: Path
+    counts: dict[str, int] = field(default_factory=dict)  # words → rows erased (COUNTED)
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {what}" for what, n in self.counts.items())
+
+
+def counts(db: Database) -> dict[str, int]:
+    return {what: int(db.scalar(f"SELECT count(*) FROM {table}")) for table, what in COUNTED}
+
+
+def forget_everything(db: Database, backup_folder: Path) -> WipeResult:
+    """Back up, then wipe in one transaction that fails whole or not at all. SQLite cannot copy a connection that
+    holds the write lock, so the backup comes first and the wipe checks that no other process committed since
+    (PRAGMA data_version): then the backup holds exactly what was erased; otherwise it tries again."""
+    from core.store.db import backup  # at call time: db imports the migrations, which must not import this
+    for _ in range(ATTEMPTS):
+        version = _data_version(db)
+        saved = backup(db.conn, Path(backup_folder), label=LABEL)
+        with db.transaction():
+            if _data_version(db) == version:
+                before = counts(db)
+                _wipe(db)
+                break
+        saved.unlink(missing_ok=True)  # another process wrote meanwhile: this copy would miss it
+    else:
+        raise StoreBusy("the memory store kept changing while Engram tried to back it up; nothing was erased. "
+                        "Try again in a moment.")
+    db.scrub_wal()  # the erased pages' older copies leave the -wal file too (as a purge does)
+    return WipeResult(saved, before)
+
+
+def _data_version(db: Database) -> int:
+    return int(db.scalar("PRAGMA data_version"))
+
+
+def _wipe(db: Database) -> None:
+    for table in WIPED_TABLES:
+        db.execute(f"DELETE FROM {table}")
+    _wipe_vectors(db)
+    db.conn.executemany("DELETE FROM meta WHERE key = ?", [(k,) for k in META_KEYS])
+    db.execute("UPDATE adapters SET active = 0 WHERE active = 1")
+    _stop_jobs(db)
+
+
+def _wipe_vectors(db: Database) -> None:
+    for name in VEC_TABLES.values():
+        for table in (name, f"{name}_float"):
+            if db.scalar("SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)) is not None:
+                db.execute(f"DELETE FROM {table}")
+        vector_clusters.drop(db, name)
+
+
+def _stop_jobs(db: Database) -> None:
+    now = db.now()
+    db.execute("UPDATE jobs SET state = 'cancelled', message = 'cancelled: everything was forgotten', "
+               "finished_at = ?, updated_at = ? WHERE state IN ('queued', 'paused')", (now, now))
+    db.execute("UPDATE jobs SET requested = 'cancel' WHERE state = 'running'")
