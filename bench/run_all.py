@@ -83,7 +83,11 @@ def _generate_summary(r: dict) -> str:
             f"{_get(r, 'streaming', 'plain_mlx_lm_tokens_per_s')} tokens/s, ratio {_get(r, 'streaming', 'ratio')}; "
             f"structured at a {_get(r, 'structured', 'vocab_size')}-token vocabulary: +"
             f"{_get(r, 'structured', 'overhead_ms_per_token')} ms/token end to end, grammar processor "
-            f"{_get(r, 'structured', 'grammar_processor_ms_per_token')} ms/token")
+            f"{_get(r, 'structured', 'grammar_processor_ms_per_token')} ms/token"
+            + (f"; first token of a next turn ({_get(r, 'next_turn_first_token', 'prompt_tokens')} prompt tokens): "
+               f"Engram with its prompt cache {_get(r, 'next_turn_first_token', 'engram_with_prompt_cache_ms')} ms "
+               f"vs plain mlx_lm {_get(r, 'next_turn_first_token', 'plain_mlx_lm_ms')} ms"
+               if "next_turn_first_token" in r else ""))
 
 
 def _startup_summary(r: dict) -> str:
@@ -129,7 +133,9 @@ def _cold_summary(r: dict) -> str:
             f"Embedder import + load: {_get(loads, 'default', 'median_s')} s ({_get(queries, 'default_runtime')}) "
             f"vs sentence-transformers {_get(loads, 'sentence_transformers', 'median_s')} s; one query's "
             f"embedding p50/p95 {_get(queries, 'default', 'p50')}/{_get(queries, 'default', 'p95')} ms vs "
-            f"{_get(queries, 'sentence_transformers', 'p50')}/{_get(queries, 'sentence_transformers', 'p95')} ms")
+            f"{_get(queries, 'sentence_transformers', 'p50')}/{_get(queries, 'sentence_transformers', 'p95')} ms; "
+            f"window shown → first streamed token (tiny model, fresh process) "
+            f"{_get(r, 'window_shown_to_first_token_s', 'median_s')} s")
 
 
 def _cold_passed(r: dict) -> bool | None:
@@ -154,6 +160,17 @@ def _at_least(value, limit: float) -> bool | None:
 def _finetune_summary(r: dict) -> str:
     return (f"Engram {_get(r, 'engram_tokens_per_second')} vs mlx_lm {_get(r, 'mlx_lm_tokens_per_second')} "
             f"tokens/s, ratio {_get(r, 'ratio')}; whole-process wall time ratio {_get(r, 'wall_ratio')}")
+
+
+def _finetune_gate_summary(r: dict) -> str:
+    """Each run: the verdict and the three figures the gate decided on, base -> candidate."""
+    def one(name: str, run: dict) -> str:
+        base, new = run.get("baseline", {}), run.get("candidate", {})
+        return (f"{name} (lr {run.get('learning_rate')}, {run.get('steps')} steps): {run.get('status')}; held-out "
+                f"preference probes loss {base.get('probe_loss')} -> {new.get('probe_loss')}, plain-text ppl "
+                f"{base.get('general_ppl')} -> {new.get('general_ppl')}, known facts loss "
+                f"{base.get('known_fact_loss')} -> {new.get('known_fact_loss')}")
+    return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
 
 
 def _locomo_summary(r: dict) -> str:
@@ -208,6 +225,9 @@ BENCHES = (
           lambda r: _at_least(_get(r, "streaming", "ratio"), 0.97)),
     Bench("finetune", ["bench/finetune.py"], "ratio ≥ 0.95 (tuner and wall time)", _finetune_summary,
           lambda r: _all(_at_least(r.get("ratio"), 0.95), _at_least(r.get("wall_ratio"), 0.95))),
+    Bench("finetune-gate", ["bench/finetune.py", "--gate"],
+          "SmolLM2-135M: the short run on preferences accepted, the too-high learning rate and the over-trained "
+          "run rejected", _finetune_gate_summary, lambda r: r.get("as_expected")),
     Bench("locomo", ["bench/locomo.py", "--json"], "R@10 ≥ 0.75 and > both baselines; R@50 ≥ 0.90; < 10 min",
           _locomo_summary, _locomo_passed),
     Bench("graph", ["bench/graph.py"], "pan and zoom frame p95 ≤ 33 ms at 2,000 nodes", _graph_summary,
