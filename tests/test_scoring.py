@@ -31,7 +31,7 @@ def test_fusion_is_the_weighted_mean_of_both_retrievers():
 
 def test_context_speaker_and_graph_shares():
     assert s.with_context(0.5, 0.4, 0.2, W) == pytest.approx(0.5 + 0.6 * 0.4 + 0.35 * 0.2)
-    assert s.speaker_bonus(0.5, True, W) == pytest.approx(0.05) and s.speaker_bonus(0.5, False, W) == 0.0
+    assert s.speaker_bonus(0.5, True, W) == pytest.approx(0.15) and s.speaker_bonus(0.5, False, W) == 0.0
     assert s.graph_boost(0.8, 0.5, W) == pytest.approx(0.3 * 0.5 * 0.8)
 
 

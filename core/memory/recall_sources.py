@@ -65,6 +65,13 @@ def bm25_candidates(db: Database, kind: str, terms: Sequence[str], limit: int) -
     return {int(i): float(s) for i, s in rows}
 
 
+def speaker_terms(db: Database, terms: Sequence[str]) -> set[str]:
+    """The query terms that are (part of) the name of someone who spoke a turn: an indexed lookup each."""
+    return {term for term in terms if db.scalar(
+        "SELECT count(*) FROM (SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH ? LIMIT 1)",
+        ("speaker : " + quote_fts(term),))}
+
+
 def affordable_terms(db: Database, table: str, terms: Sequence[str], budget: int | None = None) -> list[str]:
     """The terms, rarest first, while the documents they match together fit in the budget. A word in
     thousands of rows tells BM25 little (a low IDF) that the vector search does not, yet costs the most."""

@@ -25,7 +25,7 @@ class ScoringWeights:
     similarity_floor: float = 0.1  # cosine below this counts as no semantic match at all
     neighbour_weight: float = 0.6  # share of the best adjacent turn's score an episode inherits
     session_weight: float = 0.35  # share of its session's best score an episode inherits
-    speaker_weight: float = 0.1  # bonus share for a turn whose speaker the query names ("what did Ana say...")
+    speaker_weight: float = 0.3  # bonus share for a turn whose speaker the query names ("what did Ana say...")
     graph_weight: float = 0.3  # share of a seed memory's score passed along a strong edge (× edge weight)
     recency_cap: float = 0.15  # recency of a brand-new item; keeps relevance dominant
     importance_weight: float = 0.2  # final × (1 + w · importance)
