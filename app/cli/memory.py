@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 MEMORY_KINDS = ("episodic", "semantic", "summary")
 
 STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
+FORGET_WORD = "FORGET"  # typed to confirm forget-all: a word, not y/n, so it is never said by reflex
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -74,6 +75,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         move.add_argument("ids", nargs="+")
         move.add_argument("--reason", default="")
         move.set_defaults(func=cmd_move, move_name=name)
+
+    reject = commands.add_parser("reject", help="this is wrong: move it to the trash and never learn it again "
+                                                "(restoring it takes that back)")
+    reject.add_argument("ids", nargs="+")
+    reject.set_defaults(func=cmd_reject)
+
+    forget_all = commands.add_parser(
+        "forget-all", help=f"erase everything Engram knows about you, after a backup (type {FORGET_WORD} to confirm)")
+    forget_all.add_argument("--confirm", metavar="WORD",
+                            help=f"the word {FORGET_WORD}, typed here instead of at the prompt (for scripts)")
+    forget_all.set_defaults(func=cmd_forget_all)
 
     purge = commands.add_parser("purge", help="erase trashed memories for good (their text leaves the file)")
     purge.add_argument("ids", nargs="*")
@@ -214,6 +226,39 @@ def cmd_move(args: argparse.Namespace, services: Any) -> int:
     if args.move_name == "delete":
         _say_if_adapter_learned(services, ids)
     return 0
+
+
+def cmd_reject(args: argparse.Namespace, services: Any) -> int:
+    manager = _store_only(services)
+    ids = _ids(args.ids)
+    with services.db.transaction():  # all or none: a bad id in the list changes nothing
+        done = [manager.reject(memory_id) for memory_id in ids]
+    for memory in done:
+        print(f"#{memory.id} moved to the trash; Engram will not learn it again: {_one_line(memory.statement)}")
+    _say_if_adapter_learned(services, ids)
+    return 0
+
+
+def cmd_forget_all(args: argparse.Namespace, services: Any) -> int:
+    from core.store import wipe
+    word = args.confirm
+    if word is None:
+        print(f"This erases {wipe.describe(wipe.counts(services.db))}, after a backup.")
+        print(f"What stays: {wipe.WHAT_STAYS}.")
+        word = _typed(f"Type {FORGET_WORD} to erase everything: ")
+    if word.strip() != FORGET_WORD:
+        raise InvalidInput(f"you typed {word.strip()[:40]!r}, not {FORGET_WORD}: nothing was erased")
+    result = _store_only(services).forget_everything()
+    print(f"erased {result.summary()}.")
+    print(f"A backup of everything is at {result.backup}; `engram doctor --restore` puts it back.")
+    return 0
+
+
+def _typed(question: str) -> str:
+    try:
+        return input(question)
+    except EOFError:
+        return ""
 
 
 def _say_if_adapter_learned(services: Any, memory_ids: list[int]) -> None:

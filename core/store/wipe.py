@@ -38,7 +38,12 @@ class WipeResult:
     counts: dict[str, int] = field(default_factory=dict)  # words → rows erased (COUNTED)
 
     def summary(self) -> str:
-        return ", ".join(f"{n} {what}" for what, n in self.counts.items())
+        return describe(self.counts)
+
+
+def describe(counted: dict[str, int]) -> str:
+    """"3 memories, 12 conversation turns, …": what a wipe erases (or erased), in words."""
+    return ", ".join(f"{n} {what}" for what, n in counted.items())
 
 
 def counts(db: Database) -> dict[str, int]:
