@@ -151,9 +151,8 @@ def gate_figures(adapter: versions.Adapter, seconds: float) -> dict:
     return {"status": adapter.status, "accept": m["gate"]["accept"], "reasons": m["gate"]["reasons"],
             "learning_rate": adapter.config["learning_rate"], "steps": m["iters"],
             "batch_size": adapter.config["batch_size"], "rank": adapter.config["rank"],
-            "num_layers": adapter.config["num_layers"],
-            "baseline": {k: round(v, 4) for k, v in base.items()}, "candidate": {k: round(v, 4) for k, v in new.items()},
-            "relative_change": change,
+            "num_layers": adapter.config["num_layers"], "baseline": {k: round(v, 4) for k, v in base.items()},
+            "candidate": {k: round(v, 4) for k, v in new.items()}, "relative_change": change,
             "preference_probe_mean_log_prob": {"baseline": round(-base["probe_loss"], 4),
                                                "candidate": round(-new["probe_loss"], 4)},
             "seconds": round(seconds, 1)}
