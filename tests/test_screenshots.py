@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.__main__ import main  # noqa: E402
-from app.ui.screenshots import FIRST_START  # noqa: E402
+from app.ui.screenshots import FIRST_START, SCHEMES  # noqa: E402
 from app.services.sample_data import build_sample_data  # noqa: E402
 from app.ui.main_window import PANELS, available_panels  # noqa: E402
 from core.errors import InvalidInput  # noqa: E402
@@ -47,20 +47,30 @@ def test_sample_folder_holds_a_realistic_store(sample):
         build_sample_data(folder, None)  # never over an existing store
 
 
-def test_screenshots_writes_one_png_per_panel(qtbot, sample, tmp_path, capsys):
+def test_screenshots_writes_one_png_per_panel_light_and_dark(qtbot, sample, tmp_path, capsys):
     folder, _ = sample
     out = tmp_path / "shots"
     settings = (folder / "settings.json").read_text(encoding="utf-8")
     assert main(["--screenshots", str(out), "--data-dir", str(folder)]) == 0
     files = sorted(out.glob("*.png"))
     assert len(available_panels()) == len(PANELS) == 8
-    assert sorted(p.stem for p in files) == sorted([spec.key for spec in PANELS] + [FIRST_START])
+    names = [spec.key for spec in PANELS] + [FIRST_START]
+    expected = [f"{name}{suffix}" for _scheme, suffix in SCHEMES for name in names]
+    assert sorted(p.stem for p in files) == sorted(expected) and len(expected) == 18
     for path in files:
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
-    assert capsys.readouterr().out.split() == [str(out / f"{key}.png") for key in
-                                               [spec.key for spec in PANELS] + [FIRST_START]]
+    assert capsys.readouterr().out.split() == [str(out / f"{stem}.png") for stem in expected]
+    for name in names:  # each dark picture is mostly dark, its light twin mostly light
+        assert _mean_lightness(out / f"{name}-dark.png") < 90 < 170 < _mean_lightness(out / f"{name}.png"), name
     assert (folder / "settings.json").read_text(encoding="utf-8") == settings  # the picture marks nothing as seen
+
+
+def _mean_lightness(path) -> float:
+    from PySide6.QtGui import QImage
+    image = QImage(str(path)).scaled(64, 40)  # enough to tell a dark picture from a light one
+    pixels = [image.pixelColor(x, y).lightness() for x in range(image.width()) for y in range(image.height())]
+    return sum(pixels) / len(pixels)
 
 
 @pytest.mark.slow
@@ -70,5 +80,5 @@ def test_without_a_data_folder_a_throwaway_sample_is_built_and_removed(qtbot, tm
     real = screenshots._sample_folder
     monkeypatch.setattr(screenshots, "_sample_folder", lambda e: made.append(real(e)) or made[-1])
     files = screenshots.take_screenshots(tmp_path / "shots", embedder=embedder)
-    assert len(files) == len(PANELS) + 1 and all(f.stat().st_size > 10_000 for f in files)
+    assert len(files) == 2 * (len(PANELS) + 1) and all(f.stat().st_size > 10_000 for f in files)
     assert made and not made[0].parent.exists()

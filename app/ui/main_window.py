@@ -7,7 +7,7 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
@@ -85,9 +85,11 @@ class MainWindow(QMainWindow):
         self.sidebar.setIconSize(icon_size(18))
         self.sidebar.setSpacing(1)
         self.stack = QStackedWidget()
+        row_height = max(self.sidebar.fontMetrics().height(), 18) + 2 * SPACING.s  # not left to the first polish
         for spec in self.specs:
             item = QListWidgetItem(spec.title)
             item.setData(Qt.UserRole, spec.key)
+            item.setSizeHint(QSize(0, row_height))
             self.sidebar.addItem(item)
         self._tint_icons()
         self.sidebar.currentItemChanged.connect(self._on_sidebar)

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.services.platform import this_machine
+from app.ui.theme import SPACING
 from core.config import SETTINGS_FILENAME, update_settings
 
 SEEN_KEY = "onboarding_seen"  # an app-level key: update_settings keeps keys the Settings dataclass does not know
@@ -78,10 +79,11 @@ class Onboarding(QDialog):
     def __init__(self, db_path: Path, on_models: Callable[[], None], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Welcome to Engram")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(620)
         self.machine = this_machine()
         self.on_models = on_models
-        heading = QLabel("<h2>Welcome to Engram</h2>")
+        heading = QLabel("Welcome to Engram")
+        heading.setProperty("role", "display")  # the type scale's largest size (app/ui/theme.py)
         self.keeps = QLabel(keeps_text(db_path, self.machine))
         self.model = QLabel(f"<p>Finding the model that suits {self.machine}…</p>")
         for label in (self.keeps, self.model):
@@ -98,8 +100,11 @@ class Onboarding(QDialog):
         buttons.addWidget(self.start_button)
         buttons.addWidget(self.models_button)
         layout = QVBoxLayout(self)
+        layout.setContentsMargins(SPACING.xl, SPACING.xl, SPACING.xl, SPACING.l)
+        layout.setSpacing(SPACING.m)
         for widget in (heading, self.keeps, self.model):
             layout.addWidget(widget)
+        layout.addSpacing(SPACING.s)
         layout.addLayout(buttons)
 
     def show_recommendation(self, found: tuple[Any, int]) -> None:

@@ -1,6 +1,7 @@
 """`engram --screenshots DIR [--data-dir FOLDER]`: open every panel on a seeded sample data folder and save one
-PNG per panel (DIR/<panel>.png), then the first-start screen (DIR/first-start.png). Without --data-dir a fresh sample
-folder is built (app/services/sample_data.py).
+PNG per panel (DIR/<panel>.png), then the first-start screen (DIR/first-start.png); then all of them again in dark
+mode (DIR/<panel>-dark.png, DIR/first-start-dark.png). Without --data-dir a fresh sample folder is built
+(app/services/sample_data.py).
 
 It drives the panels through their public methods, as a user would (select a claim, open a conversation), and
 waits for each panel's background reads before it grabs the window. Off the Mac (no display) Qt runs offscreen.
@@ -21,6 +22,7 @@ READY_TIMEOUT = 20.0
 WINDOW_SIZE = (1280, 800)
 READY_SIGNALS = ("loaded", "refreshed", "drawn")
 FIRST_START = "first-start"  # the welcome screen's picture, after the panels'
+SCHEMES = (("light", ""), ("dark", "-dark"))  # each scheme and the suffix of its file names
 
 
 def main(argv: list[str]) -> int:
@@ -34,7 +36,8 @@ def main(argv: list[str]) -> int:
 
 
 def take_screenshots(out_dir: Path | str, *, data_dir: Path | str | None = None, embedder: Any = None) -> list[Path]:
-    """One PNG per panel of this build, in sidebar order, then the first-start screen; returns the files written."""
+    """One PNG per panel of this build, in sidebar order, then the first-start screen, in light then in dark mode;
+    returns the files written."""
     if not os.environ.get("QT_QPA_PLATFORM") and sys.platform != "darwin" and not os.environ.get("DISPLAY"):
         os.environ["QT_QPA_PLATFORM"] = "offscreen"  # must be set before the QApplication exists
     from PySide6.QtWidgets import QApplication
@@ -64,28 +67,30 @@ def _shoot(app: Any, services: Any, out_dir: Path, embedder: Any) -> list[Path]:
     window.show()
     written = []
     try:
-        for spec in window.specs:
-            panel = _open(app, window, spec.key)
-            SCENES.get(spec.key, lambda *_: None)(panel, services, app)
+        for scheme, suffix in SCHEMES:
+            window.theme.apply(scheme)  # this picture's scheme, whatever the settings or the OS say; nothing saved
             _spin(app, SETTLE_SECONDS)
-            path = out_dir / f"{spec.key}.png"
-            if not window.grab().save(str(path), "PNG"):
-                raise OSError(f"could not write {path}")
-            written.append(path)
-        written.append(_shoot_first_start(app, window, out_dir))
+            for spec in window.specs:
+                panel = _open(app, window, spec.key)
+                SCENES.get(spec.key, lambda *_: None)(panel, services, app)
+                _spin(app, SETTLE_SECONDS)
+                path = out_dir / f"{spec.key}{suffix}.png"
+                if not window.grab().save(str(path), "PNG"):
+                    raise OSError(f"could not write {path}")
+                written.append(path)
+            written.append(_shoot_first_start(app, window, out_dir / f"{FIRST_START}{suffix}.png"))
     finally:
         window.close()
     return written
 
 
-def _shoot_first_start(app: Any, window: Any, out_dir: Path) -> Path:
+def _shoot_first_start(app: Any, window: Any, path: Path) -> Path:
     """The welcome screen a first start shows. Opened by hand (the sample folder has a model); closing it here is
     not recorded as the user having seen it."""
     dialog = window.show_onboarding()
     dialog.finished.disconnect()
     _spin(app, READY_TIMEOUT, until=lambda: "Recommended for" in dialog.model.text())
     _spin(app, SETTLE_SECONDS)
-    path = out_dir / f"{FIRST_START}.png"
     saved = dialog.grab().save(str(path), "PNG")
     dialog.hide()
     if not saved:

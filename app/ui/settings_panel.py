@@ -14,14 +14,15 @@ from typing import Any
 
 from PySide6.QtCore import Qt, QTime, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QPushButton, QTimeEdit, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout,
+                               QLabel, QLineEdit, QPushButton, QScrollArea, QTimeEdit, QVBoxLayout, QWidget)
 
 from app.services.platform import this_machine
-from app.ui.theme import APPEARANCE_LABELS, APPEARANCES
+from app.ui.theme import APPEARANCE_LABELS, APPEARANCES, SPACING
 from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
                          with_changes)
 
+COLUMN_WIDTH = 760  # pixels: the form's widest; wider windows leave the rest empty, as macOS settings do
 DIAL_CHOICES = ("off", "light", "normal", "eager")
 FORGETTING_CHOICES = ("gentle", "normal", "strong")
 VERSIONED = ("engram", "mlx", "mlx-lm", "apsw", "sqlite-vec", "sentence-transformers", "PySide6-Essentials",
@@ -66,19 +67,39 @@ class SettingsPanel(QWidget):
         self.context = context
         self.services = context.services
         self.runner = context.runner
-        layout = QVBoxLayout(self)
+        column = QWidget()
+        column.setMaximumWidth(COLUMN_WIDTH)  # a form reads best in one column of comfortable width
+        layout = QVBoxLayout(column)
+        layout.setContentsMargins(SPACING.l, SPACING.l, SPACING.l, SPACING.l)
+        layout.setSpacing(SPACING.m)
         layout.addWidget(self._general_box())
         layout.addWidget(self._scheduler_box())
         layout.addWidget(self._learned_box())
         self.save_button = QPushButton("Save settings")
         self.save_button.clicked.connect(self.save)
         self.saved_label = QLabel("")
-        layout.addWidget(self.save_button)
+        layout.addWidget(self.save_button, 0, Qt.AlignRight)
         layout.addWidget(self.saved_label)
         layout.addWidget(self._about_box())
         layout.addStretch(1)
+        self._scrolling(column)
         self.baseline = self.services.settings  # what the fields showed before the user touched them
         self.load(self.services.settings)
+
+    def _scrolling(self, column: QWidget) -> None:
+        """The column at the panel's left, scrolling when the window is shorter than the form."""
+        holder = QWidget()
+        row = QHBoxLayout(holder)
+        row.setContentsMargins(0, 0, 0, 0)
+        row.addWidget(column, 1)
+        row.addStretch(0)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.NoFrame)
+        scroll.setWidget(holder)
+        outer = QVBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(scroll)
 
     def _general_box(self) -> QGroupBox:
         box = QGroupBox("General")

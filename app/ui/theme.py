@@ -199,6 +199,7 @@ QListWidget#sidebar::item {{ color: {scheme.text}; padding: {sp.s - 2}px {sp.s}p
     border-radius: 6px; }}
 QListWidget#sidebar::item:hover:!selected {{ background: {hover_rgba}; }}
 QListWidget#sidebar::item:selected {{ background: {scheme.highlight}; color: {scheme.highlighted_text}; }}
+QGroupBox {{ font-size: {sizes['subtitle']:.1f}pt; font-weight: 600; }}
 QLabel[role="caption"] {{ font-size: {sizes['caption']:.1f}pt; color: {scheme.muted}; }}
 QLabel[role="subtitle"] {{ font-size: {sizes['subtitle']:.1f}pt; font-weight: 600; }}
 QLabel[role="title"] {{ font-size: {sizes['title']:.1f}pt; font-weight: 600; }}
