@@ -79,7 +79,7 @@ def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, embed
         log=print) -> dict:
     from models.embeddings import load_embedder
     embedder = load_embedder()
-    result = {**stamp("turn"), "turns": turns, "target_p95_ms_at_100k": 25.0, "sizes": {}}
+    result = {**stamp("turn"), "turns": turns, "sizes": {}}
     for n in sizes:
         with tempfile.TemporaryDirectory() as folder:
             db = open_db(Path(folder) / "bench.db")
