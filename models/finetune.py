@@ -8,6 +8,7 @@ only once a trained adapter has been scored.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -207,32 +208,58 @@ class FineTuner:
         candidate_path = str(run_dir / "adapter")
         if ctx.should_yield():
             return YIELDED
-        result = run_worker("evaluate", {"model": self.model_path, "probes": probes, "general": list(GENERAL_TEXT),
-                                         "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS],
-                                         "adapters": [active.path if active else None, candidate_path]},
+        evaluation = {"probes": probes, "general": list(GENERAL_TEXT),
+                      "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS]}
+        key = baseline_key(self.model_path, active.path if active else None, evaluation)
+        known = scored_baseline(self.db, key)  # the same weights on the same sets: scored by an earlier run
+        result = run_worker("evaluate", {"model": self.model_path, **evaluation,
+                                         "adapters": ([] if known else [active.path if active else None])
+                                         + [candidate_path]},
                             run_dir, should_stop=ctx.should_yield, python=self.python)
         if result.exit_code == EXIT_CANCELLED:
             return YIELDED  # the user came back while it scored (a minute or more on a large model)
         scores = result.last("scores")
         if result.exit_code != 0 or scores is None:
             raise ModelError(f"evaluating the new adapter failed: {result.error()}")
-        baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"], r.get("known_fact_loss"))
-                               for r in scores["results"])
+        results = ([known] if known else []) + scores["results"]
+        baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"], r.get("known_fact_loss")) for r in results)
         decision = decide(baseline, candidate, self.gate)
         sources = json.loads((run_dir / "sources.json").read_text(encoding="utf-8"))
         adapter = versions.record_adapter(
             self.db, name=f"adapter {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.db.now()))}",
             base_model=self.model_path, path=candidate_path, status="accepted" if decision.accept else "rejected",
             metrics={"baseline": asdict(baseline), "candidate": asdict(candidate), "gate": decision.as_dict(),
-                     "probe_loss_by_kind": {"baseline": scores["results"][0].get("probe_loss_by_kind"),
-                                            "candidate": scores["results"][1].get("probe_loss_by_kind")},
-                     "baseline_adapter": active.id if active else None, "iters": state["iters"]},
+                     "probe_loss_by_kind": {"baseline": results[0].get("probe_loss_by_kind"),
+                                            "candidate": results[1].get("probe_loss_by_kind")},
+                     "baseline_adapter": active.id if active else None, "baseline_key": key,
+                     "baseline_reused": known is not None, "iters": state["iters"]},
             config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
         _drop_training_text(run_dir)
         if decision.accept:
             self.on_activated(versions.activate(self.db, adapter.id))
         ctx.progress(1.0, ("activated: " if decision.accept else "kept the active one: ") + "; ".join(decision.reasons))
         return None
+
+
+def baseline_key(model_path: str, baseline_adapter: Optional[str], evaluation: dict) -> str:
+    """What the baseline's scores depend on: the base weights (each file's size and time), the baseline adapter's
+    weights, and the evaluation sets. A nightly run whose probes have not changed need not score them again."""
+    files = [p for folder in (Path(model_path), Path(baseline_adapter) if baseline_adapter else None)
+             if folder is not None and folder.is_dir() for p in sorted(folder.glob("*.safetensors"))]
+    stamp = [(str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in files]
+    text = json.dumps({"model": model_path, "adapter": baseline_adapter, "weights": stamp, **evaluation},
+                      sort_keys=True, ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def scored_baseline(db: Database, key: str) -> Optional[dict]:
+    """The baseline scores an earlier run measured under the same key (only a hash of the sets is kept)."""
+    for adapter in versions.list_adapters(db):
+        metrics = adapter.metrics
+        if metrics.get("baseline_key") == key and isinstance(metrics.get("baseline"), dict):
+            return {**metrics["baseline"], "probe_loss_by_kind": (metrics.get("probe_loss_by_kind") or {}).get(
+                "baseline")}
+    return None
 
 
 def _private_folder(folder: Path) -> None:

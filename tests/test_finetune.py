@@ -179,3 +179,36 @@ def test_editing_a_fact_or_rejecting_a_hypothesis_marks_adapters_stale(db):
     db.execute("UPDATE hypotheses SET status = 'rejected', updated_at = ? WHERE id = ?", (db.now(), claim))
     assert versions.get_adapter(db, by_claim.id).is_stale
     assert "Milan" in " ".join(texts(build_training_set(db)))
+
+
+def test_the_baseline_key_changes_with_the_weights_the_adapter_and_the_sets(tmp_path):
+    """A later run reuses the base model's scores only when nothing they depend on has changed."""
+    import os
+    from models.finetune import baseline_key
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"x" * 10)
+    sets = {"probes": [{"question": "q", "answer": "a"}], "general": ["g"], "known_facts": []}
+    key = baseline_key(str(model), None, sets)
+    assert baseline_key(str(model), None, dict(sets)) == key
+    assert baseline_key(str(model), None, {**sets, "probes": [{"question": "q2", "answer": "a"}]}) != key
+    assert baseline_key(str(model), str(tmp_path / "adapter"), sets) != key
+    os.utime(model / "model.safetensors", ns=(1, 1))  # the weights replaced at the same path
+    assert baseline_key(str(model), None, sets) != key
+
+
+def test_scored_baseline_is_found_only_under_its_key(tmp_path):
+    from core.finetune import adapters as versions
+    from core.store.db import open_db
+    from models.finetune import scored_baseline
+    db = open_db(tmp_path / "engram.db")
+    try:
+        base = {"probe_loss": 3.0, "general_ppl": 50.0, "known_fact_loss": 1.0}
+        versions.record_adapter(db, name="a", base_model="m", path=str(tmp_path / "a"), status="rejected",
+                                metrics={"baseline": base, "baseline_key": "k1",
+                                         "probe_loss_by_kind": {"baseline": {"preference": 3.0}}},
+                                config={}, sources={})
+        assert scored_baseline(db, "k1") == {**base, "probe_loss_by_kind": {"preference": 3.0}}
+        assert scored_baseline(db, "k2") is None
+    finally:
+        db.close()

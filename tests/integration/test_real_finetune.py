@@ -57,6 +57,8 @@ def test_a_far_too_high_learning_rate_is_rejected_for_what_it_damaged(gate_runs)
     bad, good = gate_runs["bad"], gate_runs["good"]
     base, new = bad.metrics["baseline"], bad.metrics["candidate"]
     assert base == good.metrics["baseline"]  # the same base figures: both runs judged against the base model
+    # the base model on the same sets was scored by the first run: the second reuses its figures
+    assert bad.metrics["baseline_reused"] and not good.metrics["baseline_reused"]
     assert bad.status == "rejected" and not bad.metrics["gate"]["accept"] and not bad.active
     reasons = bad.metrics["gate"]["reasons"]
     # it damaged plain text and common knowledge beyond the margins, and the reasons say so with the figures
