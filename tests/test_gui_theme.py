@@ -152,3 +152,17 @@ def _mean_lightness(image) -> float:
              if image.pixelColor(x, y).alpha() > 250]
     return sum(c.lightness() for c in inked) / max(1, len(inked))
 
+
+
+def test_the_welcome_screens_fit_pill_is_redrawn_in_the_new_scheme(qtbot, light_window):
+    from app.ui.fit_pill import pill_colours
+    dialog = light_window.show_onboarding()
+    dialog.finished.disconnect()  # closing it here is not the user dismissing it
+    qtbot.waitUntil(lambda: "Recommended for" in dialog.model.text(), timeout=10000)
+    light_text = dialog.model.text()
+    light_window.theme.set_appearance("dark")
+    qtbot.waitUntil(lambda: dialog.model.text() != light_text, timeout=5000)
+    verdict = next(v for v in ("fits", "tight", "too big", "won't fit") if f"&nbsp;{v}&nbsp;" in light_text)
+    _text, fill = pill_colours(verdict, QApplication.instance().palette())
+    assert fill.name() in dialog.model.text() and fill.name() not in light_text
+    dialog.hide()

@@ -11,6 +11,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QDialog, QHBoxLayout, QLabel, QPushButton, QVBoxLayout, QWidget
 
 from app.services.platform import this_machine
+from app.ui.panel_widgets import PaletteFollower
 from app.ui.theme import SPACING
 from core.config import SETTINGS_FILENAME, update_settings
 
@@ -82,6 +83,8 @@ class Onboarding(QDialog):
         self.setMinimumWidth(620)
         self.machine = this_machine()
         self.on_models = on_models
+        self.found: tuple[Any, Any] | None = None  # the recommendation, once read
+        PaletteFollower(self, self._recolour)
         heading = QLabel("Welcome to Engram")
         heading.setProperty("role", "display")  # the type scale's largest size (app/ui/theme.py)
         self.keeps = QLabel(keeps_text(db_path, self.machine))
@@ -107,9 +110,15 @@ class Onboarding(QDialog):
         layout.addSpacing(SPACING.s)
         layout.addLayout(buttons)
 
-    def show_recommendation(self, found: tuple[Any, int]) -> None:
+    def show_recommendation(self, found: tuple[Any, Any]) -> None:
+        self.found = found
         info, budget = found
         self.model.setText(model_text(info, budget, self.machine, self.palette()))
+
+    def _recolour(self) -> None:
+        """Light and dark mode switched: the pill's colours are baked into the rich text, so it is drawn again."""
+        if self.found is not None:
+            self.show_recommendation(self.found)
 
     def _to_models(self) -> None:
         self.accept()
