@@ -112,8 +112,10 @@ def test_finetune_status_adapters_activate_and_rollback(services, capsys):
                "candidate": {"probe_loss": 2.0, "general_ppl": 31.0}}
     one = versions.record_adapter(services.db, name="first", base_model="m", path="/a", status="accepted",
                                   metrics=metrics, config={}, sources={"memory": [fact]})
+    scored = {"baseline": {**metrics["baseline"], "known_fact_loss": 1.0},
+              "candidate": {**metrics["candidate"], "known_fact_loss": 4.38}}
     two = versions.record_adapter(services.db, name="second", base_model="m", path="/b", status="rejected",
-                                  metrics=metrics, config={}, sources={})
+                                  metrics=scored, config={}, sources={})
     assert run(services, "finetune", "status") == 0
     assert "the base model" in capsys.readouterr().out
     assert run(services, "finetune", "activate", str(one.id)) == 0
@@ -126,6 +128,7 @@ def test_finetune_status_adapters_activate_and_rollback(services, capsys):
     assert run(services, "finetune", "adapters") == 0
     out = capsys.readouterr().out
     assert "ACTIVE stale" in out and "rejected" in out
+    assert "held-out probes 5.000 -> 2.000" in out and "known facts 1.000 -> 4.380" in out
     assert run(services, "finetune", "rollback") == 0
     assert "back to the base model" in capsys.readouterr().out and versions.active_adapter(services.db) is None
     assert two.id != one.id

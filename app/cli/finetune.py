@@ -111,5 +111,8 @@ def _scores(adapter: versions.Adapter) -> str:
     m = adapter.metrics
     if "baseline" not in m:
         return "no scores"
-    return (f"fact probes {m['baseline']['probe_loss']:.3f} -> {m['candidate']['probe_loss']:.3f}, "
-            f"general ppl {m['baseline']['general_ppl']:.1f} -> {m['candidate']['general_ppl']:.1f}")
+    base, new = m["baseline"], m["candidate"]
+    known = (f", known facts {base['known_fact_loss']:.3f} -> {new['known_fact_loss']:.3f}"
+             if base.get("known_fact_loss") is not None and new.get("known_fact_loss") is not None else "")
+    return (f"held-out probes {base['probe_loss']:.3f} -> {new['probe_loss']:.3f}, "
+            f"general ppl {base['general_ppl']:.1f} -> {new['general_ppl']:.1f}{known}")
