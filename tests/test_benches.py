@@ -14,6 +14,10 @@ def test_generate_bench_times_engram_and_plain_mlx_lm_and_the_grammar(tiny_engin
     assert grammar["tokens_per_object"] > 0
     assert 0 < grammar["grammar_processor_ms_per_token"] < grammar["constrained_ms_per_token"]
     assert structured.GrammarProcessor is not generate.TimedGrammarProcessor  # the instrument is taken out again
+    following = generate.next_turn_bench(tiny_engine, repeats=1, reply_tokens=4)
+    # The product's prompt cache serves the first turn; plain mlx-lm reads it all.
+    assert 0 < following["reused_from_cache_tokens"] < following["prompt_tokens"]
+    assert following["engram_with_prompt_cache_ms"] > 0 and following["plain_mlx_lm_ms"] > 0
 
 
 def test_turn_bench_on_a_small_store(tmp_path):
