@@ -138,6 +138,7 @@ class Settings:
     embedder: str = "all-MiniLM-L6-v2"
     memory_dial: str = "normal"  # off / light / normal / eager
     appearance: str = "system"  # system (follow the OS's light/dark mode) / light / dark
+    memories_view: str = "simple"  # the Memories panel: "simple" (what Engram believes about you) / "full" (the table)
     recall: RecallSettings = field(default_factory=RecallSettings)
     hebbian: HebbianSettings = field(default_factory=HebbianSettings)
     importance: ImportanceWeights = field(default_factory=ImportanceWeights)

@@ -46,6 +46,7 @@ def test_every_models_header_fits_and_speaks_of_this_machine(qtbot, window):
 
 def test_the_memories_placeholders_are_not_clipped_and_name_no_terminal_command(qtbot, window):
     panel = window.show_panel("memories")
+    panel.set_view("full", remember=False)  # the table's placeholders (the simple view's: test_gui_memories_simple)
     qtbot.waitUntil(lambda: panel.empty.isVisibleTo(panel), timeout=10000)
     qtbot.wait(50)  # the layout settles
     empty = panel.empty
@@ -90,6 +91,7 @@ def test_memories_offers_only_what_applies_to_the_selection(qtbot, tmp_path, emb
     manager.pin(pinned)
     window = _window(qtbot, services)
     panel = window.show_panel("memories")
+    panel.set_view("full", remember=False)  # the table and its buttons
     qtbot.waitUntil(lambda: panel.model.rowCount() == 2, timeout=10000)
 
     def enabled():

@@ -35,6 +35,7 @@ def panel(qtbot, seeded):
     window = MainWindow(services)
     qtbot.addWidget(window)
     panel = window.show_panel("memories")
+    panel.set_view("full", remember=False)  # the table (the simple view has its own tests)
     qtbot.waitUntil(lambda: panel.model.rowCount() == 3, timeout=5000)
     yield panel
     window.runner.shutdown(wait=True)
@@ -143,6 +144,7 @@ def test_export_then_import_into_another_store(qtbot, panel, seeded, tmp_path, e
     window = MainWindow(other)
     qtbot.addWidget(window)
     target = window.show_panel("memories")
+    target.set_view("full", remember=False)
     qtbot.waitUntil(lambda: target.empty.isVisibleTo(target), timeout=5000)  # an empty store says so
     target.import_from(str(path))
     qtbot.waitUntil(lambda: target.model.rowCount() == 3, timeout=30000)

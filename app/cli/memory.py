@@ -257,7 +257,7 @@ def cmd_forget_all(args: argparse.Namespace, services: Any) -> int:
 def _typed(question: str) -> str:
     try:
         return input(question)
-    except EOFError:
+    except (EOFError, OSError):  # no terminal to type in (a pipe that ended, a closed stdin): nothing typed
         return ""
 
 

@@ -1,27 +1,32 @@
-"""Memories: a searchable, sortable, filterable table with a detail pane and the hand edits.
+"""Memories: what Engram believes about you (the simple view, app.ui.memories_simple) beside the full table — searchable,
+sortable, filterable, with a detail pane and the hand edits — and "Forget everything". The view chosen at the top
+is remembered in settings.json.
 
 Every read and write runs on the database lane; the panel only redraws from the results.
 """
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QEvent, QObject, Qt, Signal
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QInputDialog,
-                               QLabel, QLineEdit, QMessageBox, QPushButton, QSplitter, QTableView, QTextBrowser,
-                               QVBoxLayout, QWidget)
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (QAbstractItemView, QButtonGroup, QComboBox, QFileDialog, QHBoxLayout, QHeaderView,
+                               QInputDialog, QLabel, QLineEdit, QMessageBox, QPushButton, QSplitter, QStackedWidget,
+                               QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
-from app.ui.memory_table import MemoryFilterProxy, MemoryTableModel, when
+from app.ui.forget_all import ForgetAllDialog
+from app.ui.memories_simple import SimpleMemories
+from app.ui.memory_details import details_html
+from app.ui.memory_table import DeleteKeys, MemoryFilterProxy, MemoryTableModel
 from app.ui.panel_widgets import ReloadOnShow, empty_state
+from core.config import update_settings
 from core.store.episodes import get_episodes
-from core.types import Episode
 
 KINDS = ("all kinds", "semantic", "episodic", "summary")
 STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
 FLAG_FILTERS = ("any flags", "pinned", "protected", "critical")
 LIST_LIMIT = 5000
+VIEWS = (("simple", "About you"), ("full", "All details"))
 
 
 @dataclass(frozen=True)
@@ -35,74 +40,6 @@ class Filters:
         if self.flag:
             kwargs[self.flag] = True
         return kwargs
-
-
-def details_html(details: Any, sources: dict[int, Episode]) -> str:
-    """The detail pane: the fact, its validity, what replaced it, every change and where it came from."""
-    m = details.memory
-    rows = [f"<h3>{html.escape(m.statement)}</h3>",
-            f"<p><b>#{m.id}</b> · {m.kind} · {m.status} · confidence {m.confidence:.2f} · importance "
-            f"{m.importance:.2f}</p>"]
-    if m.subject or m.relation or m.object:
-        rows.append(f"<p>({html.escape(m.subject)}, {html.escape(m.relation)}, {html.escape(m.object)})</p>")
-    rows.append(f"<p>Valid from {when(m.valid_from)} to {when(m.valid_to) if m.valid_to else 'now'}</p>")
-    if m.superseded_by:
-        rows.append(f"<p>Replaced by memory #{m.superseded_by}</p>")
-    if details.entities:
-        rows.append("<p>Entities: " + ", ".join(html.escape(f"{n} ({r})") for n, r in details.entities) + "</p>")
-    rows.append("<h4>History</h4><ul>")
-    for entry in details.history:
-        change = _change_text(entry.old_value, entry.new_value)
-        reason = f" — {html.escape(entry.reason)}" if entry.reason else ""
-        rows.append(f"<li>{when(entry.at)} <b>{entry.action}</b>{change}{reason}</li>")
-    rows.append("</ul><h4>Source conversations</h4><ul>")
-    for episode_id in m.source_episode_ids:
-        episode = sources.get(episode_id)
-        text = html.escape(episode.user_text[:300]) if episode else "(purged)"
-        rows.append(f"<li>#{episode_id} {when(episode.created_at) if episode else ''}: {text}</li>")
-    rows.append("</ul>")
-    return "".join(rows)
-
-
-def _change_text(old: dict | None, new: dict | None) -> str:
-    if not old or not new:
-        return ""
-    changed = [k for k in new if old.get(k) != new.get(k)]
-    parts = [f"{k.replace('_', ' ')}: {_value_text(k, old.get(k))} → {_value_text(k, new.get(k))}"
-             for k in changed[:4]]
-    return (" (" + "; ".join(parts) + ")") if parts else ""
-
-
-FLAG_KEYS = ("pinned", "protected", "permanent", "critical")
-
-
-def _value_text(key: str, value: Any) -> str:
-    """A history value as a person reads it: dates as dates, flags as yes / no, nothing as a dash."""
-    if value is None or value == "":
-        return "—"
-    if isinstance(value, bool) or key in FLAG_KEYS:
-        return "yes" if value else "no"
-    if (key.endswith("_at") or key in ("valid_from", "valid_to")) and isinstance(value, (int, float)):
-        return html.escape(when(value))
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return html.escape(str(value))
-
-
-class DeleteKeys(QObject):
-    """Delete and ⌫ (Backspace) on the table delete the selected memories, as in Finder and Mail."""
-
-    def __init__(self, table: QTableView, on_delete: Callable[[], None]) -> None:
-        super().__init__(table)
-        self.on_delete = on_delete
-        table.installEventFilter(self)
-
-    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
-                and not event.modifiers() & ~Qt.KeypadModifier:
-            self.on_delete()
-            return True
-        return False
 
 
 class MemoriesPanel(ReloadOnShow, QWidget):
@@ -122,6 +59,42 @@ class MemoriesPanel(ReloadOnShow, QWidget):
 
     # --- layout -----------------------------------------------------------------------------------------
     def _build(self) -> None:
+        self.simple = SimpleMemories()
+        self.simple.delete_requested.connect(self.delete_ids)
+        self.simple.wrong_requested.connect(self.reject_ids)
+        self.pages = QStackedWidget()
+        self.pages.addWidget(self.simple)
+        self.pages.addWidget(self._full_page())
+        layout = QVBoxLayout(self)
+        layout.addLayout(self._top_bar())
+        layout.addWidget(self.pages, 1)
+        self.message = QLabel("")
+        self.message.setWordWrap(True)  # a lineage notice runs to two lines
+        layout.addWidget(self.message)
+        self.set_view(self.services.settings.memories_view, remember=False)
+        follow = getattr(self.context.window, "settings_changed", None)
+        if follow is not None:  # the view chosen in another window or by hand in settings.json
+            follow.connect(lambda settings: self.set_view(settings.memories_view, remember=False))
+
+    def _top_bar(self) -> QHBoxLayout:
+        row = QHBoxLayout()
+        self.view_buttons: dict[str, QPushButton] = {}
+        group = QButtonGroup(self)
+        group.setExclusive(True)
+        for key, label in VIEWS:
+            button = QPushButton(label)
+            button.setCheckable(True)
+            button.clicked.connect(lambda _=False, key=key: self.set_view(key))
+            group.addButton(button)
+            self.view_buttons[key] = button
+            row.addWidget(button)
+        row.addStretch(1)
+        self.forget_all = QPushButton("Forget everything…")
+        self.forget_all.clicked.connect(self.on_forget_all)
+        row.addWidget(self.forget_all)
+        return row
+
+    def _full_page(self) -> QWidget:
         self.search = QLineEdit()
         self.search.setPlaceholderText("Search memories")
         self.search.setClearButtonEnabled(True)
@@ -144,14 +117,31 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         split.addWidget(self.table)
         split.addWidget(self.detail)
         split.setSizes([860, 300])
-        layout = QVBoxLayout(self)
+        page = QWidget()
+        layout = QVBoxLayout(page)
+        layout.setContentsMargins(0, 0, 0, 0)
         layout.addLayout(filters)
         layout.addWidget(self.empty)
         layout.addWidget(split, 1)
         layout.addLayout(self._actions())
-        self.message = QLabel("")
-        self.message.setWordWrap(True)  # a lineage notice runs to two lines
-        layout.addWidget(self.message)
+        return page
+
+    def view(self) -> str:
+        return "simple" if self.pages.currentWidget() is self.simple else "full"
+
+    def set_view(self, key: str, *, remember: bool = True) -> None:
+        """Show the simple list or the full table; a choice made here is saved (only that field, merged)."""
+        key = key if key in self.view_buttons else "simple"
+        self.pages.setCurrentIndex(0 if key == "simple" else 1)
+        self.view_buttons[key].setChecked(True)
+        if remember and key != self.services.settings.memories_view:
+            try:
+                settings = update_settings(self.services.data_dir, {"memories_view": key})
+            except OSError as exc:
+                self.message.setText(f"Could not remember the view: {exc}")
+                return
+            apply = getattr(self.context.window, "apply_settings", None)
+            apply(settings) if apply is not None else setattr(self.services, "settings", settings)
 
     def _combo(self, items: Sequence[str]) -> QComboBox:
         combo = QComboBox()
@@ -216,11 +206,17 @@ class MemoriesPanel(ReloadOnShow, QWidget):
                        flag=None if flag == FLAG_FILTERS[0] else flag)
 
     def reload(self) -> None:
-        kwargs = self.filters().as_kwargs()
-        self.runner.submit("db", lambda: self.services.manager().list(**kwargs), on_done=self._on_loaded,
-                           on_error=self._on_error)
+        filters = self.filters()
 
-    def _on_loaded(self, memories: list) -> None:
+        def load() -> tuple[list, list]:  # the table's rows, and the active ones the simple view lists
+            manager = self.services.manager()
+            rows = manager.list(**filters.as_kwargs())
+            return rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs())
+        self.runner.submit("db", load, on_done=self._on_loaded, on_error=self._on_error)
+
+    def _on_loaded(self, loaded: tuple[list, list]) -> None:
+        memories, active = loaded
+        self.simple.set_memories(active)
         self.model.set_memories(memories)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
@@ -234,7 +230,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         return [self.model.memory_at(r) for r in sorted(rows)]
 
     def select_memory(self, memory_id: int) -> bool:
-        """Select the row of one memory (chips in the chat panel jump here)."""
+        """Select the row of one memory with its history (chips in the chat panel jump here): the full view, for
+        this visit only."""
+        self.set_view("full", remember=False)
         for row, memory in enumerate(self.model.memories):
             if memory.id == memory_id:
                 index = self.proxy.mapFromSource(self.model.index(row, 0))
@@ -243,6 +241,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         return False
 
     def focus_search(self) -> None:
+        self.set_view("full", remember=False)  # the search box is the table's
         self.search.setFocus()
         self.search.selectAll()
 
@@ -287,6 +286,34 @@ class MemoriesPanel(ReloadOnShow, QWidget):
     def on_delete(self) -> None:
         self._apply("Moved to the trash:", self.selected_ids(), lambda m, i: m.delete(i, "deleted by hand"),
                     changes_content=True)
+
+    def delete_ids(self, ids: Sequence[int]) -> None:
+        self._apply("Moved to the trash:", list(ids), lambda m, i: m.delete(i, "deleted by hand"),
+                    changes_content=True)
+
+    def reject_ids(self, ids: Sequence[int]) -> None:
+        """"This is wrong": to the trash, and Engram will not learn it again (restoring it takes that back)."""
+        self._apply("Engram will not learn this again; in the trash:", list(ids),
+                    lambda m, i: m.reject(i, "you said this is wrong"), changes_content=True)
+
+    def on_forget_all(self) -> None:
+        """Count what would go (db lane), then ask for the typed word; the dialog erases nothing by itself."""
+        from core.store import wipe
+        self.runner.submit("db", lambda: wipe.describe(wipe.counts(self.services.db)),
+                           on_done=self._ask_forget_all, on_error=self._on_error)
+
+    def _ask_forget_all(self, erased: str) -> None:
+        self.forget_dialog = ForgetAllDialog(self, erased)
+        self.forget_dialog.accepted.connect(self.forget_everything)
+        self.forget_dialog.open()  # window-modal, and the event loop keeps running
+
+    def forget_everything(self) -> None:
+        self.runner.submit("db", lambda: self.services.manager().forget_everything(), on_done=self._forgotten,
+                           on_error=self._on_error)
+
+    def _forgotten(self, result: Any) -> None:
+        self._done(f"Erased {result.summary()}. A backup of everything was saved first: {result.backup}. To bring "
+                   f"it back, quit Engram and run `engram doctor --restore`.")
 
     def on_restore(self) -> None:
         self._apply("Restored", self.selected_ids(), lambda m, i: m.restore(i, "restored by hand"))

@@ -1,10 +1,11 @@
-"""The table model behind the Memories panel: one row per memory, sortable through a proxy."""
+"""The table model behind the Memories panel: one row per memory, sortable through a proxy; and its delete keys."""
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt
+from PySide6.QtWidgets import QAbstractItemView
 
 from core.types import Memory
 
@@ -94,3 +95,19 @@ class MemoryFilterProxy(QSortFilterProxyModel):
         memory = self.sourceModel().memory_at(source_row)
         haystack = " ".join((memory.statement, memory.subject, memory.relation, memory.object)).lower()
         return all(word in haystack for word in self.words)
+
+
+class DeleteKeys(QObject):
+    """Delete and ⌫ (Backspace) on the table delete the selected memories, as in Finder and Mail."""
+
+    def __init__(self, table: QAbstractItemView, on_delete: Callable[[], None]) -> None:
+        super().__init__(table)
+        self.on_delete = on_delete
+        table.installEventFilter(self)
+
+    def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
+        if event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
+                and not event.modifiers() & ~Qt.KeypadModifier:
+            self.on_delete()
+            return True
+        return False

@@ -1,0 +1,132 @@
+"""The Memories panel's simple view, as ChatGPT's memory page: what Engram believes about you, in plain sentences,
+most important first, each with Delete (the trash, restorable) and "This is wrong" (the trash, and learning never
+keeps the same fact again). A protected memory says so and offers neither: nothing changes it until it is
+unprotected (in All details). Delete and ⌫ delete the selected rows here too.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFont, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
+                               QVBoxLayout, QWidget)
+
+from app.ui.memory_table import DeleteKeys
+from app.ui.panel_widgets import empty_state
+from core.types import Memory
+
+SHOWN_KINDS = ("semantic", "episodic")  # facts and events about the user; summaries of conversations are not beliefs
+SHOWN_MAX = 300  # a list to read, not to scroll forever: the rest are in All details
+PROTECTED_TIP = "Protected: nothing changes or deletes it. Unprotect it in All details first."
+
+
+def believed(memories: Iterable[Memory]) -> list[Memory]:
+    """Active facts about the user, most important first: pinned, protected and critical ones before the rest."""
+    shown = [m for m in memories if m.is_active and m.kind in SHOWN_KINDS]
+    return sorted(shown, key=lambda m: (m.pinned or m.protected or m.critical, m.importance, m.confidence,
+                                        m.created_at), reverse=True)
+
+
+def state_words(memory: Memory) -> str:
+    marks = (("Pinned", memory.pinned), ("Protected", memory.protected), ("Critical", memory.critical))
+    return " · ".join(name for name, on in marks if on)
+
+
+class BeliefRow(QWidget):
+    """One sentence, its state, and its two actions."""
+
+    def __init__(self, memory: Memory) -> None:
+        super().__init__()
+        self.memory = memory
+        self.sentence = QLabel(memory.statement)
+        self.sentence.setWordWrap(True)
+        self.sentence.setTextFormat(Qt.PlainText)  # a memory is data: never rendered as markup
+        self.state = QLabel(state_words(memory))
+        self.state.setForegroundRole(QPalette.PlaceholderText)  # a palette role: follows light and dark mode
+        self.delete = QPushButton("Delete")
+        self.wrong = QPushButton("This is wrong")
+        self.wrong.setToolTip("Remove it, and Engram will not learn it again")
+        for button in (self.delete, self.wrong):
+            button.setEnabled(not memory.protected)
+            if memory.protected:
+                button.setToolTip(PROTECTED_TIP)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(6, 4, 6, 4)
+        row.addWidget(self.sentence, 1)
+        row.addWidget(self.state)
+        row.addWidget(self.delete)
+        row.addWidget(self.wrong)
+
+
+class SimpleMemories(QWidget):
+    delete_requested = Signal(list)  # memory ids
+    wrong_requested = Signal(list)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.heading = QLabel("What Engram believes about you")
+        font = QFont(self.heading.font())
+        font.setPointSizeF(font.pointSizeF() * 1.25)
+        font.setBold(True)
+        self.heading.setFont(font)
+        self.list = QListWidget()
+        self.list.setSelectionMode(QAbstractItemView.ExtendedSelection)
+        self.list.setAlternatingRowColors(True)
+        self.empty = empty_state("Engram believes nothing about you yet. What you tell it about yourself in Chat "
+                                 "appears here.")
+        self.more = QLabel("")
+        self.more.setForegroundRole(QPalette.PlaceholderText)
+        self.empty.setVisible(False)  # until the first load says the store is empty
+        self.more.setVisible(False)
+        self.rows: dict[int, BeliefRow] = {}
+        self._keys = DeleteKeys(self.list, self._delete_selected)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(self.heading)
+        layout.addWidget(self.empty)
+        layout.addWidget(self.list, 1)
+        layout.addWidget(self.more)
+
+    def set_memories(self, memories: Sequence[Memory]) -> None:
+        shown = believed(memories)
+        self.list.clear()
+        self.rows = {}
+        for memory in shown[:SHOWN_MAX]:
+            self._add(memory)
+        left = len(shown) - min(len(shown), SHOWN_MAX)
+        self.more.setText(f"…and {left} more, less important, in All details." if left else "")
+        self.more.setVisible(bool(left))
+        self.empty.setVisible(not shown)
+        self.list.setVisible(bool(shown))
+
+    def _add(self, memory: Memory) -> None:
+        row = BeliefRow(memory)
+        row.delete.clicked.connect(lambda: self.delete_requested.emit([memory.id]))
+        row.wrong.clicked.connect(lambda: self.wrong_requested.emit([memory.id]))
+        item = QListWidgetItem()
+        item.setData(Qt.UserRole, memory.id)
+        item.setToolTip(memory.statement)
+        item.setSizeHint(row.sizeHint())
+        self.list.addItem(item)
+        self.list.setItemWidget(item, row)
+        self.rows[memory.id] = row
+
+    def statements(self) -> list[str]:
+        """The sentences in the order shown (what a person reads top to bottom)."""
+        return [self.list.itemWidget(self.list.item(i)).memory.statement for i in range(self.list.count())]
+
+    def selected_ids(self) -> list[int]:
+        return [int(item.data(Qt.UserRole)) for item in self.list.selectedItems()]
+
+    def select(self, memory_id: int) -> bool:
+        for i in range(self.list.count()):
+            if self.list.item(i).data(Qt.UserRole) == memory_id:
+                self.list.setCurrentRow(i)
+                return True
+        return False
+
+    def _delete_selected(self) -> None:
+        ids = [i for i in self.selected_ids() if not self.rows[i].memory.protected]
+        if ids:
+            self.delete_requested.emit(ids)
