@@ -6,8 +6,8 @@ import pytest
 
 pytest.importorskip("pytestqt")
 
-from PySide6.QtCore import Qt  # noqa: E402
-from PySide6.QtGui import QColor, QPalette  # noqa: E402
+from PySide6.QtCore import QPointF, Qt  # noqa: E402
+from PySide6.QtGui import QColor, QPalette, QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from app.ui.graph_panel import EDGE_WIDTHS  # noqa: E402
@@ -236,3 +236,145 @@ def test_a_typed_search_centres_and_highlights_its_match(qtbot, window, window_d
     with qtbot.waitSignal(panel.drawn, timeout=10000):
         qtbot.keyClick(panel.search, Qt.Key_Return)
     assert panel.selected.memory_id == bike and panel.highlighted()[0] == panel.view.index_of(f"m{bike}")
+
+
+# -- labels, colours by kind with a legend, the full statement on hover ------------------------------------------
+def _labelled(panel) -> dict[str, str]:
+    """The labels on screen, by node key."""
+    return {panel.view.nodes[index].key: text for index, text in panel.labels.shown().items()}
+
+
+def test_nodes_carry_short_labels_and_the_selection_and_its_neighbours_are_named(qtbot, window, window_db):
+    cello = add_memory(window_db, "User's cello teacher is called Ana and she lives in Boulder near the lake")
+    lessons = add_memory(window_db, "User has cello lessons on Tuesdays at six in the evening")
+    _edge(window_db, cello, lessons, 0.7)
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 2 and not panel._busy, timeout=10000)
+    qtbot.waitUntil(lambda: len(panel.labels.shown()) == 2, timeout=5000)
+    labels = _labelled(panel)
+    assert labels[f"m{cello}"] == "User's cello teacher is…"  # the statement's first words, elided
+    assert all(len(text) <= 24 for text in labels.values())
+    panel.select_node(panel.view.nodes[panel.view.index_of(f"m{cello}")])  # as a click does
+    # the selection's label stands out, its neighbour keeps its own
+    qtbot.waitUntil(lambda: panel.labels.bold_index() == panel.view.index_of(f"m{cello}"), timeout=5000)
+    assert f"m{lessons}" in _labelled(panel)
+    assert "near the lake" in panel.info.text()  # the whole statement beside the picture
+
+
+def test_two_thousand_nodes_are_not_a_wall_of_words_and_zooming_names_more(qtbot, window, window_db):
+    with window_db.transaction():
+        ids = [add_memory(window_db, f"User mentioned topic number {i} in passing", importance=(i % 10) / 10)
+               for i in range(2000)]
+        for x, y in zip(ids[::2], ids[1::2]):
+            _edge(window_db, x, y, 0.6)
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 2000 and not panel._busy, timeout=60000)
+    qtbot.waitUntil(lambda: len(panel.labels.shown()) > 0, timeout=5000)
+    whole = panel.labels.shown()
+    assert len(whole) <= 30  # a few dozen names over 2,000 nodes
+    importance = np.array([panel.view.nodes[i].importance for i in whole])
+    assert importance.mean() > 0.7  # the most important ones
+    box = panel.plot.getViewBox()
+    (x0, x1), (y0, y1) = box.viewRange()
+    box.setRange(xRange=(x0 + 0.4 * (x1 - x0), x1 - 0.4 * (x1 - x0)), yRange=(y0 + 0.4 * (y1 - y0), y1 - 0.4 * (y1 - y0)),
+                 padding=0)  # five times closer
+
+    def in_view() -> int:
+        (a0, a1), (b0, b1) = box.viewRange()
+        p = panel.view.positions
+        return int(np.sum((p[:, 0] >= a0) & (p[:, 0] <= a1) & (p[:, 1] >= b0) & (p[:, 1] <= b1)))
+    qtbot.waitUntil(lambda: panel.labels.shown() != whole, timeout=5000)
+    assert len(panel.labels.shown()) / in_view() > 2 * len(whole) / 2000  # a larger share of what is in view
+
+
+def test_nodes_are_coloured_by_kind_with_a_legend_that_hides_a_kind(qtbot, window, window_db):
+    fact = add_memory(window_db, "User plays the cello", subject="user", relation="plays", object="cello")
+    add_memory(window_db, "Went bouldering at Movement RiNo", kind="episodic")
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 4 and not panel._busy, timeout=10000)
+    legend = panel.legend
+    assert set(legend.buttons) == {"semantic", "episodic", "entity"}  # the kinds this graph holds
+    assert "Facts" in legend.buttons["semantic"].text() and "1" in legend.buttons["semantic"].text()
+    brushes = panel.graph.scatter.data["brush"]
+    for index, node in enumerate(panel.view.nodes):
+        assert brushes[index].color().name() == legend.colour(node.kind).name()
+    assert len({legend.colour(k).name() for k in legend.buttons}) == 3
+    qtbot.mouseClick(legend.buttons["entity"], Qt.LeftButton)  # hide the people and things
+    assert legend.hidden() == {"entity"}
+    qtbot.waitUntil(lambda: panel.graph.scatter.data.shape[0] == 2, timeout=5000)
+    qtbot.waitUntil(lambda: not any(panel.view.nodes[i].kind == "entity" for i in panel.labels.shown()),
+                    timeout=5000)
+    assert all(item.getData()[0] is None or len(item.getData()[0]) == 0
+               for item in panel.edge_items)  # their links went with them
+    qtbot.mouseClick(legend.buttons["entity"], Qt.LeftButton)
+    qtbot.waitUntil(lambda: panel.graph.scatter.data.shape[0] == 4, timeout=5000)
+    assert panel.select_memory(fact)
+
+
+def _luminance(colour: QColor) -> float:
+    def channel(v: float) -> float:
+        return v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4
+    r, g, b = (channel(c) for c in colour.getRgbF()[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _contrast(a: QColor, b: QColor) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+# Machado et al. (2009), severity 1: how a colour looks with protanopia and deuteranopia, in linear RGB
+_BLINDNESS = {"protanopia": np.array([[0.152286, 1.052583, -0.204868], [0.114503, 0.786281, 0.099216],
+                                      [-0.003882, -0.048116, 1.051998]]),
+              "deuteranopia": np.array([[0.367322, 0.860646, -0.227968], [0.280085, 0.672501, 0.047413],
+                                        [-0.011820, 0.042940, 0.968881]])}
+
+
+def _seen_as(colour: QColor, matrix: np.ndarray) -> np.ndarray:
+    linear = np.array([(v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4) for v in colour.getRgbF()[:3]])
+    return np.clip(matrix @ linear, 0, 1) ** (1 / 2.2)  # back to a perceptual scale for the distance
+
+
+@pytest.mark.parametrize("scheme", [("#f0f0f0", "#ffffff", "#202020"), ("#1e1e1e", "#262626", "#eeeeee")])
+def test_kind_colours_read_on_light_and_dark_and_survive_colour_blindness(qtbot, window, restore_palette, scheme):
+    restore_palette.setPalette(_scheme(*scheme))
+    legend = window.show_panel("graph").legend
+    base = QColor(scheme[1])
+    colours = {kind: legend.colour(kind) for kind in ("semantic", "episodic", "summary", "entity")}
+    assert all(_contrast(colour, base) >= 3.0 for colour in colours.values())  # WCAG's bar for graphics
+    for matrix in _BLINDNESS.values():
+        seen = [_seen_as(c, matrix) for c in colours.values()]
+        gaps = [np.linalg.norm(a - b) for i, a in enumerate(seen) for b in seen[i + 1:]]
+        assert min(gaps) > 0.12
+
+
+def test_hovering_a_node_shows_its_whole_statement_as_written(qtbot, window, window_db):
+    text = "User wrote <b>bold</b> & a very long statement about the cello that a label cannot hold"
+    add_memory(window_db, text)
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.view.nodes) == 1 and not panel._busy, timeout=10000)
+    box, scatter = panel.plot.getViewBox(), panel.graph.scatter
+
+    class Hover:  # what pyqtgraph's scene hands the scatter as the pointer rests on the node
+        exit = False
+
+        @staticmethod
+        def pos():
+            return QPointF(*(float(v) for v in panel.view.positions[0]))
+    scatter.hoverEvent(Hover())
+    assert "cello" in box.toolTip()
+    doc = QTextDocument()
+    doc.setHtml(box.toolTip())
+    assert text in doc.toPlainText() and "Facts" in doc.toPlainText()  # data, not markup; and its kind
+    panel.select_node(panel.view.nodes[0])
+    assert panel.info.textFormat() == Qt.PlainText and text in panel.info.text()
+
+
+def test_labels_can_be_switched_off(qtbot, window, window_db):
+    add_memory(window_db, "User plays the cello")
+    panel = window.show_panel("graph")
+    qtbot.waitUntil(lambda: len(panel.labels.shown()) == 1, timeout=10000)
+    qtbot.mouseClick(panel.labels_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: not panel.labels.shown(), timeout=5000)
+    qtbot.mouseClick(panel.labels_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: len(panel.labels.shown()) == 1, timeout=5000)

@@ -1,22 +1,25 @@
-"""Memory graph: node size = importance, edge width = Hebbian weight, colour = kind.
+"""Memory graph: node size = importance, edge width = Hebbian weight, colour = kind (with a legend), labels on the
+nodes that matter and on more of them as the user zooms in, the whole statement on hover.
 
 Read on the db lane, laid out on the panel's own thread (never the GUI thread), redrawn as turns add memories."""
 from __future__ import annotations
 
+import html
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QColor, QPalette
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QPushButton, QSpinBox, QToolButton, QVBoxLayout,
+                               QWidget)
 
+from app.ui.graph_labels import LabelLayer
+from app.ui.graph_legend import KindLegend, kind_colour, kind_name
 from app.ui.panel_widgets import PaletteFollower, palette, themed_plot
-from core.memory.graph_view import GraphView, layout, load_graph
+from core.memory.graph_view import GraphView, layout, load_graph, node_weights
 
-KIND_COLOURS = {"semantic": (66, 133, 244), "episodic": (52, 168, 83), "summary": (251, 188, 5),
-                "entity": (154, 160, 166)}
 REFRESH_MS = 5000  # live view: re-read the graph this often while the panel is visible
 EDGE_WIDTHS = (0.75, 1.5, 2.5, 4.0)  # pixels, by Hebbian weight quarter: one path per width, not one per edge
 HINT = "Click a node to inspect it, then show its neighbourhood."
@@ -25,13 +28,7 @@ EMPTY = "No memories yet: the graph grows as you chat."
 
 def node_sizes(view: GraphView) -> np.ndarray:
     """Pixel sizes from importance (memories) or number of links (entities)."""
-    degree = np.zeros(len(view.nodes))
-    for edge in view.edges:
-        degree[edge.a] += 1
-        degree[edge.b] += 1
-    importance = np.array([n.importance if n.kind != "entity" else min(degree[i] / 10.0, 1.0)
-                           for i, n in enumerate(view.nodes)])
-    return np.round(8.0 + 22.0 * np.clip(importance, 0.0, 1.0))  # whole pixels: few distinct symbols to render
+    return np.round(8.0 + 22.0 * node_weights(view))  # whole pixels: few distinct symbols to render
 
 
 def edge_buckets(view: GraphView) -> np.ndarray:
@@ -62,6 +59,8 @@ class GraphPanel(QWidget):
         self._find_match = False  # a search was typed: select and centre its best match once drawn
         self._busy = False
         self._stale = False  # the store changed while the panel was hidden: redraw when it is shown
+        self._weights = np.zeros(0)  # node_weights of the view drawn: sizes, and who gets a label first
+        self._whole: QRectF | None = None  # the whole graph's extent: how far the user zoomed in
         self._layouts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-graph-layout")
         self._build()
         self.timer = QTimer(self)
@@ -101,12 +100,36 @@ class GraphPanel(QWidget):
         self.graph = pg.GraphItem()
         self.plot.addItem(self.graph)
         self.graph.scatter.sigClicked.connect(self._on_click)
-        PaletteFollower(self.plot, self._paint)  # edges and outlines take the new mode's colours
+        self.labels = LabelLayer()
+        self.plot.getViewBox().addItem(self.labels, ignoreBounds=True)  # labels never widen the autorange
+        # placed once per pass of the event loop, however many range changes a pan or zoom step sends
+        self._label_timer = QTimer(self)
+        self._label_timer.setSingleShot(True)
+        self._label_timer.setInterval(0)
+        self._label_timer.timeout.connect(self._place_labels)
+        self.plot.getViewBox().sigRangeChanged.connect(self._label_timer.start)
+        self.plot.getViewBox().sigResized.connect(self._label_timer.start)
+        PaletteFollower(self.plot, self._paint)  # edges, outlines and kind colours take the new mode's colours
+        self.legend = KindLegend()
+        self.legend.changed.connect(self._paint)
+        self.labels_button = QToolButton()
+        self.labels_button.setText("Labels")
+        self.labels_button.setCheckable(True)
+        self.labels_button.setChecked(True)
+        self.labels_button.setAutoRaise(True)
+        self.labels_button.setToolTip("Name the important nodes, and more of them as you zoom in")
+        self.labels_button.toggled.connect(self._label_timer.start)
+        keys = QHBoxLayout()
+        keys.addWidget(self.legend, 1)
+        keys.addWidget(self.labels_button)
         self.info = QLabel(HINT)
         self.info.setWordWrap(True)
+        self.info.setTextFormat(Qt.PlainText)  # a memory's words are data, never markup
+        self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
         layout_ = QVBoxLayout(self)
         layout_.addLayout(top)
         layout_.addWidget(self.plot, 1)
+        layout_.addLayout(keys)
         layout_.addWidget(self.info)
 
     def refresh(self) -> None:
@@ -221,6 +244,9 @@ class GraphPanel(QWidget):
         if view is not None:
             self.view = view
             self.positions = {n.key: (float(x), float(y)) for n, (x, y) in zip(view.nodes, view.positions)}
+            self._weights = node_weights(view)
+            self._whole = _extent(view.positions)
+            self.labels.set_view(view)
         if view is not None or not self.view.nodes:  # an empty store still needs its empty-state text
             self._paint()
         if self._stale:
@@ -230,22 +256,52 @@ class GraphPanel(QWidget):
         self._select_when_drawn()
         self.drawn.emit(len(self.view.nodes))
 
+    def _shown(self) -> np.ndarray:
+        """Which nodes are drawn: those of the kinds the legend shows."""
+        hidden = self.legend.hidden()
+        return np.array([n.kind not in hidden for n in self.view.nodes], dtype=bool)
+
     def _paint(self) -> None:
         view = self.view
         text, base = palette().color(QPalette.Text), palette().color(QPalette.Base)
-        self._paint_edges(QColor(text.red(), text.green(), text.blue(), 110))
+        counts: dict[str, int] = {}
+        for node in view.nodes:
+            counts[node.kind] = counts.get(node.kind, 0) + 1
+        self.legend.set_counts(counts)
+        shown = self._shown()
+        self._paint_edges(QColor(text.red(), text.green(), text.blue(), 110), shown)
+        self._label_timer.start()
         if not view.nodes:
             self.graph.setData(pos=np.zeros((0, 2)))
             self.info.setText(EMPTY)
             return
         if self.info.text() == EMPTY:
             self.info.setText(HINT)
-        shared = {kind: pg.mkBrush(*colour) for kind, colour in KIND_COLOURS.items()}
-        other = pg.mkBrush(200, 200, 200)
         # one brush object per kind: pyqtgraph renders each distinct (size, pen, brush) once, not once per node
-        brushes = [shared.get(n.kind, other) for n in view.nodes]
-        self.graph.setData(pos=view.positions, size=node_sizes(view), symbolBrush=brushes, symbolPen=self._pens(base),
-                           pxMode=True, data=np.arange(len(view.nodes)))
+        shared = {kind: pg.mkBrush(kind_colour(kind)) for kind in counts}
+        drawn = np.flatnonzero(shown)
+        pens = self._pens(base)
+        self.graph.setData(pos=view.positions[drawn], size=node_sizes(view)[drawn],
+                           symbolBrush=[shared[view.nodes[i].kind] for i in drawn],
+                           symbolPen=[pens[i] for i in drawn],
+                           symbol=["d" if view.nodes[i].kind == "entity" else "o" for i in drawn],
+                           pxMode=True, data=drawn, hoverable=True, tip=self._tip)
+
+    def _place_labels(self) -> None:
+        """Name the selection, its neighbours, then the most important nodes on screen, as many as the zoom allows
+        without two labels overlapping."""
+        if not self.labels_button.isChecked() or not self.view.nodes:
+            self.labels.clear()
+            return
+        chosen, near = self.highlighted()
+        pinned = [] if chosen is None else [chosen, *sorted(near, key=lambda i: -self._weights[i])]
+        self.labels.place(self.view, self._weights, self._shown(), pinned, self._whole)
+
+    def _tip(self, x: float = 0.0, y: float = 0.0, data: Any = None) -> str:
+        """The hovered node's whole statement (escaped: it is data) and its kind."""
+        node = self.view.nodes[int(data)]
+        detail = kind_name(node.kind) + (f" · importance {node.importance:.2f}" if node.memory_id is not None else "")
+        return f"<p>{html.escape(node.label)}</p><p><i>{html.escape(detail)}</i></p>"
 
     def _pens(self, base: QColor) -> list[Any]:
         """Node outlines: the selected node's thick, its neighbours' in the highlight colour, the rest plain (one pen
@@ -261,10 +317,12 @@ class GraphPanel(QWidget):
             pens[chosen] = pg.mkPen(palette().color(QPalette.Text), width=3)
         return pens
 
-    def _paint_edges(self, colour: QColor) -> None:
+    def _paint_edges(self, colour: QColor, shown: np.ndarray) -> None:
         view = self.view
         buckets = edge_buckets(view) if view.edges else np.zeros(0, dtype=int)
         ends = np.array([(e.a, e.b) for e in view.edges], dtype=int).reshape(-1, 2)
+        keep = shown[ends].all(axis=1) if len(ends) else np.zeros(0, dtype=bool)  # a hidden node's links go too
+        ends, buckets = ends[keep], buckets[keep]
         for index, (item, width) in enumerate(zip(self.edge_items, EDGE_WIDTHS)):
             chosen = ends[buckets == index].ravel()
             points = view.positions[chosen] if len(chosen) else np.zeros((0, 2))
@@ -283,7 +341,10 @@ class GraphPanel(QWidget):
         self.selected = node
         self.around_button.setEnabled(node.memory_id is not None)
         self.open_button.setEnabled(node.memory_id is not None)
-        self.info.setText(f"{node.kind} · importance {node.importance:.2f} · {node.label}")
+        index = self.view.index_of(node.key)
+        links = sum(1 for e in self.view.edges if index in (e.a, e.b))
+        weight = f" · importance {node.importance:.2f}" if node.memory_id is not None else ""
+        self.info.setText(f"{kind_name(node.kind)}{weight} · {links} link{'s' * (links != 1)} — {node.label}")
         if self.view.nodes:
             self._paint()  # the outlines: it and its neighbours highlighted
         self.node_clicked.emit(node)
@@ -291,3 +352,10 @@ class GraphPanel(QWidget):
     def shutdown(self) -> None:
         self.timer.stop()
         self._layouts.shutdown(wait=False, cancel_futures=True)
+
+
+def _extent(positions: np.ndarray) -> QRectF | None:
+    if not len(positions):
+        return None
+    (x0, y0), (x1, y1) = positions.min(axis=0), positions.max(axis=0)
+    return QRectF(float(x0), float(y0), max(float(x1 - x0), 1e-6), max(float(y1 - y0), 1e-6))
