@@ -166,3 +166,17 @@ def test_the_welcome_screens_fit_pill_is_redrawn_in_the_new_scheme(qtbot, light_
     _text, fill = pill_colours(verdict, QApplication.instance().palette())
     assert fill.name() in dialog.model.text() and fill.name() not in light_text
     dialog.hide()
+
+
+def test_headings_take_the_type_scales_size(qtbot, light_window):
+    from app.ui.panel_widgets import heading
+    jobs = light_window.show_panel("jobs")
+    title = jobs.loss_title
+    title.ensurePolished()
+    body = QApplication.font().pointSizeF()
+    assert title.property("role") == "subtitle" and title.font().pointSizeF() > body
+    assert title.font().weight() >= 600
+    display = heading("Welcome", "display")
+    qtbot.addWidget(display)
+    display.ensurePolished()
+    assert display.font().pointSizeF() > title.font().pointSizeF()

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
                                QLineEdit, QPushButton, QSplitter, QTabWidget, QTextBrowser, QTreeWidget,
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
-from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, ReloadOnShow, empty_state, when
+from app.ui.panel_widgets import BAR_ROLE, FractionBarDelegate, ReloadOnShow, empty_state, heading, when
 from core.memory.reconcile import conflict_of, resolve_conflict
 from core.store import goals, hypotheses
 from core.store.episodes import get_episodes
@@ -97,7 +97,7 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         self.search.setPlaceholderText("Search claims")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _text: self._show(self.view))
-        top.addWidget(QLabel("What Engram believes about you"))
+        top.addWidget(heading("What Engram believes about you"))
         top.addStretch(1)
         top.addWidget(self.search, 1)
         top.addWidget(self.status)
@@ -123,7 +123,7 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         layout.addWidget(self.empty)
         layout.addWidget(split, 1)
         layout.addLayout(self._actions())
-        layout.addWidget(QLabel("Learning goals"))
+        layout.addWidget(heading("Learning goals"))
         layout.addWidget(self.goals)
         self.message = QLabel("")
         layout.addWidget(self.message)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QGroupBox, QHBoxLay
 
 from app.ui.jobs_state import JobHost, JobRow, JobsSnapshot, LossHistory, SchedulerFactory, read_jobs
 from app.ui.jobs_table import JobsTableModel
-from app.ui.panel_widgets import (FractionBarDelegate, PaletteFollower, accent, empty_state, themed_plot,
+from app.ui.panel_widgets import (FractionBarDelegate, PaletteFollower, accent, empty_state, heading, themed_plot,
                                   when)
 from core.finetune import adapters as versions
 from core.jobs import FINETUNE
@@ -133,7 +133,7 @@ class JobsPanel(QWidget):
         self.loss_curve = self.loss_plot.plot([], [], symbol="o", symbolSize=5)
         self._colour_loss()
         PaletteFollower(self.loss_plot, self._colour_loss)  # accent colours differ in light and dark mode
-        self.loss_title = QLabel("Training loss")
+        self.loss_title = heading("Training loss")
         self.loss_empty = empty_state("The loss curve of a fine-tune appears here while it trains. "
                                       "Start one with Run now, or queue one with Fine-tune tonight.")
         self.adapters = self._table(ADAPTER_COLUMNS)
@@ -162,7 +162,7 @@ class JobsPanel(QWidget):
         left.addWidget(self.loss_empty, 1)
         self.loss_plot.setVisible(False)
         right = QVBoxLayout()
-        right.addWidget(QLabel("Adapter versions"))
+        right.addWidget(heading("Adapter versions"))
         right.addWidget(self.adapters, 1)
         right.addLayout(buttons)
         layout = QHBoxLayout(box)

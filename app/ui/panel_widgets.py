@@ -88,6 +88,13 @@ class ReloadOnShow:
         self._shown_before = True
 
 
+def heading(text: str, role: str = "subtitle") -> QLabel:
+    """A section's heading at one of the type scale's sizes (app/ui/theme.py styles QLabel[role=...])."""
+    label = QLabel(text)
+    label.setProperty("role", role)
+    return label
+
+
 def empty_state(text: str) -> QLabel:
     """The centred grey hint a panel shows when it has nothing to show yet."""
     label = QLabel(text)
