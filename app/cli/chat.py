@@ -1,8 +1,9 @@
 """`engram chat`: a streaming, memory-backed chat in the terminal with the chosen local model.
 
 Each message goes through core.assistant.Assistant, as in the app: memories are recalled into the context, the
-reply streams in as it is generated, the exchange is stored and learned from (facts extracted and reconciled with
-schema-constrained output). The memories a reply used are listed under it. Ctrl-C stops the reply (not the
+reply streams in as it is generated, the exchange is stored, and it is learned from (facts extracted and reconciled
+with schema-constrained output) after the reply, on a thread of its own that gives way to the next reply
+(app/cli/chat_learning.py). The memories a reply used are listed under it; what was learned, before the next prompt. Ctrl-C stops the reply (not the
 program); Ctrl-D or /quit leaves. /new starts a new conversation; /incognito toggles a conversation that is
 neither read from nor written to memory. `--no-memory` chats with the model alone.
 """
@@ -48,6 +49,8 @@ class ChatBackend(Protocol):
 
     def finish(self, text: str, reply: str, finish_reason: str | None) -> str: ...
 
+    def notes(self) -> list[str]: ...
+
 
 @dataclass
 class PlainBackend:
@@ -73,12 +76,16 @@ class PlainBackend:
         self.history += [ChatMessage("user", text), ChatMessage("assistant", reply)]
         return ""
 
+    def notes(self) -> list[str]:
+        return []  # nothing is learned
+
 
 @dataclass
 class MemoryBackend:
-    """The Assistant's turn pipeline: recall and context, stream, store the episode, learn from it."""
+    """The Assistant's turn pipeline: recall and context, stream, store the episode; `learner` learns from it."""
     assistant: Any
     sampling: SamplingParams
+    learner: Any = None  # app.cli.chat_learning.BackgroundLearner
     incognito: bool = False
     session_id: int | None = None
     prepared: Any = None
@@ -93,6 +100,17 @@ class MemoryBackend:
         if self.session_id is not None:
             end_session(self.assistant.db, self.session_id)
 
+    def close(self) -> None:
+        """The chat ends: learn from the turns still waiting (Ctrl-C leaves them to `engram reflect`)."""
+        if self.learner is None:
+            return
+        if self.learner.waiting:
+            print(f"Learning from your last message{'s' if self.learner.waiting > 1 else ''}… (Ctrl-C leaves it "
+                  "for later: `engram reflect` learns it)", file=sys.stderr)
+        self.learner.close()
+        for note in self.learner.take_notes():
+            print(note)
+
     def stream(self, text: str, cancel: threading.Event) -> Iterator[GenerationChunk]:
         from core.store.sessions import create_session, discard_if_empty
         from core.store.text import clean_text
@@ -100,30 +118,41 @@ class MemoryBackend:
         created = None
         if self.session_id is None and not self.incognito:  # incognito writes nothing, not even a session
             self.session_id = created = create_session(self.assistant.db, title=text[:60])
+        if self.learner is not None:
+            self.learner.reply_started()  # learning gives way until the reply is over
         try:
             self.prepared = self.assistant.prepare(self.session_id, text, incognito=self.incognito)
-            return self.assistant.stream(self.prepared, self.sampling, cancel=cancel)
+            return self._then_learn(self.assistant.stream(self.prepared, self.sampling, cancel=cancel))
         except BaseException:
+            if self.learner is not None:
+                self.learner.reply_ended()
             if created is not None and discard_if_empty(self.assistant.db, created):
                 self.session_id = None  # no empty conversation is left behind by a failed first message
             raise
 
+    def _then_learn(self, chunks: Iterator[GenerationChunk]) -> Iterator[GenerationChunk]:
+        try:
+            yield from chunks
+        finally:
+            chunks.close()
+            if self.learner is not None:
+                self.learner.reply_ended()
+
     def finish(self, text: str, reply: str, finish_reason: str | None) -> str:
         record = self.assistant.finish(self.prepared, reply, finish_reason)
-        report = self.assistant.learn(record)
-        return memory_note(self.prepared.used, report)
+        if self.learner is not None and record.episode_id is not None:
+            self.learner.add(record)
+        return memory_note(self.prepared.used)
+
+    def notes(self) -> list[str]:
+        return self.learner.take_notes() if self.learner is not None else []
 
 
-def memory_note(used: Any, report: Any) -> str:
-    """One line under a reply: the memories it used and what was learned from the exchange."""
-    notes = []
-    if used:
-        notes.append("used " + "; ".join(f"#{m.id} {_short(m.text)}" for m in used))
-    if report.facts:
-        notes.append(f"learned {len(report.facts)} fact{'s' if len(report.facts) != 1 else ''}")
-    if report.errors:
-        notes.append("could not learn from this: " + _short(report.errors[0]))
-    return f"  [{' | '.join(notes)}]" if notes else ""
+def memory_note(used: Any) -> str:
+    """One line under a reply: the memories it used (what it taught comes later: BackgroundLearner)."""
+    if not used:
+        return ""
+    return "  [used " + "; ".join(f"#{m.id} {_short(m.text)}" for m in used) + "]"
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -162,6 +191,8 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
             return ChatLoop(backend, sys.stdin, sys.stdout).run()
         finally:
             backend.end_conversation()
+            if isinstance(backend, MemoryBackend):
+                backend.close()
     finally:
         engine.unload()
 
@@ -183,11 +214,16 @@ def _decode_stdin_leniently() -> None:
 
 
 def memory_backend(services: Any, engine: Any, sampling: SamplingParams) -> MemoryBackend:
+    from app.cli.chat_learning import BackgroundLearner
     from core.assistant import Assistant
+    from core.store.db import open_db
     from models.structured import StructuredGenerator
     print("Loading memory ...", file=sys.stderr)
-    assistant = Assistant(services.db, services.embedder, engine, StructuredGenerator(engine), services.settings)
-    return MemoryBackend(assistant, sampling)
+    embedder = services.embedder
+    assistant = Assistant(services.db, embedder, engine, None, services.settings)  # it only answers and stores
+    learner = BackgroundLearner(lambda: Assistant(open_db(services.db_path), embedder, engine,
+                                                  StructuredGenerator(engine), services.settings))
+    return MemoryBackend(assistant, sampling, learner)
 
 
 def no_model_message(store: Any) -> str:
@@ -229,6 +265,8 @@ class ChatLoop:
             self.reply(text)
 
     def read_line(self) -> str | None:
+        for note in self.backend.notes():  # what was learned while the user read the reply
+            self.say(note)
         marker = "(incognito) you> " if self.backend.incognito else "you> "
         self.stdout.write(marker)
         self.stdout.flush()

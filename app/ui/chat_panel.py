@@ -43,7 +43,8 @@ class ChatPanel(QWidget):
         self._starting = False  # a first message is creating its conversation: the next one waits too
         self._fresh_session: int | None = None  # made by the turn now running: removed again if that turn fails
         self._closed = False  # after shutdown, late results from the lanes change nothing
-        self.turns = TurnController(self.services, self.runner, self, model_gate=self._model_gate)
+        self.turns = TurnController(self.services, self.runner, self, model_gate=self._model_gate,
+                                    waiting=lambda: bool(self.queued) or self._starting)
         self._build()
         self._connect()
         QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query

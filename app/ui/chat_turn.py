@@ -1,20 +1,28 @@
 """One chat turn spread over the lanes: load the model and stream on the model lane, prepare and finish on the db lane,
 then learn on the model lane after the reply is shown. Qt signals carry each step's result to the panel.
 
+Learning never holds up a reply (issue 17): a stored turn joins a queue, and the queue is learned from, one turn at
+a time, only while the chat is quiet — no reply being made and no message waiting (`waiting()`, the panel's
+queue). A message sent meanwhile goes first: a turn whose learning had not begun is skipped for now (it stays in
+the queue, and in the store as waiting to be learned: core.assistant.pending_learning), one being learned stops
+before its usefulness rating. What a turn taught shows under its reply whenever its learning ends.
+
 Learning writes to the store from the model lane, so it uses its own connection (Services.learning_db): SQLite
 wants one connection per thread, and WAL lets it write while the db lane reads.
 """
 from __future__ import annotations
 
 import threading
+from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.ui.chat_learning import LearnNote, learn_note, learned_ids, plain_problem
 from app.ui.chat_model import load_problem, model_name
+from core.assistant import BUSY
 from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
 from core.store.memories import get_memories
@@ -37,7 +45,7 @@ class _Turn:
     cancel: threading.Event = field(default_factory=threading.Event)
     prepared: Any = None
     finish_reason: str | None = None
-    gate: Any = None  # the ModelGate held while this turn (and its learning) uses the model
+    gate: Any = None  # the ModelGate held while this turn uses the model
     streamed: list[str] = field(default_factory=list)  # the reply as the model lane produced it
     streaming: Future | None = None
     produced_reason: str | None = None
@@ -53,12 +61,17 @@ class TurnController(QObject):
     idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
 
     def __init__(self, services: Any, runner: Any, parent: QObject | None = None, *,
-                 model_gate: Callable[[], Any] | None = None) -> None:
+                 model_gate: Callable[[], Any] | None = None, waiting: Callable[[], bool] | None = None) -> None:
         super().__init__(parent)
         self.services = services
         self.runner = runner
         self._model_gate = model_gate or (lambda: None)  # idle-time jobs that use the model give way to chat
+        self._waiting = waiting or (lambda: False)  # a message waits for its reply: learning waits too
         self._turn: _Turn | None = None
+        self.to_learn: deque[Any] = deque()  # stored turns (TurnRecords) not learned from yet, oldest first
+        self.learning: Any = None  # the TurnRecord being learned from on the model lane
+        self._reply_first = threading.Event()  # read on the model lane: a reply is wanted, learning gives way
+        self._closed = False
         self._assistants: dict[str, tuple[Any, Any]] = {}  # lane -> (chat engine it was built for, assistant)
 
     @property
@@ -74,6 +87,7 @@ class TurnController(QObject):
         if self._turn is not None:
             raise RuntimeError("a turn is already running")
         turn = self._turn = _Turn(request, gate=self._model_gate())
+        self._reply_first.set()
         if turn.gate is not None:
             turn.gate.chat_started()
         def engine() -> Any:  # with the fine-tuned adapter active now, read on this lane's own connection
@@ -140,29 +154,44 @@ class TurnController(QObject):
             return self._store(turn, reason)
 
         def done(record: Any) -> None:
-            learning = not turn.request.incognito and turn.request.replaces is None
             self.finished.emit(record, reason)
-            self._end(turn, release=not learning)
-            if learning:
-                self._learn(turn, record)  # a re-answer has nothing new from the user to learn
+            if not turn.request.incognito and turn.request.replaces is None:
+                self.to_learn.append(record)  # a re-answer has nothing new from the user to learn
+            self._end(turn)
         turn.finishing = self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
-    def _learn(self, turn: _Turn, record: Any) -> None:
+    def learn_when_quiet(self) -> None:
+        """Learn from the oldest stored turn not learned yet, if the chat is quiet (called when a turn ends, and
+        after each learning); the next one follows when this one is done."""
+        if (self._closed or self.learning is not None or self._turn is not None or self._waiting()
+                or not self.to_learn):
+            return
+        record = self.learning = self.to_learn.popleft()
+        self._reply_first.clear()
+        gate = self._model_gate()
+        if gate is not None:
+            gate.chat_started()  # idle-time jobs wait for chat's learning as for its replies
         episode_id = getattr(record, "episode_id", None)
 
         def work() -> tuple[Any, LearnNote]:
-            report = self._assistant("model").learn(record)
+            report = self._assistant("model").learn(record, busy=self._reply_first.is_set)
             found = get_memories(self.services.learning_db, learned_ids(report))  # this lane's own connection
             return report, learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
 
-        def done(result: tuple[Any, LearnNote]) -> None:
-            self._release(turn)
-            self.learned.emit(*result)
+        def ended(result: tuple[Any, LearnNote] | None) -> None:
+            self.learning = None
+            if gate is not None:
+                gate.chat_finished()
+            if result is not None and result[0].skipped == BUSY:
+                self.to_learn.appendleft(record)  # a reply came first: learned when the chat is quiet again
+            elif result is not None:
+                self.learned.emit(*result)
+            self.learn_when_quiet()
 
         def failed(exc: BaseException) -> None:
-            self._release(turn)
             self.learned.emit(None, LearnNote(episode_id, problem=plain_problem(str(exc))))
-        self.runner.submit("model", work, on_done=done, on_error=failed)
+            ended(None)
+        self.runner.submit("model", work, on_done=ended, on_error=failed)
 
     def _store(self, turn: _Turn, reason: str) -> Any:
         return self._assistant("db").finish(turn.prepared, "".join(turn.streamed), reason,
@@ -170,7 +199,9 @@ class TurnController(QObject):
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """The app is quitting: stop the reply and store what was said so far, waiting for both (learning from
-        it is left out: the idle-time jobs still see the stored turn)."""
+        it is left out: the turn stays in the store as waiting to be learned, for `engram reflect`)."""
+        self._closed = True
+        self._reply_first.set()
         turn = self._turn
         if turn is None:
             return
@@ -243,12 +274,12 @@ class TurnController(QObject):
         self.failed.emit(str(exc) or type(exc).__name__, no_model)
         self._end(turn)
 
-    def _end(self, turn: _Turn, *, release: bool = True) -> None:
-        if release:
-            self._release(turn)
+    def _end(self, turn: _Turn) -> None:
+        self._release(turn)
         if self._turn is turn:
             self._turn = None
-            self.idle.emit()
+            self.idle.emit()  # the panel sends a waiting message first (on the next loop turn), then we learn
+            QTimer.singleShot(0, self.learn_when_quiet)
 
     @staticmethod
     def _release(turn: _Turn) -> None:

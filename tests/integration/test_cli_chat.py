@@ -138,3 +138,42 @@ def test_a_refused_first_message_leaves_no_conversation_and_bad_utf8_is_named(ch
         assert list_sessions(db, include_deleted=True) == []
     finally:
         db.close()
+
+
+def test_the_next_reply_does_not_wait_for_learning_and_what_was_learned_is_said(chat, tiny_model_dir, monkeypatch):
+    """Issue 17.4: learning runs after the reply, off its path; the next message's reply goes first."""
+    import threading
+
+    from models.chat import ChatEngine
+    from tests.fakes import ScriptedStructuredModel
+    events: list[str] = []
+    second_reply = threading.Event()
+    real_stream = ChatEngine.stream
+
+    def stream(self, messages, sampling, **kwargs):
+        events.append(f"reply {sum(e.startswith('reply') for e in events) + 1}")
+        if events[-1] == "reply 2":
+            second_reply.set()
+        return real_stream(self, messages, sampling, **kwargs)
+
+    def extract(messages, _schema):
+        second_reply.wait(timeout=20)  # learning the first turn in the reply's path would wait here in vain
+        events.append("extract")
+        return {"facts": [{"subject": "user", "relation": "plays", "object": "cello", "confidence": 90,
+                           "statement": "User plays the cello", "kind": "semantic", "critical": False,
+                           "source": "user_said", "when": ""}] if "cello" in messages[-1].content else []}
+    scripted = ScriptedStructuredModel({"engram_facts": extract, "usefulness_rating": [{"useful": []}],
+                                        "reconcile_decision": [{"decision": "new", "target": 0, "reason": "new"}]})
+    monkeypatch.setattr(ChatEngine, "stream", stream)
+    monkeypatch.setattr("models.structured.StructuredGenerator", lambda engine, **_: scripted)
+    assert chat("", "models", "use", str(tiny_model_dir))[0] == 0
+    code, out, err = chat("I play the cello every evening\nWhat is new?\n", "chat", "--max-tokens", "8")
+    assert code == 0, err
+    assert events.index("reply 2") < events.index("extract")  # the second reply did not wait for learning
+    assert "[from 'I play the cello every evening': learned 1 fact]" in out
+    db = open_db(chat.data_dir / "engram.db")
+    try:
+        assert db.scalar("SELECT statement FROM memories") == "User plays the cello"
+        assert db.scalar("SELECT count(*) FROM episodes WHERE json_extract(metadata, '$.learning') = 'pending'") == 0
+    finally:
+        db.close()

@@ -1,0 +1,52 @@
+"""Learning after the reply in the window (issue 17 part 4): a message that waits for a reply goes before the
+learning of the turn before it, and what that turn taught still shows under its reply when learning ends later —
+offscreen, the real store, MiniLM and the tiny MLX model (extraction scripted: the tiny model's words hold no
+fact that grounding keeps)."""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from tests.fakes import ScriptedStructuredModel  # noqa: E402
+from tests.test_gui_chat import TURN_MS, _fact, window  # noqa: E402,F401
+
+FACTS = {"cello": _fact("user", "plays", "cello", "User plays the cello"),
+         "bicycle": _fact("user", "owns", "bicycle", "User owns a red bicycle")}
+
+
+def _type_and_send(qtbot, panel, text: str) -> None:
+    qtbot.mouseClick(panel.composer, Qt.LeftButton)
+    qtbot.keyClicks(panel.composer, text)
+    qtbot.keyClick(panel.composer, Qt.Key_Return)
+
+
+def test_a_waiting_message_is_answered_before_the_turn_before_it_is_learned(qtbot, window):
+    events: list[str] = []
+
+    def extract(messages, _schema):
+        said = messages[-1].content
+        word = next(w for w in FACTS if w in said)
+        events.append(f"extract {word}")
+        return {"facts": [FACTS[word]]}
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": extract, "usefulness_rating": [{"useful": []}],
+         "reconcile_decision": [{"decision": "new", "target": 0, "reason": "different"}]})
+    panel = window.show_panel("chat")
+    panel.reply_finished.connect(lambda reply: events.append(f"reply {len(panel.replies())}"))
+    panel.turns.chunk.connect(lambda _text: events.append("chunk") if events[-1:] != ["chunk"] else None)
+    learned = []
+    panel.learned.connect(learned.append)
+    _type_and_send(qtbot, panel, "I play the cello every evening")
+    qtbot.waitUntil(lambda: panel.reply is not None and bool(panel.reply.text), timeout=TURN_MS)  # streaming
+    _type_and_send(qtbot, panel, "My bicycle is red")  # waits for the first reply
+    qtbot.waitUntil(lambda: len(learned) == 2, timeout=TURN_MS)
+    assert events.index("reply 2") < events.index("extract cello")  # the second reply did not wait for learning
+    assert events[events.index("reply 1") + 1] == "chunk"  # its first words came right after the first reply
+    first, second = panel.replies()
+    qtbot.waitUntil(lambda: bool(first.learned_rows()) and bool(second.learned_rows()), timeout=10000)
+    assert [r.open_button.text() for r in first.learned_rows()] == ["User plays the cello"]  # under its own reply
+    assert [r.open_button.text() for r in second.learned_rows()] == ["User owns a red bicycle"]
+    assert not panel.turns.to_learn and panel.turns.learning is None
