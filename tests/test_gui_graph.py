@@ -295,6 +295,7 @@ def test_nodes_are_coloured_by_kind_with_a_legend_that_hides_a_kind(qtbot, windo
     legend = panel.legend
     assert set(legend.buttons) == {"semantic", "episodic", "entity"}  # the kinds this graph holds
     assert "Facts" in legend.buttons["semantic"].text() and "1" in legend.buttons["semantic"].text()
+    assert legend.buttons["entity"].text() == "People && things 2"  # "&&" shows "&", not a shortcut underline
     brushes = panel.graph.scatter.data["brush"]
     for index, node in enumerate(panel.view.nodes):
         assert brushes[index].color().name() == legend.colour(node.kind).name()

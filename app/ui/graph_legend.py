@@ -84,7 +84,7 @@ class KindLegend(QWidget):
         for position, kind in enumerate(present):
             button = self.buttons.get(kind) or self._button(kind)
             self.row.insertWidget(1 + position, button)
-            button.setText(f"{kind_name(kind)} {counts[kind]:,}")
+            button.setText(f"{kind_name(kind).replace('&', '&&')} {counts[kind]:,}")  # '&' alone: a shortcut
         self.title.setVisible(bool(present))
 
     def _button(self, kind: str) -> QToolButton:
