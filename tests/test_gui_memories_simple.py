@@ -143,10 +143,15 @@ def test_forget_everything_needs_the_typed_word_backs_up_and_can_be_restored(qtb
     assert on_db_lane(panel, _counts) == {"memories": 0, "episodes": 0, "memory_vec_float": 0}
     assert panel.simple.list.count() == 0 and panel.simple.empty.isVisibleTo(panel)
     backup = next((services.data_dir / "backups").glob("engram-*-before-forget-everything.db"))
-    assert str(backup) in panel.message.text() and "engram doctor --restore" in panel.message.text()
+    assert str(backup) in panel.message.text() and "engram " not in panel.message.text().replace(str(backup), "")
+    assert panel.bring_back.isVisible()  # undo in the app, no terminal needed (the CLI test restores the file)
+    with qtbot.waitSignal(panel.loaded, timeout=20000):
+        qtbot.mouseClick(panel.bring_back, Qt.LeftButton)
+    assert on_db_lane(panel, _counts) == before and panel.simple.list.count() == 3
+    assert "Brought back 4 memories" in panel.message.text() and not panel.bring_back.isVisible()
     panel.runner.shutdown(wait=True)
     services.close()
-    health.restore(services.db_path, backup)  # what `engram doctor --restore` does
+    health.restore(services.db_path, backup)  # and the file itself, as `engram doctor --restore` puts it back
     restored = open_db(services.db_path)
     assert _counts(restored) == before
     restored.close()

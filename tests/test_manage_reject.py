@@ -142,3 +142,22 @@ def test_a_write_between_the_backup_and_the_wipe_is_in_the_backup(tmp_path, embe
     kept = open_db(result.backup, clock=clock)
     assert kept.scalar("SELECT title FROM sessions") == "late"  # the late write is in the backup
     kept.close()
+
+
+def test_bring_back_undoes_forget_everything_in_place_but_not_over_new_learning(tmp_path, embedder, clock):
+    from core.store import wipe
+    db = open_db(tmp_path / "engram.db", clock=clock)
+    learn_from(db, embedder, clock, "I love jazz music.", [fact("The user loves jazz.", "loves", "jazz")])
+    manager = MemoryManager(db, embedder)
+    manager.add("User lives in Lisbon", subject="user", relation="lives_in", object="Lisbon")
+    before = wipe.counts(db)
+    result = manager.forget_everything()
+    assert wipe.bring_back(db, result.backup) == before  # the same connection, still open
+    assert vectors.knn(db, "memory", embedder.embed(["Where do I live?"])[0], 1)[0][0] == 2
+    assert db.scalar("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'Lisbon'") == 1
+    result = manager.forget_everything()
+    manager.add("User lives in Porto")
+    with pytest.raises(InvalidInput, match="learned new things"):
+        wipe.bring_back(db, result.backup)
+    assert [r[0] for r in db.execute("SELECT statement FROM memories")] == ["User lives in Porto"]
+    db.close()

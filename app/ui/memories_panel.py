@@ -14,7 +14,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QButtonGroup, QComboBox, QFile
                                QInputDialog, QLabel, QLineEdit, QMessageBox, QPushButton, QSplitter, QStackedWidget,
                                QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
-from app.ui.forget_all import ForgetAllDialog
+from app.ui.forget_all import ForgetEverything
 from app.ui.memories_simple import SimpleMemories
 from app.ui.memory_details import details_html
 from app.ui.memory_table import DeleteKeys, MemoryFilterProxy, MemoryTableModel
@@ -89,8 +89,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self.view_buttons[key] = button
             row.addWidget(button)
         row.addStretch(1)
-        self.forget_all = QPushButton("Forget everything…")
-        self.forget_all.clicked.connect(self.on_forget_all)
+        self.forgetting = ForgetEverything(self, self.runner, self.services, done=self._done, failed=self._on_error)
+        self.forget_all, self.bring_back = self.forgetting.forget, self.forgetting.bring_back
+        row.addWidget(self.bring_back)
         row.addWidget(self.forget_all)
         return row
 
@@ -296,24 +297,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self._apply("Engram will not learn this again; in the trash:", list(ids),
                     lambda m, i: m.reject(i, "you said this is wrong"), changes_content=True)
 
-    def on_forget_all(self) -> None:
-        """Count what would go (db lane), then ask for the typed word; the dialog erases nothing by itself."""
-        from core.store import wipe
-        self.runner.submit("db", lambda: wipe.describe(wipe.counts(self.services.db)),
-                           on_done=self._ask_forget_all, on_error=self._on_error)
-
-    def _ask_forget_all(self, erased: str) -> None:
-        self.forget_dialog = ForgetAllDialog(self, erased)
-        self.forget_dialog.accepted.connect(self.forget_everything)
-        self.forget_dialog.open()  # window-modal, and the event loop keeps running
-
-    def forget_everything(self) -> None:
-        self.runner.submit("db", lambda: self.services.manager().forget_everything(), on_done=self._forgotten,
-                           on_error=self._on_error)
-
-    def _forgotten(self, result: Any) -> None:
-        self._done(f"Erased {result.summary()}. A backup of everything was saved first: {result.backup}. To bring "
-                   f"it back, quit Engram and run `engram doctor --restore`.")
+    @property
+    def forget_dialog(self) -> Any:
+        return self.forgetting.dialog
 
     def on_restore(self) -> None:
         self._apply("Restored", self.selected_ids(), lambda m, i: m.restore(i, "restored by hand"))

@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from core.errors import StoreBusy
-from core.store import vector_clusters
+import numpy as np
+
+from core.errors import InvalidInput, StoreBusy
+from core.store import vector_clusters, vectors
 from core.store.vector_schema import VEC_TABLES
 
 if TYPE_CHECKING:  # annotations only: db imports the migrations, never this module
@@ -23,6 +25,10 @@ if TYPE_CHECKING:  # annotations only: db imports the migrations, never this mod
 WIPED_TABLES = ("reply_memories", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
                 "memory_history", "forgetting_events", "rejections", "learning_goals", "hypotheses", "memories",
                 "entities", "episodes", "sessions")
+# Parents before children, for putting a backup's rows back.
+RESTORED_TABLES = ("sessions", "memories", "episodes", "entities", "hypotheses", "learning_goals", "memory_sources",
+                   "memory_entities", "hypothesis_evidence", "edges", "reply_memories", "memory_history",
+                   "forgetting_events", "rejections")
 # What the user sees counted: the table, and its name in words.
 COUNTED = (("memories", "memories"), ("episodes", "conversation turns"), ("sessions", "conversations"),
            ("edges", "graph links"), ("hypotheses", "hypotheses"), ("learning_goals", "learning goals"))
@@ -97,3 +103,36 @@ def _stop_jobs(db: Database) -> None:
     db.execute("UPDATE jobs SET state = 'cancelled', message = 'cancelled: everything was forgotten', "
                "finished_at = ?, updated_at = ? WHERE state IN ('queued', 'paused')", (now, now))
     db.execute("UPDATE jobs SET requested = 'cancel' WHERE state = 'running'")
+
+
+def bring_back(db: Database, backup_path: Path) -> dict[str, int]:
+    """Undo a forget-everything in place (the app keeps its store open): the backup's rows come back in one
+    transaction, vectors included. Only while nothing new was learned since: new rows would take the old ids."""
+    if any(db.scalar(f"SELECT count(*) FROM {t}") for t in ("memories", "episodes", "sessions")):
+        raise InvalidInput("Engram has learned new things since everything was forgotten, so the backup cannot be "
+                           "put back here; nothing was changed")
+    db.execute("ATTACH DATABASE ? AS saved", (str(backup_path),))  # not inside a transaction: SQLite refuses
+    try:
+        if db.scalar("PRAGMA saved.user_version") != db.scalar("PRAGMA main.user_version"):
+            raise InvalidInput(f"{Path(backup_path).name} was written by another version of Engram; nothing was changed")
+        with db.transaction():
+            for table in RESTORED_TABLES:
+                db.execute(f"INSERT INTO main.{table} SELECT * FROM saved.{table}")
+            db.conn.executemany("INSERT OR REPLACE INTO main.meta SELECT * FROM saved.meta WHERE key = ?",
+                                [(k,) for k in META_KEYS])
+            db.execute("UPDATE main.adapters SET active = 1 WHERE id = (SELECT id FROM saved.adapters WHERE active = 1)")
+            _bring_back_vectors(db)
+    finally:
+        db.execute("DETACH DATABASE saved")
+    return counts(db)
+
+
+def _bring_back_vectors(db: Database) -> None:
+    """From the backup's float vectors: the bit tables and clusters are remade as any new vector's are."""
+    for kind, name in VEC_TABLES.items():
+        if db.scalar("SELECT 1 FROM saved.sqlite_schema WHERE name = ?", (f"{name}_float",)) is None:
+            continue
+        rows = db.execute(f"SELECT id, embedding FROM saved.{name}_float ORDER BY id").fetchall()
+        if rows:
+            vectors.upsert_vectors(db, kind, [i for i, _ in rows],
+                                   np.stack([np.frombuffer(b, dtype=np.float32) for _, b in rows]))
