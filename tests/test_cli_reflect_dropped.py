@@ -36,3 +36,28 @@ def test_reflect_prints_what_it_left_out_with_reasons(services, capsys):
     assert line.endswith("; left out: 1 hypothesis not language, 1 hypothesis not supported by its evidence, "
                          "1 goal cites no episode it was shown")
     assert [h.claim for h in hypotheses.list_hypotheses(services.db)] == ["Prefers short answers"]
+
+
+def test_reflect_shows_progress_and_first_learns_turns_left_waiting(services, capsys):
+    """Issue 17.4: which conversation, n of m, what was kept and left out — on stderr, the results on stdout; a
+    turn whose learning the chat skipped (metadata learning: pending) is learned first."""
+    sessions = []
+    for text in ("Short answers please", "I play the cello every evening"):
+        session = create_session(services.db)
+        add_episode(services.db, text, "ok", session_id=session, metadata={"learning": "pending"})
+        end_session(services.db, session)
+        sessions.append(session)
+    services.model = ScriptedStructuredModel({
+        "reflection_step": [{"action": "finish", "query": "", "closed_goals": [], "hypotheses": [],
+                             "open_goals": []}],
+        "engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    args = build_parser().parse_args(["reflect"])
+    assert args.func(args, services) == 0
+    out, err = capsys.readouterr()
+    assert "learning 2 turns the chat left for later" in err
+    assert f"[1/2] conversation {sessions[0]}: reading 1 turn" in err
+    assert f"[2/2] conversation {sessions[1]}: reading 1 turn" in err
+    assert f"[2/2] conversation {sessions[1]}: kept 0, left out 0" in err
+    assert len(out.splitlines()) == 2
+    assert services.db.scalar("SELECT count(*) FROM episodes WHERE json_extract(metadata, '$.learning') = "
+                              "'pending'") == 0

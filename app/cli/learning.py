@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
 from typing import Any
 
 from app.cli.arguments import count, row_id
@@ -62,22 +63,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
+    """Progress goes to stderr (which conversation, n of m, each step, what was kept and left out), results to
+    stdout. Turns the chat stored but did not learn from (busy, or it was closed first) are learned first."""
     from app.services.scheduling import structured_model
+    from core.assistant import pending_learning
     from core.memory import reflect
     db = services.db
     # asked for now: every conversation with turns not yet reviewed, ended or not
     sessions = [args.session] if args.session is not None else reflect.pending_sessions(db, quiet_seconds=0.0)
-    if not sessions:
+    waiting = pending_learning(db)
+    if not sessions and not waiting:
         print("nothing to reflect on: every conversation was reviewed")
         return 0
     model = structured_model(services, required=True)
-    for session_id in sessions:
-        report = reflect.reflect_session(db, services.settings, model, session_id, embedder=services.embedder)
+    if waiting:
+        _learn_waiting(services, model, waiting)
+    for n, session_id in enumerate(sessions, 1):
+        def progress(words: str, n: int = n, session_id: int = session_id) -> None:
+            print(f"[{n}/{len(sessions)}] conversation {session_id}: {words}", file=sys.stderr, flush=True)
+        report = reflect.reflect_session(db, services.settings, model, session_id, embedder=services.embedder,
+                                         progress=progress)
         print(f"conversation {session_id}: {len(report.added)} new hypotheses, {len(report.strengthened)} "
               f"strengthened, {len(report.kept_rejected)} kept rejected, {len(report.goals_opened)} goals opened, "
               f"{len(report.goals_closed)} closed" + (f"; searched {report.searches}" if report.searches else "")
               + _dropped_line(report.dropped_counts()))
     return 0
+
+
+def _learn_waiting(services: Any, model: Any, waiting: list[int]) -> None:
+    from core.assistant import Assistant
+    print(f"learning {len(waiting)} turn{'' if len(waiting) == 1 else 's'} the chat left for later",
+          file=sys.stderr, flush=True)
+    assistant = Assistant(services.db, services.embedder, None, model, services.settings)  # learns, never answers
+    for n, episode_id in enumerate(waiting, 1):
+        report = assistant.learn(assistant.stored_turn(episode_id))
+        print(f"[{n}/{len(waiting)}] turn {episode_id}: {len(report.facts)} facts kept, {len(report.dropped)} "
+              f"left out" + (f" ({report.errors[0]})" if report.errors else ""), file=sys.stderr, flush=True)
 
 
 def _dropped_line(counts: dict[str, int]) -> str:

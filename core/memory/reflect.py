@@ -29,7 +29,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -87,26 +87,34 @@ def ended_sessions(db: Database, settings: Settings) -> list[int]:
 
 
 def reflect_session(db: Database, settings: Settings, model: StructuredModel, session_id: int, *,
-                    embedder: Embedder | None = None) -> ReflectionReport:
+                    embedder: Embedder | None = None,
+                    progress: Callable[[str], None] | None = None) -> ReflectionReport:
+    """`progress(words)` hears each step: the turns read, each search, what was kept and left out."""
+    say = progress or (lambda _words: None)
     get_session(db, session_id)  # NotFound for a bad id, before any model call
     episodes = [(r["id"], r["user_text"], r["assistant_text"]) for r in db.query(
         "SELECT id, user_text, assistant_text FROM (SELECT * FROM episodes WHERE session_id = ? AND "
         "deleted_at IS NULL AND forgotten_at IS NULL ORDER BY created_at DESC, id DESC LIMIT ?) "
         "ORDER BY created_at, id", (int(session_id), MAX_SESSION_EPISODES))]
     report = ReflectionReport(session_id)
+    say(f"reading {len(episodes)} turn{'' if len(episodes) == 1 else 's'}")
     if episodes:
-        reply, seen = _converse(db, settings, model, episodes, embedder, report)
+        reply, seen = _converse(db, settings, model, episodes, embedder, report, say)
         said = _users_words(db, seen)
         with db.transaction():
             _apply_hypotheses(db, settings, reply.get("hypotheses", []), said, embedder, report)
             _apply_goals(db, settings, reply, said, embedder, report)
+    kept = len(report.added) + len(report.strengthened) + len(report.goals_opened) + len(report.goals_closed)
+    say(f"kept {kept}, left out {len(report.dropped)}"
+        + "".join(f"; {what} left out: {text[:50]!r} ({why})" for what, text, why in report.dropped[:3]))
     mark_reflected(db, session_id)
     report.instructions = write_instructions(db, settings, model)
     return report
 
 
 def _converse(db: Database, settings: Settings, model: StructuredModel, episodes: list[tuple[int, str, str]],
-              embedder: Embedder | None, report: ReflectionReport) -> tuple[dict, set[int]]:
+              embedder: Embedder | None, report: ReflectionReport,
+              say: Callable[[str], None] = lambda _words: None) -> tuple[dict, set[int]]:
     """The bounded tool loop: search until the model finishes or the calls run out."""
     seen = {e[0] for e in episodes}
     searches: list[tuple[str, str]] = []
@@ -120,6 +128,7 @@ def _converse(db: Database, settings: Settings, model: StructuredModel, episodes
         query = str(reply.get("query", "")).strip()
         if reply.get("action") != "search" or not query or len(searches) >= settings.reflection.max_tool_calls:
             return reply, seen
+        say(f"searching past conversations for {query[:60]!r}")
         found = search_episodes(db, query, settings.reflection.search_results, exclude=seen, embedder=embedder)
         seen.update(i for i, _, _ in found)
         searches.append((query, prompt.episode_lines(found)))
