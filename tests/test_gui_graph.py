@@ -145,32 +145,38 @@ def restore_palette():
     app.setPalette(original)
 
 
-def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db, restore_palette):
-    app = restore_palette
-    app.setPalette(_scheme("#1e1e1e", "#262626", "#eeeeee"))  # dark mode before the panel exists
-    a, b = add_memory(window_db, "User sails on Sundays"), add_memory(window_db, "User's boat is called Wren")
-    _edge(window_db, a, b, 0.9)
-    graph = window.show_panel("graph")
-    qtbot.waitUntil(lambda: len(graph.view.nodes) >= 2, timeout=10000)
-    timeline = window.show_panel("timeline")
-    jobs = window.show_panel("jobs")
-    dark_accent = accent(0).name()
+def test_graph_and_plots_follow_light_and_dark_mode(qtbot, window, window_db):
+    """Through the app's own switch (Settings → Appearance sets the theme): plots and edges follow it live."""
+    from app.ui import theme
+    dark, light = (theme.build_palette(theme.SCHEMES[name]) for name in ("dark", "light"))
+    window.theme.set_appearance("dark")  # dark mode before the panel exists
+    try:
+        a, b = add_memory(window_db, "User sails on Sundays"), add_memory(window_db, "User's boat is called Wren")
+        _edge(window_db, a, b, 0.9)
+        graph = window.show_panel("graph")
+        qtbot.waitUntil(lambda: len(graph.view.nodes) >= 2, timeout=10000)
+        timeline = window.show_panel("timeline")
+        jobs = window.show_panel("jobs")
+        dark_accent = accent(0).name()
 
-    def backgrounds() -> set[str]:
-        return {p.backgroundBrush().color().name() for p in (graph.plot, timeline.plot)}
+        def backgrounds() -> set[str]:
+            return {p.backgroundBrush().color().name() for p in (graph.plot, timeline.plot)}
 
-    def edge_colour() -> str:
-        colours = {item.opts["pen"].color().name() for item in graph.edge_items if len(item.getData()[0])}
-        assert len(colours) == 1
-        return colours.pop()
-    assert backgrounds() == {"#262626"} and edge_colour() == "#eeeeee"
-    app.setPalette(_scheme("#f0f0f0", "#ffffff", "#202020"))  # the user switches to light mode
-    qtbot.waitUntil(lambda: backgrounds() == {"#ffffff"}, timeout=5000)
-    assert edge_colour() == "#202020"
-    axis = timeline.plot.getAxis("left")
-    assert axis.textPen().color().name() == "#202020"
-    assert jobs.loss_plot.backgroundBrush().color().name() == "#ffffff"
-    assert jobs.loss_curve.opts["pen"].color().name() == accent(0).name() != dark_accent
+        def edge_colour() -> str:
+            colours = {item.opts["pen"].color().name() for item in graph.edge_items if len(item.getData()[0])}
+            assert len(colours) == 1
+            return colours.pop()
+        assert backgrounds() == {dark.color(QPalette.Base).name()}
+        assert edge_colour() == dark.color(QPalette.Text).name()
+        window.theme.set_appearance("light")  # the user switches to light mode
+        qtbot.waitUntil(lambda: backgrounds() == {light.color(QPalette.Base).name()}, timeout=5000)
+        assert edge_colour() == light.color(QPalette.Text).name()
+        axis = timeline.plot.getAxis("left")
+        assert axis.textPen().color().name() == light.color(QPalette.Text).name()
+        assert jobs.loss_plot.backgroundBrush().color().name() == light.color(QPalette.Base).name()
+        assert jobs.loss_curve.opts["pen"].color().name() == accent(0).name() != dark_accent
+    finally:
+        window.theme.set_appearance("light")
 
 
 def test_stronger_edges_are_drawn_wider(qtbot, window, window_db):
