@@ -1,7 +1,9 @@
 """The real idle-time scheduler for a data folder: the four job kinds with their real handlers.
 
-- reflection: core.memory.reflect over the session in the payload ({"session_id": N}), or over every ended
-  session not reflected on yet, one session per batch; needs the chat model (structured output).
+- reflection: first the chat turns still waiting to be learned (core.assistant.pending_learning: skipped while
+  the user was busy, or the app quit first), a batch at a time; then core.memory.reflect over the session in the
+  payload ({"session_id": N}), or over every ended session not reflected on yet, one session per batch; needs
+  the chat model (structured output).
 - consolidation: core.memory.consolidate.Consolidator in batches (the model writes cluster summaries when
   one is installed; without one the summaries are deterministic and keep every fact).
 - forgetting: one core.memory.forget.forgetting_pass (no model).
@@ -12,7 +14,7 @@ thread never touches another thread's connection. Models and the embedder load o
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional
 
 from core.conditions import ActivityTracker, CachedProbe, ModelGate, combined_idle
 from core.config import Settings
@@ -25,6 +27,8 @@ from core.store.jobs import OPEN_STATES, Job, list_jobs
 
 SYSTEM_IDLE_TTL = 1.0  # seconds between ioreg runs
 POWER_TTL = 60.0  # seconds between pmset runs
+LEARN_BATCH = 8  # waiting chat turns learned between two checkpoints (one or two model calls each)
+WAITING_COUNTED = 10_000  # how many waiting turns a reflection job looks at (and counts in its progress)
 
 
 def build_scheduler(services: Any, *, db: Database | None = None, env: Environment | None = None,
@@ -77,21 +81,78 @@ def structured_model(services: Any, *, required: bool) -> Any:
 
 
 def reflection_handler(services: Any, db: Database) -> Handler:
+    """First the turns the chat stored but did not learn from (it was busy, or the app quit first), then the
+    conversations. One job for both: they need the same model, and reflection reads the facts learning keeps."""
+    from core.assistant import pending_learning
     from core.memory import reflect
 
-    def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
-        todo = list(state.get("todo", [payload["session_id"]] if "session_id" in payload
-                              else reflect.ended_sessions(db, services.settings)))
-        done = int(state.get("done", 0))
+    def step(payload: Mapping[str, Any], state: Mapping[str, Any], stop: Callable[[], bool]) -> Step:
+        state = {"learned": 0, "facts": 0, "left_out": 0, "done": 0, **state}
+        if "todo" not in state:
+            state["todo"] = ([payload["session_id"]] if "session_id" in payload
+                             else reflect.ended_sessions(db, services.settings))
+        waiting = pending_learning(db, limit=WAITING_COUNTED)
+        if waiting:
+            return _learn_waiting(services, db, waiting, state, stop)
+        todo = list(state["todo"])
         if not todo:
-            return Step({"todo": [], "done": done}, 1.0, f"reflected on {done} session(s)", done=True)
+            return Step(state, 1.0, _reflection_summary(state), done=True)
         model = structured_model(services, required=True)  # loaded only when there is a session to review
         report = reflect.reflect_session(db, services.settings, model, int(todo[0]), embedder=services.embedder)
-        rest = todo[1:]
-        return Step({"todo": rest, "done": done + 1}, (done + 1) / (done + 1 + len(rest)),
-                    f"session {report.session_id}: {len(report.added)} new, "
-                    f"{len(report.strengthened)} strengthened hypotheses", done=not rest)
-    return stepwise(step)
+        state = {**state, "todo": todo[1:], "done": state["done"] + 1}
+        message = (f"conversation {report.session_id}: {len(report.added)} new, {len(report.strengthened)} "
+                   f"strengthened hypotheses")
+        finished = not state["todo"]
+        return Step(state, _reflection_fraction(state, 0),
+                    message + (f"; {_reflection_summary(state)}" if finished else ""), done=finished)
+
+    def handler(ctx: JobContext) -> Optional[str]:
+        return stepwise(lambda payload, state: step(payload, state, ctx.should_yield))(ctx)
+    return handler
+
+
+def _learn_waiting(services: Any, db: Database, waiting: list[int], state: dict[str, Any],
+                   stop: Callable[[], bool]) -> Step:
+    """One batch of the turns the chat left waiting, oldest first. It gives way as the chat does: asked before
+    each turn's extraction, a returning user leaves that turn waiting (and stops the batch); the store marks each
+    learned turn, so a resumed job starts with those still waiting."""
+    from core.assistant import Assistant
+    model = structured_model(services, required=True)
+    assistant = Assistant(db, services.embedder, None, model, services.settings)  # learns, never answers
+    learned = facts = left_out = 0
+    for episode_id in waiting[:LEARN_BATCH]:
+        report = assistant.learn(assistant.stored_turn(episode_id), busy=stop)
+        if report.skipped:
+            break
+        learned, facts, left_out = learned + 1, facts + len(report.facts), left_out + len(report.dropped)
+    state = {**state, "learned": state["learned"] + learned, "facts": state["facts"] + facts,
+             "left_out": state["left_out"] + left_out}
+    remaining = len(waiting) - learned
+    total = state["learned"] + remaining
+    message = (f"learned {state['learned']} of {total} {_plural(total, 'turn')} the chat left for later: "
+               f"{_count(state['facts'], 'fact')} kept, {state['left_out']} left out")
+    return Step(state, _reflection_fraction(state, remaining), message)
+
+
+def _reflection_fraction(state: Mapping[str, Any], waiting: int) -> float:
+    """Turns learned and conversations reviewed, out of all that were or are waiting."""
+    finished = state["learned"] + state["done"]
+    total = finished + waiting + len(state["todo"])
+    return finished / total if total else 1.0
+
+
+def _reflection_summary(state: Mapping[str, Any]) -> str:
+    learned = (f"learned {_count(state['learned'], 'turn')} the chat left for later "
+               f"({_count(state['facts'], 'fact')} kept); " if state["learned"] else "")
+    return f"{learned}reflected on {_count(state['done'], 'conversation')}"
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {_plural(n, word)}"
+
+
+def _plural(n: int, word: str) -> str:
+    return word if n == 1 else word + "s"
 
 
 def consolidation_handler(services: Any, db: Database) -> Handler:
@@ -131,18 +192,20 @@ def queue_reflection(scheduler: Scheduler, session_id: int) -> Job:
 def plan(scheduler: Scheduler, settings: Settings,
          intervals: Mapping[str, float] = ROUTINE_INTERVALS) -> list[Job]:
     """Queue what is due under the settings in force now: the routine kinds, and a reflection when ended (or
-    long quiet) sessions wait for one.
+    long quiet) sessions or chat turns not learned yet wait for one.
 
     Only what could do something: nothing while the store is empty, and no job that uses the chat model
     before one is chosen (a fresh install showed fine-tune and consolidation queued for a model it did not have).
     """
+    from core.assistant import pending_learning
     from core.memory.reflect import ended_sessions
     scheduler.settings = settings.scheduler  # idle minutes and quiet hours as saved now (Settings, a CLI)
     if not _has_anything(scheduler.db):
         return []
     runnable = {kind: every for kind, every in intervals.items() if _can_run(scheduler, settings, kind)}
     added = scheduler.plan_routine(runnable)
-    if _can_run(scheduler, settings, REFLECTION) and ended_sessions(scheduler.db, settings) and not list_jobs(
+    waiting = ended_sessions(scheduler.db, settings) or pending_learning(scheduler.db, limit=1)
+    if _can_run(scheduler, settings, REFLECTION) and waiting and not list_jobs(
             scheduler.db, states=OPEN_STATES, kind=REFLECTION, limit=1):
         added.append(scheduler.enqueue(REFLECTION))
     return added

@@ -8,9 +8,11 @@ import pytest
 
 from app.services.scheduling import KINDS, plan, queue_reflection
 from app.services.wiring import Services
+from core.assistant import Assistant, pending_learning
 from core.memory.index import index_episodes, index_memories
 from core.store import jobs as store
-from core.store.episodes import add_episode
+from core.protocols import SamplingParams
+from core.store.episodes import add_episode, get_episode
 from core.store.memories import add_memory, get_memory
 from core.store.sessions import create_session, end_session, get_session
 
@@ -61,3 +63,20 @@ def test_plan_queues_routine_jobs_and_pending_reflections(services):
     kinds = sorted(job.kind for job in plan(scheduler, services.settings))
     assert kinds == ["consolidation", "finetune", "forgetting", "reflection"]
     assert plan(scheduler, services.settings) == []  # nothing twice
+
+
+def test_the_reflection_job_learns_a_turn_the_chat_left_waiting_with_the_tiny_model(services):
+    """A turn stored while the chat was busy is learned by the idle-time job (the chat model's structured output),
+    then no longer waits; a job is planned for it though no conversation has ended."""
+    db = services.db
+    assistant = Assistant(db, services.embedder, services.chat, None, services.settings)
+    reply = assistant.reply(None, "My sister Ana lives in Porto", learn=False, sampling=SamplingParams(max_tokens=8))
+    episode = reply.record.episode_id
+    assert pending_learning(db) == [episode]
+    scheduler = services.scheduler()
+    (job,) = [j for j in plan(scheduler, services.settings) if j.kind == "reflection"]
+    store.request(db, job.id, "resume")  # skip the idle conditions, as `engram jobs run` does
+    finished = scheduler.run_job(job.id)
+    assert finished.state == "done", finished.last_error
+    assert pending_learning(db) == [] and get_episode(db, episode).metadata["learning"] == "done"
+    assert finished.message.startswith("learned 1 turn the chat left for later (")
