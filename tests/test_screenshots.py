@@ -54,13 +54,15 @@ def test_screenshots_writes_one_png_per_panel_light_and_dark(qtbot, sample, tmp_
     assert main(["--screenshots", str(out), "--data-dir", str(folder)]) == 0
     files = sorted(out.glob("*.png"))
     assert len(available_panels()) == len(PANELS) == 8
-    names = [spec.key for spec in PANELS] + [FIRST_START]
+    keys = [spec.key for spec in PANELS]
+    names = keys[:keys.index("memories") + 1] + ["memories-about"] + keys[keys.index("memories") + 1:] + [FIRST_START]
     expected = [f"{name}{suffix}" for _scheme, suffix in SCHEMES for name in names]
-    assert sorted(p.stem for p in files) == sorted(expected) and len(expected) == 18
+    assert sorted(p.stem for p in files) == sorted(expected) and len(expected) == 20
     for path in files:
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
     assert capsys.readouterr().out.split() == [str(out / f"{stem}.png") for stem in expected]
+    assert (out / "memories-about.png").read_bytes() != (out / "memories.png").read_bytes()  # another view
     for name in names:  # each dark picture is mostly dark, its light twin mostly light
         assert _mean_lightness(out / f"{name}-dark.png") < 90 < 170 < _mean_lightness(out / f"{name}.png"), name
     assert (folder / "settings.json").read_text(encoding="utf-8") == settings  # the picture marks nothing as seen
@@ -80,5 +82,5 @@ def test_without_a_data_folder_a_throwaway_sample_is_built_and_removed(qtbot, tm
     real = screenshots._sample_folder
     monkeypatch.setattr(screenshots, "_sample_folder", lambda e: made.append(real(e)) or made[-1])
     files = screenshots.take_screenshots(tmp_path / "shots", embedder=embedder)
-    assert len(files) == 2 * (len(PANELS) + 1) and all(f.stat().st_size > 10_000 for f in files)
+    assert len(files) == 2 * (len(PANELS) + 2) and all(f.stat().st_size > 10_000 for f in files)
     assert made and not made[0].parent.exists()

@@ -1,7 +1,8 @@
 """`engram --screenshots DIR [--data-dir FOLDER]`: open every panel on a seeded sample data folder and save one
-PNG per panel (DIR/<panel>.png), then the first-start screen (DIR/first-start.png); then all of them again in dark
-mode (DIR/<panel>-dark.png, DIR/first-start-dark.png). Without --data-dir a fresh sample folder is built
-(app/services/sample_data.py).
+PNG per panel (DIR/<panel>.png; the Memories panel twice: the full table, then the simple "About you" view in
+DIR/memories-about.png), then the first-start screen (DIR/first-start.png); then all of them again in dark mode
+(DIR/<panel>-dark.png, DIR/memories-about-dark.png, DIR/first-start-dark.png). Without --data-dir a fresh sample
+folder is built (app/services/sample_data.py).
 
 It drives the panels through their public methods, as a user would (select a claim, open a conversation), and
 waits for each panel's background reads before it grabs the window. Off the Mac (no display) Qt runs offscreen.
@@ -72,16 +73,25 @@ def _shoot(app: Any, services: Any, out_dir: Path, embedder: Any) -> list[Path]:
             _spin(app, SETTLE_SECONDS)
             for spec in window.specs:
                 panel = _open(app, window, spec.key)
-                SCENES.get(spec.key, lambda *_: None)(panel, services, app)
-                _spin(app, SETTLE_SECONDS)
-                path = out_dir / f"{spec.key}{suffix}.png"
-                if not window.grab().save(str(path), "PNG"):
-                    raise OSError(f"could not write {path}")
-                written.append(path)
+                for name, scene in _pictures(spec.key):
+                    scene(panel, services, app)
+                    _spin(app, SETTLE_SECONDS)
+                    written.append(_save(window, out_dir / f"{name}{suffix}.png"))
             written.append(_shoot_first_start(app, window, out_dir / f"{FIRST_START}{suffix}.png"))
     finally:
         window.close()
     return written
+
+
+def _pictures(key: str) -> list[tuple[str, Callable[[Any, Any, Any], None]]]:
+    """A panel's pictures in order, each with its file name and the scene that sets it up."""
+    return [(key, SCENES.get(key, lambda *_: None)), *EXTRA_PICTURES.get(key, ())]
+
+
+def _save(window: Any, path: Path) -> Path:
+    if not window.grab().save(str(path), "PNG"):
+        raise OSError(f"could not write {path}")
+    return path
 
 
 def _shoot_first_start(app: Any, window: Any, path: Path) -> Path:
@@ -149,6 +159,19 @@ def _memories_scene(panel: Any, services: Any, app: Any) -> None:
         panel.select_memory(replaced)
 
 
+def _memories_about_scene(panel: Any, _services: Any, _app: Any) -> None:
+    """The simple view a first visit shows: what Engram believes about the user, in sentences (not saved)."""
+    panel.set_view("simple", remember=False)
+
+
+def _graph_scene(panel: Any, _services: Any, _app: Any) -> None:
+    """The most important memory selected, as a click does: its node and its neighbours highlighted, with their
+    labels, and the whole graph still in view (select_memory would centre it and cut the graph's edge off)."""
+    memories = [node for node in panel.view.nodes if node.memory_id is not None]
+    if memories:
+        panel.select_node(max(memories, key=lambda node: node.importance))
+
+
 def _hypotheses_scene(panel: Any, _services: Any, _app: Any) -> None:
     if panel.view.hypotheses:
         panel.select_hypothesis(panel.view.hypotheses[0].id)
@@ -160,4 +183,8 @@ def _timeline_scene(panel: Any, _services: Any, _app: Any) -> None:
 
 
 SCENES: dict[str, Callable[[Any, Any, Any], None]] = {"chat": _chat_scene, "memories": _memories_scene,
-                                                 "hypotheses": _hypotheses_scene, "timeline": _timeline_scene}
+                                                 "graph": _graph_scene, "hypotheses": _hypotheses_scene,
+                                                 "timeline": _timeline_scene}
+# a panel's further pictures, taken after its own: (file name, scene)
+EXTRA_PICTURES: dict[str, tuple[tuple[str, Callable[[Any, Any, Any], None]], ...]] = {
+    "memories": (("memories-about", _memories_about_scene),)}
