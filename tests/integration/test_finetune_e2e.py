@@ -173,7 +173,7 @@ def test_engram_finetune_now_from_the_command_line(tmp_path, tiny_model_dir, cap
     out = capsys.readouterr().out
     assert "fine-tune job 1: done" in out and "held-out probes" in out and "known facts" in out
     assert run_cli(["--data-dir", str(home), "finetune", "adapters"]) == 0
-    assert "fact probes" in capsys.readouterr().out
+    assert "held-out probes" in capsys.readouterr().out
 
 
 def test_cancelling_a_running_fine_tune_removes_its_run(db, tiny_model_dir, tmp_path):

@@ -5,7 +5,8 @@ held-out preference probes (a question it never trained on) and leaves plain-tex
 within the gate's margins: accepted and activated. The same data at a learning rate four times higher damages
 both: rejected, with the figures in its reasons, and the base model stays in use.
 
-The two runs share one module fixture (each step of the 135M model costs seconds on this CPU);
+The two runs share one store (each step of the 135M model costs seconds on this CPU). The rejected run is marked
+heavy — the default run leaves it out to keep the suite within its ten minutes; `pytest -m heavy` runs it — and
 bench/finetune.py --gate records the same runs and a third (over-trained) one.
 """
 from __future__ import annotations
@@ -26,12 +27,19 @@ def gate_runs(real_model_dir, tmp_path_factory):
     db = open_db(folder / "engram.db")
     hypothesis_ids = add_preferences(db)
     good = gate_run(db, str(real_model_dir), folder / "adapters", GATE_RUNS["accept"])
-    active_after_good = versions.active_adapter(db)
-    versions.rollback_to_base(db)  # the bad run is judged against the base model too
-    bad = gate_run(db, str(real_model_dir), folder / "adapters", GATE_RUNS["reject_high_learning_rate"])
-    yield {"db": db, "good": good, "bad": bad, "active_after_good": active_after_good,
-           "active_after_bad": versions.active_adapter(db), "hypothesis_ids": hypothesis_ids}
+    runs = {"db": db, "folder": folder, "model": str(real_model_dir), "good": good,
+            "active_after_good": versions.active_adapter(db), "hypothesis_ids": hypothesis_ids}
+    yield runs
     db.close()
+
+
+@pytest.fixture(scope="module")
+def bad_run(gate_runs):
+    """The second run, judged against the base model too (its scores were measured by the first run)."""
+    db = gate_runs["db"]
+    versions.rollback_to_base(db)
+    bad = gate_run(db, gate_runs["model"], gate_runs["folder"] / "adapters", GATE_RUNS["reject_high_learning_rate"])
+    return {**gate_runs, "bad": bad, "active_after_bad": versions.active_adapter(db)}
 
 
 def test_a_short_run_on_consistent_preferences_is_accepted(gate_runs):
@@ -53,7 +61,9 @@ def test_a_short_run_on_consistent_preferences_is_accepted(gate_runs):
     assert len(gate_runs["hypothesis_ids"]) == len(PREFERENCES)
 
 
-def test_a_far_too_high_learning_rate_is_rejected_for_what_it_damaged(gate_runs):
+@pytest.mark.heavy  # another minute and more on this CPU: `pytest -m heavy`; bench/finetune.py --gate records it
+def test_a_far_too_high_learning_rate_is_rejected_for_what_it_damaged(bad_run):
+    gate_runs = bad_run
     bad, good = gate_runs["bad"], gate_runs["good"]
     base, new = bad.metrics["baseline"], bad.metrics["candidate"]
     assert base == good.metrics["baseline"]  # the same base figures: both runs judged against the base model
