@@ -172,13 +172,12 @@ class LearnedRow(QWidget):
     def __init__(self, fact: LearnedFact) -> None:
         super().__init__()
         self.memory_id = fact.memory_id
+        self.undoable = fact.undoable
         self.undone = False
-        self.caption = QLabel("Remembered:" if fact.undoable else "Updated:")
+        self.caption = QLabel(self._kept_caption())
         self.caption.setForegroundRole(QPalette.PlaceholderText)
         self.open_button = QToolButton()
-        text = " ".join(fact.statement.split())
-        self.open_button.setText(text if len(text) <= ROW_CHARS else text[: ROW_CHARS - 1] + "…")
-        self.open_button.setToolTip(f"{fact.statement}\n\nOpen this memory in Memories")
+        self.set_statement(fact.statement)
         self.open_button.setAutoRaise(True)
         self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))
         self.undo_button = QToolButton()
@@ -197,9 +196,31 @@ class LearnedRow(QWidget):
         row.addWidget(self.undo_button)
         row.addStretch(1)
 
-    def set_undone(self, undone: bool) -> None:
+    def _kept_caption(self) -> str:
+        return "Remembered:" if self.undoable else "Updated:"
+
+    def set_statement(self, statement: str) -> None:
+        text = " ".join(statement.split())
+        self.open_button.setText(text if len(text) <= ROW_CHARS else text[: ROW_CHARS - 1] + "…")
+        self.open_button.setToolTip(f"{statement}\n\nOpen this memory in Memories")
+
+    def set_undone(self, undone: bool, caption: str = "Not remembered:") -> None:
         self.undone = undone
-        self.caption.setText("Not remembered:" if undone else "Remembered:")
+        self.caption.setText(caption if undone else self._kept_caption())
         self.undo_button.setText("Restore" if undone else "Undo")
         self.undo_button.setToolTip("Bring it back from the trash" if undone else
                                     "Don't keep this: move it to the trash (you can restore it)")
+        self.undo_button.setVisible(undone or self.undoable)  # a reworded older memory is never trashed from here
+
+    def show_memory(self, shown: Any) -> None:
+        """The memory as stored now (app/ui/chat_memory_watch.ShownMemory), after a change made elsewhere; None
+        once it was purged for good (nothing left to open or restore)."""
+        if shown is None:
+            self.undone = True
+            self.caption.setText("Deleted for good:")
+            self.open_button.setEnabled(False)
+            self.undo_button.setVisible(False)
+            return
+        self.set_statement(shown.statement)
+        if shown.deleted != self.undone:
+            self.set_undone(shown.deleted, "Deleted:")

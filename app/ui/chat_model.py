@@ -36,7 +36,7 @@ class ModelNotice(QObject):
         self.runner = runner
         self.button = QToolButton()
         self.button.setAutoRaise(True)
-        self.button.setToolTip("The model answering here: choose another in Models")
+        self.button.setToolTip("The model answering here: its arrow switches to another, a click opens Models")
         self.button.clicked.connect(self.open_models)
         self.banner = QFrame()
         self.banner.setFrameShape(QFrame.StyledPanel)

@@ -1,28 +1,26 @@
-"""Chat: conversations, streaming replies with Stop, the memories each reply used (open or veto), what each turn
-taught Engram (open or undo), thumbs, incognito and the memory dial. A message sent while a reply streams waits
-its turn and goes when that reply ends; a first message that fails leaves no empty conversation behind; a quiet
-line says what the idle-time jobs (reflection, consolidation, forgetting) changed. Every model and store call
-runs on a lane (app/ui/chat_turn.py)."""
+"""Chat: conversations and streaming replies with Stop. A message sent while a reply streams waits its turn and
+goes when that reply ends; a first message that fails leaves no empty conversation behind; a quiet line says what
+the idle-time jobs (reflection, consolidation, forgetting) changed. Its rooms: the header (chat_header: title,
+model picker, incognito, memory dial), what is done under a reply (chat_reply_actions), keeping the memories shown
+in step with the store (chat_memory_watch). Every model and store call runs on a lane (app/ui/chat_turn.py)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QLabel, QPushButton, QSizePolicy, QSplitter,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QVBoxLayout, QWidget
 
+from app.ui.chat_header import ChatHeader
 from app.ui.chat_learning import JobNotes
-from app.ui.chat_model import ModelNotice
+from app.ui.chat_memory_watch import MemoryWatch
+from app.ui.chat_reply_actions import ReplyActions
 from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
-from app.ui.chat_warmup import Warmup
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import load_conversation
 from core.store.sessions import create_session, end_session
 
-DIALS = ("off", "light", "normal", "eager")
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
               "the memories it used. Everything it keeps is in Memories, where you can change or forget it.")
 
@@ -45,6 +43,10 @@ class ChatPanel(QWidget):
         self._closed = False  # after shutdown, late results from the lanes change nothing
         self.turns = TurnController(self.services, self.runner, self, model_gate=self._model_gate,
                                     waiting=lambda: bool(self.queued) or self._starting)
+        self.reply_actions = ReplyActions(  # under each reply: chips, veto, thumbs, regenerate, undo learning
+            self.turns, self.window_, begin_reply=self._begin_reply, replies=self.replies,
+            streaming=lambda: self.reply, starting=lambda: self._starting, memories_changed=self._memories_changed,
+            parent=self)
         self._build()
         self._connect()
         QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query
@@ -56,17 +58,18 @@ class ChatPanel(QWidget):
             self.sessions.reload()
             self.check_model()
             self.job_notes.start()
+            self.memory_watch.start()
         except RuntimeError:  # the lanes were shut down before the event loop ran: the window is closing
             self._closed = True
 
     # -- layout --------------------------------------------------------------------------------------
 
     def _build(self) -> None:
-        self.model = ModelNotice(self.services, self.runner, self)
-        self.model.open_models.connect(lambda: self.window_.show_panel("models"))
+        self.header = ChatHeader(self.services, self.runner, self.window_)
+        self.model, self.warmup = self.header.model, self.header.warmup
         self.model_button, self.banner, self.banner_text = self.model.button, self.model.banner, self.model.text
-        self.warmup = Warmup(self.services, self.runner, self.window_, self)  # the models load from the window's show
         self.models_button = self.model.models_button
+        self.title, self.incognito, self.dial = self.header.title, self.header.incognito, self.header.dial
         self.sessions = SessionList(self.services, self.runner)
         self.sessions.setMinimumWidth(200)
         splitter = QSplitter()
@@ -82,12 +85,14 @@ class ChatPanel(QWidget):
         side = QWidget()
         layout = QVBoxLayout(side)
         layout.setContentsMargins(6, 0, 0, 0)
-        layout.addLayout(self._top_bar())
+        layout.addWidget(self.header)
         layout.addWidget(self.banner)
         self.thread_view = MessageThread(EMPTY_TEXT)
         self.job_notes = JobNotes(self.services, self.runner, self)
         self.note = self.job_notes.label  # what the idle-time jobs changed, quietly
-        self.job_notes.noted.connect(self._show_job_note)
+        self.job_notes.noted.connect(getattr(self.window_, "set_status", lambda _text: None))  # the status bar too
+        self.memory_watch = MemoryWatch(self.services, self.runner, self.replies,
+                                        getattr(self.window_, "memories_changed", None), self)
         self.composer = Composer()
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)
@@ -99,31 +104,12 @@ class ChatPanel(QWidget):
         layout.addLayout(bottom)
         return side
 
-    def _top_bar(self) -> QHBoxLayout:
-        self.title = QLabel("New conversation")
-        self.title.setStyleSheet("font-size: 15px; font-weight: 600;")
-        self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # a long title never widens the window
-        self.incognito = QCheckBox("Incognito")
-        self.incognito.setToolTip("Nothing from these messages is stored or learned")
-        self.dial = QComboBox()
-        self.dial.addItems(DIALS)
-        self.dial.setCurrentText(self.services.settings.memory_dial if self.services.settings.memory_dial in DIALS
-                                 else "normal")
-        self.dial.setToolTip("How much Engram recalls for each reply: off uses no memories at all")
-        bar = QHBoxLayout()
-        bar.addWidget(self.title, 1)
-        bar.addWidget(self.model_button)
-        bar.addWidget(self.incognito)
-        bar.addWidget(QLabel("Memory:"))
-        bar.addWidget(self.dial)
-        return bar
-
     def _connect(self) -> None:
         self.composer.submitted.connect(self.send)
         self.send_button.clicked.connect(self._on_send_button)
         self.sessions.chosen.connect(self.open_session)
         self.sessions.new_requested.connect(self.new_conversation)
-        self.incognito.toggled.connect(self._on_incognito)
+        self.incognito.toggled.connect(self.composer.set_incognito)
         self.turns.prepared.connect(self._on_prepared)
         self.turns.chunk.connect(self._on_chunk)
         self.turns.finished.connect(self._on_finished)
@@ -137,11 +123,10 @@ class ChatPanel(QWidget):
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
         return getattr(background, "model_gate", None)
 
-    # -- the model -----------------------------------------------------------------------------------
+    # -- the model (app/ui/chat_header.py) -----------------------------------------------------------
 
     def check_model(self) -> None:
-        """Name the model in the header; show the way to Models when there is none to answer with."""
-        self.model.check()
+        self.header.check_model()  # its name, the banner when there is none, the models to switch to
 
     def _waiting_words(self, request: TurnRequest) -> str:
         return self.warmup.waiting_text() or ("Thinking…" if request.dial == "off" else "Recalling…")
@@ -205,7 +190,7 @@ class ChatPanel(QWidget):
             reply.set_used(turn.used)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
-        self._offer_regenerate()
+        self.reply_actions.offer_regenerate()
         self._scroll_to_end()
 
     def focus_search(self) -> None:
@@ -279,7 +264,7 @@ class ChatPanel(QWidget):
         reply.set_text("")
         reply.set_status(self._waiting_words(request))
         self.reply = reply
-        self._offer_regenerate()
+        self.reply_actions.offer_regenerate()
         self._set_streaming(True)
         self.turns.start(request)
         self._scroll_to_end()
@@ -320,7 +305,7 @@ class ChatPanel(QWidget):
             return
         reply.render()
         reply.set_episode(getattr(record, "episode_id", None))
-        self._offer_regenerate()
+        self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
         notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit."}
         incognito = reply.request.incognito
@@ -374,61 +359,14 @@ class ChatPanel(QWidget):
             self.sessions.drop(session_id)
         self.turns.discard_if_empty(session_id, on_done=done)
 
-    def _show_job_note(self, text: str) -> None:
-        if hasattr(self.window_, "set_status"):
-            self.window_.set_status(text)
-
-    # -- chips and thumbs ----------------------------------------------------------------------------
-
-    def open_memory(self, memory_id: int) -> None:
-        """Jump to the memory in the Memories panel."""
-        self.window_.open_memory(memory_id)
-
-    def veto(self, reply: MessageWidget, memory_id: int) -> None:
-        """Answer again without this memory, and lower its weight for a stored reply."""
-        if self.turns.busy:
-            return
-        request = self.turns.retry_without(reply.request, memory_id, reply.episode_id)
-        self.turns.veto(reply.episode_id, memory_id, on_done=lambda _r: self._begin_reply(reply, request))
-
-    def regenerate(self, reply: MessageWidget) -> None:
-        """Answer the last message again; a stored reply is rewritten in place (nothing new is learned)."""
-        if self.turns.busy or self._starting or reply.request is None:
-            return
-        self._begin_reply(reply, replace(reply.request, replaces=reply.episode_id))
-
-    def _offer_regenerate(self) -> None:
-        replies = self.replies()
-        for reply in replies:  # a reply that was never stored (its turn failed) is not offered: send it again
-            answered = reply.episode_id is not None or (reply.request is not None and reply.request.incognito)
-            reply.regenerate_button.setVisible(reply is replies[-1] and reply is not self.reply and answered)
-
-    def rate(self, reply: MessageWidget, rating: int | None) -> None:
-        if reply.episode_id is not None:
-            self.turns.rate(reply.episode_id, rating)
-
-    def undo_learned(self, reply: MessageWidget, memory_id: int, trash: bool) -> None:
-        """Undo under a reply: the memory that turn taught goes to the trash (Restore brings it back)."""
-        def done(_memory: Any) -> None:
-            row = reply.learned_row(memory_id)
-            if row is not None:
-                row.set_undone(trash)
-            self._memories_changed()
-        self.turns.undo_learned(memory_id, trash, on_done=done)
-
     # -- helpers -------------------------------------------------------------------------------------
 
     def _add_message(self, role: str, text: str = "") -> MessageWidget:
         message = MessageWidget(role, text)
         if role == "assistant":
-            message.memory_opened.connect(self.open_memory)
-            message.memory_vetoed.connect(lambda mid, m=message: self.veto(m, mid))
-            message.rated.connect(lambda rating, m=message: self.rate(m, rating))
-            message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
-            message.regenerate_requested.connect(lambda m=message: self.regenerate(m))
-            message.question_opened.connect(lambda: self.window_.show_panel("hypotheses"))
+            self.reply_actions.attach(message)
         self.thread_view.add(message)
-        self._offer_regenerate()
+        self.reply_actions.offer_regenerate()
         return message
 
     def message_widgets(self) -> list[MessageWidget]:
@@ -450,12 +388,9 @@ class ChatPanel(QWidget):
         if hasattr(self.window_, "set_status"):
             self.window_.set_status(text)
 
-    def _on_incognito(self, on: bool) -> None:
-        self.composer.setPlaceholderText("Incognito: nothing you write here is stored or learned…" if on else
-                                         "Message Engram…  (Return sends, Shift+Return for a new line)")
-
     def shutdown(self) -> None:
         self._closed = True
         self.warmup.stop()
         self.job_notes.stop()
+        self.memory_watch.stop()
         self.turns.shutdown()

@@ -20,9 +20,13 @@ class Composer(QPlainTextEdit):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setPlaceholderText("Message Engram…  (Return sends, Shift+Return for a new line)")
+        self.set_incognito(False)
         self.setTabChangesFocus(True)
         self.setFixedHeight(84)
+
+    def set_incognito(self, on: bool) -> None:
+        self.setPlaceholderText("Incognito: nothing you write here is stored or learned…" if on else
+                                "Message Engram…  (Return sends, Shift+Return for a new line)")
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
         sends = event.key() in (Qt.Key_Return, Qt.Key_Enter) and not event.modifiers() & Qt.ShiftModifier
@@ -116,12 +120,12 @@ class MemoryChip(QFrame):
     def __init__(self, memory_id: int, text: str, why: str = "") -> None:
         super().__init__()
         self.memory_id = memory_id
+        self.why = why
         self.setObjectName("memoryChip")
         self.setFrameShape(QFrame.StyledPanel)
         self.open_button = QToolButton()
-        self.open_button.setText(chip_label(text))
         self.open_button.setAutoRaise(True)
-        self.open_button.setToolTip(text + (f"\n\nWhy: {why}" if why else ""))
+        self.show_text(text)
         self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))
         self.veto_button = QToolButton()
         self.veto_button.setText("✕")
@@ -133,6 +137,23 @@ class MemoryChip(QFrame):
         row.setSpacing(0)
         row.addWidget(self.open_button)
         row.addWidget(self.veto_button)
+
+    def show_text(self, text: str, note: str = "") -> None:
+        self.open_button.setText(chip_label(text))
+        parts = [text, f"Why: {self.why}" if self.why else "", note]
+        self.open_button.setToolTip("\n\n".join(p for p in parts if p))
+
+    def show_memory(self, shown: Any) -> None:
+        """The memory as stored now, after a change made elsewhere: new words, or struck out once it is in the
+        trash (it opens there, where Restore is) or purged for good (None)."""
+        deleted = shown is None or shown.deleted
+        if shown is not None:
+            self.show_text(shown.statement, "In the trash: Restore it in Memories." if deleted else "")
+        font = self.open_button.font()
+        font.setStrikeOut(deleted)
+        self.open_button.setFont(font)
+        self.open_button.setEnabled(shown is not None)
+        self.veto_button.setVisible(not deleted)  # nothing to leave out of a reply any more
 
 
 class MarkdownView(QTextBrowser):

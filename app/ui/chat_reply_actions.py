@@ -1,0 +1,70 @@
+"""What a person can do under a reply: open a memory it used, veto it (answer again without it), rate the reply,
+answer the last message again, open or undo what the turn taught, and answer the question a conflicting fact
+raised. The panel hands each reply in (attach); model and store work goes through the TurnController's lanes."""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable, Sequence
+
+from PySide6.QtCore import QObject
+
+from app.ui.chat_widgets import MessageWidget
+
+
+class ReplyActions(QObject):
+    def __init__(self, turns: Any, window: Any, *, begin_reply: Callable[[MessageWidget, Any], None],
+                 replies: Callable[[], Sequence[MessageWidget]], streaming: Callable[[], MessageWidget | None],
+                 starting: Callable[[], bool], memories_changed: Callable[[], None],
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.turns = turns
+        self.window_ = window
+        self.begin_reply = begin_reply  # (reply, request): answer again, in that reply's place
+        self.replies = replies
+        self.streaming = streaming  # the reply being written now, if any
+        self.starting = starting  # a first message is creating its conversation
+        self.memories_changed = memories_changed
+
+    def attach(self, message: MessageWidget) -> None:
+        message.memory_opened.connect(self.open_memory)
+        message.memory_vetoed.connect(lambda mid, m=message: self.veto(m, mid))
+        message.rated.connect(lambda rating, m=message: self.rate(m, rating))
+        message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
+        message.regenerate_requested.connect(lambda m=message: self.regenerate(m))
+        message.question_opened.connect(lambda: self.window_.show_panel("hypotheses"))
+
+    def open_memory(self, memory_id: int) -> None:
+        """Jump to the memory in the Memories panel."""
+        self.window_.open_memory(memory_id)
+
+    def veto(self, reply: MessageWidget, memory_id: int) -> None:
+        """Answer again without this memory, and lower its weight for a stored reply."""
+        if self.turns.busy:
+            return
+        request = self.turns.retry_without(reply.request, memory_id, reply.episode_id)
+        self.turns.veto(reply.episode_id, memory_id, on_done=lambda _r: self.begin_reply(reply, request))
+
+    def regenerate(self, reply: MessageWidget) -> None:
+        """Answer the last message again; a stored reply is rewritten in place (nothing new is learned)."""
+        if self.turns.busy or self.starting() or reply.request is None:
+            return
+        self.begin_reply(reply, replace(reply.request, replaces=reply.episode_id))
+
+    def offer_regenerate(self) -> None:
+        replies, streaming = self.replies(), self.streaming()
+        for reply in replies:  # a reply that was never stored (its turn failed) is not offered: send it again
+            answered = reply.episode_id is not None or (reply.request is not None and reply.request.incognito)
+            reply.regenerate_button.setVisible(reply is replies[-1] and reply is not streaming and answered)
+
+    def rate(self, reply: MessageWidget, rating: int | None) -> None:
+        if reply.episode_id is not None:
+            self.turns.rate(reply.episode_id, rating)
+
+    def undo_learned(self, reply: MessageWidget, memory_id: int, trash: bool) -> None:
+        """Undo under a reply: the memory that turn taught goes to the trash (Restore brings it back)."""
+        def done(_memory: Any) -> None:
+            row = reply.learned_row(memory_id)
+            if row is not None:
+                row.set_undone(trash)
+            self.memories_changed()
+        self.turns.undo_learned(memory_id, trash, on_done=done)
