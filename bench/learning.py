@@ -176,7 +176,7 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
                 errors.extend(report.errors)
             if session is not None:
                 end_session(db, session)
-            reflection = reflect_every_session(db, SETTINGS, structured, embedder)
+            reflection = reflect_every_session(db, SETTINGS, structured, embedder, [s.text for s in statements])
             kept = [((m.subject, m.relation, m.object), m.is_active) for m in list_memories(db, status=None,
                                                                                             limit=100_000)]
         finally:

@@ -41,8 +41,15 @@ def score_hypotheses(claims: Sequence[str], gold: Sequence[GoldHypothesis] = GOL
             "hypotheses_unmatched": [c for c in claims if c not in matched][:10]}
 
 
-def reflect_every_session(db: Any, settings: Any, structured: Any, embedder: Any) -> dict[str, Any]:
-    """Reflect on each session as the idle job does; the claims kept and what grounding dropped."""
+def said_gold(texts: Sequence[str], gold: Sequence[GoldHypothesis] = GOLD_HYPOTHESES) -> list[GoldHypothesis]:
+    """The gold hypotheses whose evidence was all said (a --limit run says only the first statements)."""
+    return [g for g in gold if set(g.evidence) <= set(texts)]
+
+
+def reflect_every_session(db: Any, settings: Any, structured: Any, embedder: Any,
+                          said: Sequence[str]) -> dict[str, Any]:
+    """Reflect on each session as the idle job does; the claims kept (scored against the gold hypotheses the
+    statements said supports) and what grounding dropped."""
     from core.memory.reflect import reflect_session
     from core.store.hypotheses import list_hypotheses
 
@@ -54,7 +61,7 @@ def reflect_every_session(db: Any, settings: Any, structured: Any, embedder: Any
         except Exception as exc:  # a model that cannot produce the JSON: counted, the next session still runs
             errors.append(f"session {session}: {type(exc).__name__}: {exc}"[:200])
     claims = [h.claim for h in list_hypotheses(db)]
-    return {**score_hypotheses(claims), "hypotheses_dropped": dropped, "reflection_errors": errors,
+    return {**score_hypotheses(claims, said_gold(said)), "hypotheses_dropped": dropped, "reflection_errors": errors,
             "reflection_seconds": round(time.perf_counter() - started, 1)}
 
 

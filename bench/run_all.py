@@ -196,13 +196,15 @@ def _flat(r: dict, limit: int = 8) -> str:
 
 
 def _learning_summary(r: dict) -> str:
-    """Each model's run (bench/learning.py merges them into one file): precision, recall, junk, reconciliation."""
+    """Each model's run (bench/learning.py merges them into one file): facts, reconciliation, hypotheses."""
     def one(name: str, run: dict) -> str:
         return (f"{name} ({run.get('statements')} statements, {run.get('gold_facts')} gold facts): "
                 f"{run.get('kept')} kept of what it proposed, {run.get('dropped')} dropped with a reason; precision "
                 f"{run.get('precision')}, recall {run.get('recall')}, junk rate {run.get('junk_rate')}, "
                 f"reconciliation accuracy {run.get('reconciliation_accuracy')}; {run.get('seconds_per_statement')} s "
-                f"a statement")
+                f"a statement; hypotheses {run.get('hypotheses', '—')} kept, {run.get('hypotheses_dropped', '—')} "
+                f"dropped, precision {run.get('hypothesis_precision', '—')}, recall {run.get('hypothesis_recall', '—')}, "
+                f"injected {run.get('hypotheses_injected', '—')}")
     return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
 
 

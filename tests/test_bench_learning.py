@@ -92,6 +92,16 @@ def test_hypotheses_match_by_the_words_that_name_them_and_injected_ones_never_do
     assert score_hypotheses([])["hypothesis_precision"] is None
 
 
+def test_a_limited_run_is_scored_against_the_hypotheses_its_statements_support():
+    from bench.learning_gold import GOLD_HYPOTHESES
+    from bench.learning_hypotheses import said_gold
+    first = [s.text for s in GOLD[:12]]
+    kept = said_gold(first)
+    assert kept and len(kept) < len(GOLD_HYPOTHESES)
+    assert all(set(g.evidence) <= set(first) for g in kept)
+    assert said_gold([s.text for s in GOLD]) == list(GOLD_HYPOTHESES)
+
+
 def test_the_scripted_reflection_keeps_only_true_hypotheses_through_the_real_grounding(embedder):
     """Every gold claim proposed with its evidence passes the real grounding filters; none is injected."""
     result = run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD)
