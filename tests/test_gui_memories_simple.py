@@ -72,6 +72,8 @@ def test_the_chosen_view_is_remembered_across_restarts_merging_only_that_field(q
     window, panel = _window(qtbot, services)
     qtbot.mouseClick(panel.view_buttons["full"], Qt.LeftButton)
     assert panel.view() == "full" and panel.table.isVisible()
+    # the chosen view reads as chosen in either mode (bold), not only by Fusion's faint checked shade
+    assert panel.view_buttons["full"].font().bold() and not panel.view_buttons["simple"].font().bold()
     assert json.loads(settings_file.read_text(encoding="utf-8")) == {"chat_model": "/models/mine",
                                                                      "memories_view": "full"}
     window.runner.shutdown(wait=True)

@@ -135,6 +135,10 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         key = key if key in self.view_buttons else "simple"
         self.pages.setCurrentIndex(0 if key == "simple" else 1)
         self.view_buttons[key].setChecked(True)
+        for name, button in self.view_buttons.items():  # Fusion draws a checked button barely darker in dark mode
+            font = button.font()
+            font.setBold(name == key)
+            button.setFont(font)
         if remember and key != self.services.settings.memories_view:
             try:
                 settings = update_settings(self.services.data_dir, {"memories_view": key})
