@@ -125,3 +125,24 @@ def window_db(window):
     database = open_db(main.path, clock=main.clock)
     yield database
     database.close()
+
+
+@pytest.fixture
+def cli(tmp_path, embedder, monkeypatch, capsys):
+    """Run the CLI on a private data folder: cli(*argv, typed=None) -> (code, out, err); `typed` is what the user
+    types at a prompt. The real MiniLM is loaded once for the whole test run."""
+    import io
+
+    from app.cli.main import run_cli
+    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: embedder)
+    data_dir = tmp_path / "data"
+
+    def run(*argv: str, typed: str | None = None) -> tuple[int, str, str]:
+        capsys.readouterr()
+        if typed is not None:
+            monkeypatch.setattr("sys.stdin", io.StringIO(typed + "\n"))
+        code = run_cli(["--data-dir", str(data_dir), *argv])
+        out, err = capsys.readouterr()
+        return code, out, err
+    run.data_dir = data_dir
+    return run

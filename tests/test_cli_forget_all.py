@@ -1,29 +1,9 @@
 """`engram memory reject` ("this is wrong") and `engram memory forget-all` through app.cli.main.run_cli."""
 from __future__ import annotations
 
-import io
 import json
 
-import pytest
-
-from app.cli.main import run_cli
 from core.store.db import open_db
-
-
-@pytest.fixture
-def cli(tmp_path, embedder, monkeypatch, capsys):
-    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: embedder)
-    data_dir = tmp_path / "data"
-
-    def run(*argv: str, typed: str | None = None) -> tuple[int, str, str]:
-        capsys.readouterr()
-        if typed is not None:
-            monkeypatch.setattr("sys.stdin", io.StringIO(typed + "\n"))
-        code = run_cli(["--data-dir", str(data_dir), *argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-    run.data_dir = data_dir
-    return run
 
 
 def _ok(result) -> str:

@@ -7,27 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 from app.cli.main import run_cli
 from core.store.db import open_db
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def cli(tmp_path, embedder, monkeypatch, capsys):
-    """Run the CLI on a private data folder; the real MiniLM is loaded once for the whole test run."""
-    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: embedder)
-    data_dir = tmp_path / "data"
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        code = run_cli(["--data-dir", str(data_dir), *argv])
-        out, err = capsys.readouterr()
-        return code, out, err
-    run.data_dir = data_dir
-    return run
 
 
 def _ok(result) -> str:

@@ -9,25 +9,16 @@ import time
 import pytest
 
 from app.services.scheduling import plan
-from app.services.wiring import Services
 from core.assistant import Assistant, pending_learning
 from core.scheduler import Environment
 from core.store import jobs as store
 from core.store.memories import list_memories
 from tests.fakes import ScriptedChatModel, ScriptedStructuredModel
+from tests.test_cli_learning import ScriptedServices
 from tests.test_assistant import fact_reply
 
 AWAY = 3600.0  # seconds the user has been away: past the scheduler's idle minutes
 INSTRUMENTS = ("cello", "violin", "oboe")
-
-
-class ScriptedServices(Services):
-    """Services whose structured model is a scripted fake."""
-
-    model: ScriptedStructuredModel
-
-    def structured_model(self):
-        return self.model
 
 
 @pytest.fixture
