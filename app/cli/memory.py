@@ -258,6 +258,7 @@ def _typed(question: str) -> str:
     try:
         return input(question)
     except (EOFError, OSError):  # no terminal to type in (a pipe that ended, a closed stdin): nothing typed
+        print()  # end the prompt's line, so the refusal that follows reads on its own line
         return ""
 
 
