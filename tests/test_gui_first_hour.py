@@ -178,6 +178,7 @@ def test_the_welcome_screen_is_shown_once(qtbot, tmp_path):
     text = welcome.keeps.text() + welcome.model.text()
     assert f"one file on {this_machine()}" in text and str(home / "engram.db") in text
     assert "delete" in text and "Memories" in text  # how to see and wipe it
+    assert "Forget everything" in text and "backup" in text  # the wipe the app has, not a file to delete by hand
     named = [info for info in CURATED if info.name in welcome.model.text()]
     assert len(named) == 1 and (" GB download" in text or " MB download" in text)
     assert any(words in text for words in ("fits comfortably", "fits, but tightly", "is too big"))

@@ -42,8 +42,8 @@ def keeps_text(db_path: Path, machine: str) -> str:
             f"<p><b>Where.</b> In one file on {machine}:<br><code>{_escape(str(db_path))}</code><br>"
             f"The model runs on {machine} too: your conversations are not sent anywhere.</p>"
             f"<p><b>How to see or wipe it.</b> Memories lists everything Engram believes about you: open any memory "
-            f"to see where it came from, edit it, or delete it (Delete key). To wipe everything, quit Engram and "
-            f"delete that file.</p>")
+            f"to see where it came from, edit it, or delete it (Delete key). To wipe everything, Memories has "
+            f"<i>Forget everything</i>: it keeps a backup first, so it can be undone.</p>")
 
 
 def model_text(info: Any, budget: Any, machine: str, palette: Any = None) -> str:
