@@ -170,6 +170,11 @@ def test_an_empty_store_says_so_in_words_and_pinned_shows(qtbot, tmp_path, embed
     empty = panel.simple.empty
     assert empty.wordWrap() and "`" not in empty.text() and "engram " not in empty.text()
     assert not panel.simple.list.isVisibleTo(panel)
+    window.resize(1100, 760)
+    qtbot.wait(50)
+    heading = panel.simple.heading
+    # the heading keeps its own height at the top; the empty text takes the room the hidden list leaves
+    assert heading.height() <= heading.sizeHint().height() + 8 and heading.y() < 20
     memory = on_db_lane(window, lambda db: MemoryManager(db, embedder).add("User prefers metric units", pinned=True))
     with qtbot.waitSignal(panel.loaded, timeout=10000):
         panel.reload()

@@ -84,7 +84,7 @@ class SimpleMemories(QWidget):
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.addWidget(self.heading)
-        layout.addWidget(self.empty)
+        layout.addWidget(self.empty, 1)  # it takes the room the hidden list leaves: the heading stays on top
         layout.addWidget(self.list, 1)
         layout.addWidget(self.more)
 
