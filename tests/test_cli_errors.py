@@ -286,3 +286,24 @@ def test_the_gui_lanes_deliver_a_machine_failure_in_words(qtbot):
     assert "damaged" in str(got[0]) and "engram doctor" in str(got[0])
     assert "disk is full" in str(got[1])
     assert got[2].__class__ is InvalidInput and str(got[2]) == "kept as it is"
+
+
+@pytest.mark.parametrize("verb", ["show", "edit", "pin", "protect", "delete", "restore", "reject", "purge"])
+def test_an_id_that_is_not_a_number_is_a_usage_error_for_every_verb(folder, capsys, verb):
+    """`engram memory reject abc` exits 2 with argparse's message, as `memory show abc` does: the command line
+    does not parse, whichever verb it is (a later id in the list is checked as well as the first)."""
+    before = _digest(folder)
+    ids = ["abc"] if verb in ("show", "edit") else ["1", "abc"]
+    code = run_cli(["--data-dir", str(folder), "memory", verb, *ids])
+    err = capsys.readouterr().err
+    argument = "id" if verb in ("show", "edit") else "ids"
+    assert (code, err) == (2, f"engram: memory {verb}: argument {argument}: 'abc' is not an id (ids are whole "
+                              f"numbers, e.g. 12) (see `engram memory {verb} --help`)\n")
+    assert _digest(folder) == before
+
+
+def test_a_job_id_out_of_range_is_a_usage_error(folder, capsys):
+    code = run_cli(["--data-dir", str(folder), "jobs", "run", str(2**64)])
+    err = capsys.readouterr().err
+    assert (code, err) == (2, f"engram: jobs run: argument job: '{2**64}' is not an id (ids run from 1 to "
+                              f"{2**63 - 1}) (see `engram jobs run --help`)\n")

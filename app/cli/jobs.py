@@ -11,7 +11,7 @@ import json
 import signal
 from typing import TYPE_CHECKING, Any
 
-from app.cli.arguments import count, first_line, row_id
+from app.cli.arguments import UsageError, count, first_line, row_id
 from core.errors import EngramError, InvalidInput
 
 if TYPE_CHECKING:
@@ -112,8 +112,8 @@ def _job_to_run(args: argparse.Namespace, scheduler: Scheduler) -> Job:
     if args.job.lstrip("#").isascii() and args.job.lstrip("#").isdigit():
         try:
             job_id = row_id(args.job)
-        except argparse.ArgumentTypeError as exc:
-            raise InvalidInput(str(exc)) from None
+        except argparse.ArgumentTypeError as exc:  # a number that is not an id: the command line is wrong (exit 2)
+            raise UsageError(f"jobs run: argument job: {exc} (see `engram jobs run --help`)") from None
         job = store.get_job(scheduler.db, job_id)
         if job.state == "paused" or (job.state == "queued" and not job.run_now):
             job = scheduler.resume(job.id)

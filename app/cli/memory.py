@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for name, helptext in (("pin", "always keep in mind"), ("protect", "never forget or delete automatically")):
         flag = commands.add_parser(name, help=helptext)
-        flag.add_argument("ids", nargs="+")
+        flag.add_argument("ids", nargs="+", type=row_id)
         flag.add_argument("--off", action="store_true", help=f"un{name} instead")
         flag.add_argument("--reason", default="")
         flag.set_defaults(func=cmd_flag, flag_name=name)
@@ -72,13 +72,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for name, helptext in (("delete", "move memories to the trash"), ("restore", "bring memories back")):
         move = commands.add_parser(name, help=helptext)
-        move.add_argument("ids", nargs="+")
+        move.add_argument("ids", nargs="+", type=row_id)
         move.add_argument("--reason", default="")
         move.set_defaults(func=cmd_move, move_name=name)
 
     reject = commands.add_parser("reject", help="this is wrong: move it to the trash and never learn it again "
                                                 "(restoring it takes that back)")
-    reject.add_argument("ids", nargs="+")
+    reject.add_argument("ids", nargs="+", type=row_id)
     reject.set_defaults(func=cmd_reject)
 
     forget_all = commands.add_parser(
@@ -88,7 +88,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     forget_all.set_defaults(func=cmd_forget_all)
 
     purge = commands.add_parser("purge", help="erase trashed memories for good (their text leaves the file)")
-    purge.add_argument("ids", nargs="*")
+    purge.add_argument("ids", nargs="*", type=row_id)
     purge.add_argument("--all", action="store_true", help="empty the whole trash (memories and episodes)")
     purge.set_defaults(func=cmd_purge)
 
@@ -308,15 +308,9 @@ def cmd_reembed(args: argparse.Namespace, services: Any) -> int:
     return 0
 
 
-def _ids(values: list[str]) -> list[int]:
-    """Ids as typed (12 or #12), each once, in the order given."""
-    ids = []
-    for value in values:
-        try:
-            ids.append(row_id(value))
-        except argparse.ArgumentTypeError as exc:
-            raise InvalidInput(str(exc)) from None
-    return list(dict.fromkeys(ids))
+def _ids(values: list[int]) -> list[int]:
+    """The ids argparse parsed (12 or #12; anything else is a usage error, exit 2), each once, in the order given."""
+    return list(dict.fromkeys(values))
 
 
 def _memory_dict(memory: Memory) -> dict[str, Any]:
