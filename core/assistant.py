@@ -30,17 +30,18 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
   embedded, recallable word for word — until the chat is quiet again or `engram reflect` learns it
   (pending_learning, stored_turn); asked again before the usefulness rating, a yes skips only the rating.
 Recalled memories are quoted as data, never instructions (core.prompts.answer).
+Recall's blend learns from vetoes, thumbs and pins with the terms finish stored (core.memory.recall_learning).
 """
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from core.config import Settings
 from core.errors import EngramError, InvalidInput, NotFound
-from core.memory import hebbian
+from core.memory import hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
 from core.memory.dates import iso_day
@@ -91,6 +92,7 @@ class PreparedTurn:
     intents: tuple[str, ...] = ()
     context_tokens: int = 0
     left_out: tuple[int, ...] = ()  # memory ids recalled but cut by the token budget
+    recall_terms: dict[str, Any] | None = None  # the used memories' recall terms (core.memory.recall_learning)
 
 
 @dataclass(frozen=True)
@@ -159,8 +161,8 @@ class Assistant:
         reading = k > 0 and not incognito
         recent = [] if incognito else self._session_episodes(session_id)
         critical, intents = self._critical(user_text, excluded) if reading else ([], [])
-        recalled = (self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical},
-                                   {e.id for e in recent}) if reading else [])
+        recalled, hits = (self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical},
+                                         {e.id for e in recent}) if reading else ([], []))
         if history is None:
             history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
         instructions = self._instructions(session) if reading else ""
@@ -168,7 +170,9 @@ class Assistant:
                              instructions=instructions, profile=self._profile(instructions) if reading else (),
                              history=history)
         built = assemble(parts, self.chat.count_tokens, self._budget())
-        return _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
+        prepared = _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
+        return replace(prepared, recall_terms=recall_learning.snapshot(hits, [m.id for m in prepared.used],
+                                                                       self.settings))
 
     def _dial_share(self, dial: str) -> float:
         g = self.settings.generation
@@ -186,16 +190,16 @@ class Assistant:
         return items, [i.name for i in intents]
 
     def _recalled(self, user_text: str, k: int, now: float, exclude: tuple[MemoryId, ...], session_id: int | None,
-                  already: set[int], current: set[int]) -> list[ContextItem]:
-        """Recall's hits minus the critical facts already first and the turns already in the history."""
+                  already: set[int], current: set[int]) -> tuple[list[ContextItem], list[Any]]:
+        """Recall's hits minus the critical facts already first and the turns already in the history; all hits."""
         result = recall(self.db, self.embedder, query_of_message(user_text), k=k, settings=self.settings, now=now,
-                        exclude=exclude, session_id=session_id)
+                        exclude=exclude, session_id=session_id, blend=recall_learning.effective(self.db, self.settings))
         items = []
         for hit in result.hits:
             if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):
                 continue
             items.append(ContextItem(hit.kind, int(hit.id), hit.text, hit.why, score=float(hit.score)))
-        return items
+        return items, result.hits
 
     def _session_episodes(self, session_id: int | None) -> list[Episode]:
         """This session's latest turns, newest first (they go in the context as the conversation)."""
@@ -243,6 +247,7 @@ class Assistant:
         with self.db.transaction():
             episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces)
             turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used])
+            recall_learning.remember_reply(self.db, episode_id, prepared.recall_terms)
             hebbian.touch(self.db, used, at=prepared.at)
             turns.touch_episodes(self.db, prepared.used_episodes, at=prepared.at)
             hebbian.coactivate(self.db, used, at=prepared.at)
@@ -272,6 +277,7 @@ class Assistant:
         report = LearnReport()
         index_episodes(self.db, self.embedder, [turn.episode_id])
         report.indexed = True
+        recall_learning.collect_pins(self.db, self.settings)  # pins made since the last turn teach recall's blend
         if self.structured is None:
             report.skipped = "no structured model"
             return report
@@ -331,14 +337,17 @@ class Assistant:
     # -- the user's feedback (db lane) -----------------------------------------------------------------
 
     def veto(self, episode_id: int, memory_id: int) -> None:
-        """The user removed a chip: mark it vetoed for that reply and weaken its edges to the others."""
+        """The user removed a chip: mark it vetoed, weaken its edges to the others, teach recall (the first time)."""
         rows = turns.used_rows(self.db, episode_id)
         ids = [r["memory_id"] for r in rows]
         if int(memory_id) not in ids:
             raise NotFound(f"memory {memory_id} was not used by reply {episode_id}")
+        first = all(r["vetoed_at"] is None for r in rows if r["memory_id"] == int(memory_id))
         with self.db.transaction():
             turns.mark_vetoed(self.db, episode_id, memory_id, self.clock())
             hebbian.weaken(self.db, memory_id, ids, factor=self.settings.hebbian.veto_factor)
+            if first:
+                recall_learning.learn_veto(self.db, self.settings, episode_id, memory_id)
 
     def rate(self, episode_id: int, rating: int | None) -> None:
         """Thumbs up (+1), down (-1) or cleared (None); a thumbs up strengthens the reply's memories' edges."""
@@ -347,6 +356,7 @@ class Assistant:
         get_episode(self.db, episode_id)
         with self.db.transaction():
             self.db.execute("UPDATE episodes SET rating = ? WHERE id = ?", (rating, int(episode_id)))
+            recall_learning.learn_rating(self.db, self.settings, episode_id, rating)
             if rating == 1:
                 kept = [r["memory_id"] for r in turns.used_rows(self.db, episode_id) if r["vetoed_at"] is None]
                 hebbian.reinforce(self.db, kept, self.settings.hebbian)

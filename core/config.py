@@ -27,6 +27,7 @@ class RecallSettings:
     candidates: int = 50  # not a seed's: each retriever's pool before fusion and rescoring
     graph_hop_min_weight: float = 0.5  # only edges at least this strong are followed (MAGS)
     recency_half_life_days: float = 14.0  # short-term exponential decay (Exocortex)
+    learn: bool = True  # recall's blend is learnt from vetoes, pins and thumbs (core.memory.recall_learning)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from core.errors import InvalidInput
 from core.memory import recall_sources as sources
 from core.memory import scoring
 from core.memory.query import QueryAnalysis, analyse, stem, words_of
+from core.memory.recall_learning import RecallBlend, factors
 from core.memory.recall_sources import Candidate
 from core.memory.time_query import TimeWindow, time_window
 from core.protocols import Embedder
@@ -53,12 +54,14 @@ class RecallResult:
 
 def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, settings: Settings | None = None,
            now: float | None = None, include_history: bool = False, kinds: Sequence[str] = KINDS,
-           exclude: Iterable[int] = (), session_id: int | None = None) -> RecallResult:
+           exclude: Iterable[int] = (), session_id: int | None = None,
+           blend: RecallBlend | None = None) -> RecallResult:
     """The top-k memories and episodes for `query`.
 
     `exclude`: memory ids the user vetoed for this answer. `session_id`: the conversation in progress; its
     newest turns are already in the prompt, so they are not recalled. `include_history` also returns
-    invalidated, forgotten and trashed rows (marked as such in `why`)."""
+    invalidated, forgotten and trashed rows (marked as such in `why`). `blend`: what was learnt from the user's
+    vetoes, pins and thumbs (core.memory.recall_learning), which re-weighs the memories' terms."""
     settings = settings or Settings()
     k, kinds, vetoed = _checked(k, kinds, exclude)
     analysis = analyse(query)
@@ -84,6 +87,8 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
         speakers = _named_speakers(analysis, found) if kind == "episode" else set()
         scored.extend(_rescore(c, own.get(i, 0.0), context.get(i, {}) | {"speaker": i in speakers,
                                "in_window": _in_window(c, window)}, weights, settings, now) for i, c in found.items())
+    if blend is not None and blend.active:
+        _learnt(scored, blend, weights)
     scored.sort(key=lambda s: (-s.score, s.candidate.kind, s.candidate.id))
     relevant = [s for s in scored if s.breakdown["relevance"] > 0]  # recency alone is no reason to recall
     hits = [_hit(s, analysis, window) for s in relevant[:k]]
@@ -277,6 +282,15 @@ def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.S
     return _Scored(candidate, score, breakdown, links | {"edge": context.get("edge_weight", 0.0)})
 
 
+def _learnt(scored: list[_Scored], blend: RecallBlend, weights: scoring.ScoringWeights) -> None:
+    """Memories re-weighed by the blend learnt from the user (turns are not: the user's signals are about memories)."""
+    memories = [s for s in scored if s.candidate.kind == "memory"]
+    for s, factor in zip(memories, factors(blend, [s.breakdown for s in memories],
+                                           [s.candidate.row for s in memories], weights)):
+        s.score *= float(factor)
+        s.breakdown.update(learnt=float(factor), score=s.score)
+
+
 def _hit(scored: _Scored, analysis: QueryAnalysis, window: TimeWindow | None = None) -> RecallHit:
     candidate = scored.candidate
     text = _text(candidate)
@@ -314,6 +328,8 @@ def explain(scored: _Scored, analysis: QueryAnalysis, text: str, window: TimeWin
         parts.append("recent")
     if b["importance"] > 0.5:
         parts.append("important")
+    if abs(b.get("learnt", 1.0) - 1.0) >= 0.05:
+        parts.append(f"×{b['learnt']:.2f} learnt from your vetoes, pins and thumbs")
     status = _status(scored.candidate.row)
     if status:
         parts.append(status)

@@ -99,8 +99,8 @@ def load_rows(db: Database, kind: str, ids: Iterable[int]) -> dict[int, dict]:
         return {}
     marks = ",".join("?" * len(keys))
     if kind == "memory":
-        sql = ("SELECT id, statement AS text, kind AS type, confidence, importance, pinned, critical, created_at, "
-               "last_access, invalidated_at, forgotten_at, deleted_at, NULL AS session_id "
+        sql = ("SELECT id, statement AS text, kind AS type, confidence, importance, pinned, protected, permanent, "
+               "critical, created_at, last_access, invalidated_at, forgotten_at, deleted_at, NULL AS session_id "
                f"FROM memories WHERE id IN ({marks})")
     else:
         sql = ("SELECT id, user_text, assistant_text, speaker, 'episode' AS type, 1.0 AS confidence, "
