@@ -75,6 +75,7 @@ class SettingsPanel(QWidget):
         layout.addWidget(self._general_box())
         layout.addWidget(self._scheduler_box())
         layout.addWidget(self._learned_box())
+        layout.addWidget(self._recall_learned_box())
         self.save_button = QPushButton("Save settings")
         self.save_button.clicked.connect(self.save)
         self.saved_label = QLabel("")
@@ -195,6 +196,30 @@ class SettingsPanel(QWidget):
         self.runner.submit("db", read, on_done=self.learned_label.setText,
                            on_error=lambda exc: self.learned_label.setText(f"Could not read the learnt weights: {exc}"))
 
+    def _recall_learned_box(self) -> QGroupBox:
+        """What recall learnt from the memories removed, pinned and rated (core.memory.recall_learning)."""
+        box = QGroupBox("What recall learnt from you")
+        row = QHBoxLayout(box)
+        self.recall_learned_label = QLabel("")
+        self.recall_learned_label.setWordWrap(True)
+        self.reset_recall_button = QPushButton("Reset to defaults")
+        self.reset_recall_button.clicked.connect(lambda: self._show_recall_learned(reset=True))
+        row.addWidget(self.recall_learned_label, 1)
+        row.addWidget(self.reset_recall_button)
+        return box
+
+    def _show_recall_learned(self, reset: bool = False) -> None:
+        from core.memory import recall_learning
+
+        def read() -> str:
+            if reset:
+                recall_learning.reset(self.services.db)
+            else:  # pins made since the last reply are counted
+                recall_learning.collect_pins(self.services.db, self.services.settings)
+            return recall_learning.describe(self.services.db, self.services.settings)
+        self.runner.submit("db", read, on_done=self.recall_learned_label.setText,
+                           on_error=lambda exc: self.recall_learned_label.setText(f"Could not read it: {exc}"))
+
     def _about_box(self) -> QGroupBox:
         box = QGroupBox("About Engram")
         form = QFormLayout(box)
@@ -250,6 +275,7 @@ class SettingsPanel(QWidget):
         super().showEvent(event)
         self._list_installed()  # a model downloaded meanwhile is offered
         self._show_learned()  # restores made meanwhile are counted
+        self._show_recall_learned()
 
     def save(self) -> None:
         """Write only what the user changed here, merged into the file as it is now: a field changed elsewhere
