@@ -29,6 +29,8 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
   one: asked before extraction, a yes skips learning (report.skipped == BUSY) and the turn stays pending — stored,
   embedded, recallable word for word — until the chat is quiet again or `engram reflect` learns it
   (pending_learning, stored_turn); asked again before the usefulness rating, a yes skips only the rating.
+  learn claims the turn first, so two learners (the chat, the idle job, another process) never learn it twice; a
+  turn whose learning raises is tried again later and given up after three tries (core.store.turn_learning).
 Recalled memories are quoted as data, never instructions (core.prompts.answer).
 Recall's blend learns from vetoes, thumbs and pins with the terms finish stored (core.memory.recall_learning).
 """
@@ -54,7 +56,7 @@ from core.memory.rejected import drop_rejected
 from core.memory.reconcile import Outcome, reconcile_fact
 from core.prompts.rating import rating_messages, rating_schema
 from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
-from core.store import turns
+from core.store import turn_learning, turns
 from core.store.db import Database
 from core.store.episodes import add_episode, get_episode, list_episodes
 from core.store.memories import get_memories
@@ -65,7 +67,8 @@ from core.types import Episode, EpisodeId, MemoryId, SessionId
 DIALS = ("off", "light", "normal", "eager")
 RATINGS = (1, -1, None)
 BUSY = "busy: a reply came first"  # LearnReport.skipped when learning gave way; the turn is learned later
-PENDING, DONE = "pending", "done"  # an episode's metadata "learning": waiting to be learned, or learned
+PENDING, DONE = turn_learning.PENDING, turn_learning.DONE  # an episode's metadata "learning" (or FAILED: given up)
+TAKEN = "taken: learned already, given up, or being learned elsewhere"  # LearnReport.skipped
 
 
 @dataclass(frozen=True)
@@ -270,10 +273,28 @@ class Assistant:
 
     def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
         """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
-        says a reply needs the model first (see the module's docstring: the turn then stays pending)."""
+        says a reply needs the model first (see the module's docstring: the turn then stays pending).
+
+        The turn is claimed first (core.store.turn_learning): one learned already, given up, or being learned by
+        another learner is skipped (TAKEN). What raises is counted against the turn (a busy store is not) and
+        raised; after a few failures its learning is given up, and the turn stays as it was stored."""
         if turn.episode_id is None:
             return LearnReport(skipped="incognito" if turn.incognito else "no episode")
-        busy = busy or (lambda: False)
+        claim = turn_learning.claim(self.db, turn.episode_id, turn_learning.new_owner())
+        if claim is None:
+            return LearnReport(skipped=TAKEN)
+        try:
+            report = self._learn_claimed(turn, busy or (lambda: False))
+        except BaseException as exc:
+            turn_learning.failed(self.db, claim, exc)
+            raise
+        if report.skipped:
+            turn_learning.release(self.db, claim)
+        else:
+            turn_learning.done(self.db, claim)
+        return report
+
+    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool]) -> LearnReport:
         report = LearnReport()
         index_episodes(self.db, self.embedder, [turn.episode_id])
         report.indexed = True
@@ -289,7 +310,6 @@ class Assistant:
             report.rating_skipped = True
         else:
             self._rate_usefulness(turn, report)
-        _mark_learned(self.db, turn.episode_id)
         return report
 
     def stored_turn(self, episode_id: int) -> TurnRecord:
@@ -383,15 +403,9 @@ class Assistant:
 
 
 def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:
-    """Stored turns not learned from yet (skipped while busy, or the app quit first), oldest first."""
-    return [EpisodeId(r[0]) for r in db.execute(
-        "SELECT id FROM episodes WHERE json_extract(metadata, '$.learning') = ? AND deleted_at IS NULL "
-        "AND forgotten_at IS NULL ORDER BY created_at, id LIMIT ?", (PENDING, int(limit)))]
-
-
-def _mark_learned(db: Database, episode_id: int) -> None:
-    db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
-               (DONE, int(episode_id)))
+    """Stored turns not learned from yet (skipped while busy, or the app quit first), oldest first; not those a
+    live learner holds, nor one waiting to be tried again after a failure (core.store.turn_learning)."""
+    return [EpisodeId(i) for i in turn_learning.pending(db, limit)]
 
 
 def _prepared(session_id: int | None, user_text: str, built: AssembledContext, now: float, incognito: bool,

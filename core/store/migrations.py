@@ -11,6 +11,7 @@ from typing import Callable
 
 import apsw
 
+from core.store.migrations_later import v6_rejections, v7_turn_learning
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
 
@@ -374,28 +375,15 @@ def _v5_forgetting_features(conn: apsw.Connection) -> None:
         conn.execute(f"ALTER TABLE forgetting_events ADD COLUMN {column} REAL")
 
 
-_V6_REJECTIONS = """
--- "This is wrong": learning drops a fact with one of these keys (hashes, never text: a purge leaves none).
-CREATE TABLE rejections(
-    key TEXT PRIMARY KEY,
-    memory_id INTEGER,                        -- the memory it was said of; restoring that memory lifts it
-    created_at REAL NOT NULL
-) WITHOUT ROWID;
-CREATE INDEX rejections_memory ON rejections(memory_id);
-"""
-
-
-def _v6_rejections(conn: apsw.Connection) -> None:  # what the user said is wrong (core.memory.rejected)
-    conn.execute(_V6_REJECTIONS)
-
-
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial schema", _v1_initial_schema),
     Migration(2, "job queue, adapters and lineage", _v2_job_queue),
     Migration(3, "reply memories: per-reply attribution", _v3_reply_memories),
     Migration(4, "index the partitions of the vector tables", _v4_vector_partition_index),
     Migration(5, "forgetting events keep the terms they were scored with", _v5_forgetting_features),
-    Migration(6, "rejections: what the user said is wrong is not learned again", _v6_rejections),
+    Migration(6, "rejections: what the user said is wrong is not learned again", v6_rejections),
+    Migration(7, "turn learning: waiting turns indexed, claimed once, given up after a few failures",
+              v7_turn_learning),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

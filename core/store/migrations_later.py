@@ -1,0 +1,45 @@
+"""Schema migrations from 6 on, kept apart so core/store/migrations.py (1–5, and the ordered list) stays small.
+
+Same rules as there: a migration that has shipped is never edited; each runs once, inside a transaction with its
+bookkeeping row, so a crash half-way leaves the previous version whole and the next open runs it again.
+"""
+from __future__ import annotations
+
+import apsw
+
+_V6_REJECTIONS = """
+-- "This is wrong": learning drops a fact with one of these keys (hashes, never text: a purge leaves none).
+CREATE TABLE rejections(
+    key TEXT PRIMARY KEY,
+    memory_id INTEGER,                        -- the memory it was said of; restoring that memory lifts it
+    created_at REAL NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX rejections_memory ON rejections(memory_id);
+"""
+
+
+def v6_rejections(conn: apsw.Connection) -> None:  # what the user said is wrong (core.memory.rejected)
+    conn.execute(_V6_REJECTIONS)
+
+
+_V7_TURN_LEARNING = """
+-- The turns waiting to be learned, found without reading every episode's JSON (core.store.turn_learning's query
+-- repeats this WHERE word for word: SQLite uses a partial index only then).
+CREATE INDEX episodes_learning_pending ON episodes(created_at, id)
+    WHERE json_extract(metadata, '$.learning') = 'pending' AND deleted_at IS NULL AND forgotten_at IS NULL;
+
+-- Who is learning a turn now (claimed in one write transaction: two learners never learn it twice), how many
+-- tries it took and the last error. A row lives while the turn waits or after its learning was given up.
+CREATE TABLE turn_learning(
+    episode_id INTEGER PRIMARY KEY REFERENCES episodes(id) ON DELETE CASCADE,
+    owner TEXT,                               -- 'host:pid:token' of the learner holding it; NULL: nobody
+    claimed_at REAL,
+    attempts INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT NOT NULL DEFAULT '',
+    retry_at REAL                             -- after a failure, the idle pass waits until then
+);
+"""
+
+
+def v7_turn_learning(conn: apsw.Connection) -> None:
+    conn.execute(_V7_TURN_LEARNING)
