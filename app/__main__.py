@@ -6,6 +6,8 @@ import sys
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()  # before anything imports mlx (Linux: MLX's CPU wheel links a slow reference BLAS)
     if not argv:
         from app.ui.main_window import launch  # deferred: Qt loads only when the window is wanted
         return launch()

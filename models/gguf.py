@@ -30,7 +30,7 @@ from models.gguf_tokenizer import scalar, write_tokenizer
 
 Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
 ARCHITECTURES = ("llama", "qwen2")
-Q_BITS = (None, 4, 8)
+Q_BITS = (None, 4, 8, 32)  # 32: unquantized float32, the fastest where a fast BLAS serves MLX's CPU backend
 GGUF_GROUP = 32  # every GGUF block type MLX reads holds 32 weights per scale
 QUANT_GROUP = 64  # mlx-lm's default when Engram quantizes itself
 
@@ -57,12 +57,13 @@ def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | 
     """Write an mlx-lm model folder for `gguf_path` at `out_dir` (which must not exist yet).
 
     q_bits=None keeps the file's quantization where MLX holds it natively (lossless for Q4_0/Q4_1/Q8_0);
-    4 or 8 re-quantizes every matrix with MLX (groups of 64). The folder appears whole or not at all.
+    4 or 8 re-quantizes every matrix with MLX (groups of 64); 32 writes every weight as float32 (4× the 8-bit
+    size). The folder appears whole or not at all.
     """
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     report = progress or (lambda stage, fraction: None)
     if q_bits not in Q_BITS:
-        raise ModelError(f"q_bits must be 4, 8 or None (keep the file's own), not {q_bits!r}.")
+        raise ModelError(f"q_bits must be 4, 8, 32 (float32) or None (keep the file's own), not {q_bits!r}.")
     _check_paths(gguf_path, out_dir)
     report("reading", 0.0)
     weights, meta = read_gguf(gguf_path, progress=lambda done: report("reading", 0.3 * done))
@@ -237,6 +238,8 @@ def _write_weights(folder: Path, weights: dict, config: dict, q_bits: int | None
         if native:  # an F16/F32 file stays unquantized
             config["quantization"] = native
         model = _build_model(config, weights)
+    elif q_bits == 32:
+        model = _build_model(config, {name: value.astype(mx.float32) for name, value in _dequantized(weights).items()})
     else:
         model = _build_model(config, _dequantized(weights))
         report("quantizing", 0.6)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
+from models.cpu_blas import preload_fast_blas
 from models.prompt_cache import common_prefix
 from models.prompt_text import control_markers, neutralise
 
@@ -273,6 +274,7 @@ def watch_parent(parent: int, *, poll: float = 0.5, grace: float = 30.0,
 
 def main(argv: list[str]) -> int:
     os.umask(0o077)  # the adapter, optimizer state and checkpoints it writes hold what it learnt about the user
+    preload_fast_blas()  # before mlx loads: training's float32 matmuls on an optimized BLAS (Linux)
     watch_parent(os.getppid())
     report = Reporter()
     if len(argv) != 2 or argv[0] not in ("train", "evaluate"):

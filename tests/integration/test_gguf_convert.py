@@ -187,6 +187,17 @@ def test_requantizing_to_4_or_8_bits_loads(tiny_gguf, tmp_path):
         assert _next_token_logits(result.folder, [1, 2, 3]).shape[0] == 3
 
 
+def test_float32_keeps_the_files_weights_unquantized(tiny_gguf, tmp_path):
+    _, path = tiny_gguf
+    native = convert(path, tmp_path / "native", q_bits=None)
+    full = convert(path, tmp_path / "f32", q_bits=32)
+    assert full.bits == 32 and "quantization" not in json.loads((full.folder / "config.json").read_text())
+    ids = list(range(5, 60))
+    expected, got = _next_token_logits(native.folder, ids), _next_token_logits(full.folder, ids)
+    assert mx.mean(mx.argmax(expected, -1) == mx.argmax(got, -1)).item() > 0.99  # the same weights, dequantized
+    assert np.corrcoef(np.array(expected).ravel(), np.array(got).ravel())[0, 1] > 0.9999
+
+
 def test_the_packaged_smollm2_reads_the_same_through_both_readers(tmp_path):
     """MLX's own reader keeps Q4_1 blocks as they are; the gguf package (the K-quant route) dequantizes them."""
     from models.gguf import _read_dequantized
@@ -239,7 +250,7 @@ def test_a_file_that_is_not_gguf_is_refused(tmp_path, content, message):
 
 def test_bad_arguments_are_refused(tiny_gguf, tmp_path):
     _, path = tiny_gguf
-    with pytest.raises(ModelError, match="q_bits must be 4, 8 or None"):
+    with pytest.raises(ModelError, match=r"q_bits must be 4, 8, 32 \(float32\) or None"):
         convert(path, tmp_path / "out", q_bits=3)
     (tmp_path / "taken").mkdir()
     with pytest.raises(ModelError, match="already exists"):
