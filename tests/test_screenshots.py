@@ -75,12 +75,18 @@ def _mean_lightness(path) -> float:
     return sum(pixels) / len(pixels)
 
 
-@pytest.mark.slow
 def test_without_a_data_folder_a_throwaway_sample_is_built_and_removed(qtbot, tmp_path, embedder, monkeypatch):
+    """Where the pictures come from; the pictures themselves are the test above's (20 of them take ~25 s)."""
     from app.ui import screenshots
-    made = []
-    real = screenshots._sample_folder
-    monkeypatch.setattr(screenshots, "_sample_folder", lambda e: made.append(real(e)) or made[-1])
-    files = screenshots.take_screenshots(tmp_path / "shots", embedder=embedder)
-    assert len(files) == 2 * (len(PANELS) + 2) and all(f.stat().st_size > 10_000 for f in files)
-    assert made and not made[0].parent.exists()
+    seen = []
+
+    def shoot(_app, services, out_dir, _embedder):
+        seen.append((services.data_dir, services.db.scalar("SELECT count(*) FROM memories")))
+        services.close()
+        return []
+
+    monkeypatch.setattr(screenshots, "_shoot", shoot)
+    assert screenshots.take_screenshots(tmp_path / "shots", embedder=embedder) == []
+    (folder, memories), = seen
+    assert memories >= 15 and folder.name == "data"  # shot from a seeded sample…
+    assert not folder.parent.exists()  # …that is gone afterwards
