@@ -5,6 +5,8 @@ same queries in the same run:
   - what a user waits for: the query's embedding (one message at a time, nothing cached) plus Engram's recall of
     memories (k=10; vector prefilter + float rescoring, BM25, fusion, rescoring) — `recall_with_embedding_ms`;
   - its parts: the single-message embedding alone, and recall with the query's vector already cached;
+  - that recall again with a blend learnt from the user's vetoes in place, read from the store as a turn reads it
+    (core.memory.recall_learning: every memory candidate re-weighed) — `recall_learnt_blend_ms`;
   - the vector search alone (core.store.vectors.knn);
   - the exact baseline: numpy brute-force cosine over all N float vectors in memory, on one BLAS thread as
     SQLite runs on one (default BLAS threads fought the bench's own thread: 8.0 vs 0.47 ms at 10k in one run);
@@ -76,6 +78,7 @@ def run(n: int, query_count: int, cache: Path, *, real: int | None = None, log=p
         full_ms, _ = _time(lambda q: recall(db, embedder, q, k=K, kinds=("memory",)),
                            asked, before=lambda q: _forget_query(embedder, q))
         recall_ms, _ = _time(lambda q: recall(db, embedder, q, k=K, kinds=("memory",)), asked)  # now cached
+        learnt_ms = _time_learnt(db, embedder, asked)
         size_mb = sum(p.stat().st_size for p in Path(folder).glob("bench.db*")) / 1e6  # with its WAL and SHM
         db.close()
     peer = _peer_hnsw(matrix, query_vectors, exact_ids, log)
@@ -84,11 +87,25 @@ def run(n: int, query_count: int, cache: Path, *, real: int | None = None, log=p
         "embedder": embedder.name, "embedder_class": type(embedder).__name__, "embed_sentences_per_s": embed_rate,
         "kinds": ["memory"], "recall_with_embedding_ms": _percentiles(full_ms),
         "embed_query_ms": _percentiles(embed_ms), "recall_ms": _percentiles(recall_ms),
+        "recall_learnt_blend_ms": _percentiles(learnt_ms),
         "ingest_rows_per_s": round(ingest_rate, 1), "store_mb_with_wal": round(size_mb, 1),
         "vector_knn_ms": _percentiles(knn_ms), "exact_numpy_one_thread_ms": _percentiles(exact_ms),
         "knn_recall_at_10_vs_exact": round(_overlap(knn_ids, exact_ids), 4), "peer_hnsw": peer,
         "load_average_1m_at_end": load_average(),
     }
+
+
+def _time_learnt(db, embedder, asked: list[str]) -> list[float]:
+    """Recall as a turn makes it once the user's vetoes have taught the blend (the weights 12 vetoes of word-only
+    matches learnt in tests/test_recall_learning_store.py), the stored blend read on every query."""
+    from core.config import Settings
+    from core.memory import recall_learning
+    with db.transaction():
+        recall_learning.save(db, recall_learning.RecallBlend(weights=(0.07, -0.48, 0.0, 0.0, 0.0), vetoes=12))
+    settings = Settings()
+    timed, _ = _time(lambda q: recall(db, embedder, q, k=K, kinds=("memory",), settings=settings,
+                                      blend=recall_learning.effective(db, settings)), asked)
+    return timed
 
 
 def _embeddings(embedder, texts: list[str], cache: Path, log) -> tuple[np.ndarray, float | None]:

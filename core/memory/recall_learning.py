@@ -76,15 +76,20 @@ class RecallBlend:
 
 def terms(breakdown: Mapping[str, float], weights: scoring.ScoringWeights) -> tuple[float, ...]:
     """A memory's five terms in [0, 1], from recall's breakdown of its score (core.memory.recall._rescore)."""
-    meaning = float(breakdown.get("similarity", 0.0))
-    own, total = float(breakdown.get("own", 0.0)), weights.vector_weight + weights.bm25_weight
-    words = (total * own - weights.vector_weight * meaning) / weights.bm25_weight if weights.bm25_weight > 0 else 0.0
-    relevance = float(breakdown.get("relevance", 0.0))
-    link = float(breakdown.get("graph", 0.0)) / relevance if relevance > 0 else 0.0
-    cap = weights.recency_cap
-    recency = float(breakdown.get("recency", 0.0)) / cap if cap > 0 else 0.0
-    values = ol.finite(np.array([meaning, words, link, recency, float(breakdown.get("importance", 0.0))]), 0.0, 1.0)
-    return tuple(round(float(v), 3) for v in values)
+    return tuple(round(float(v), 3) for v in _term_matrix([breakdown], weights)[0])
+
+
+def _term_matrix(breakdowns: Sequence[Mapping[str, float]], weights: scoring.ScoringWeights) -> np.ndarray:
+    """One row of terms a memory, computed a column at a time (recall calls this for every memory candidate)."""
+    raw = ol.finite(np.array([[b.get(key, 0.0) for key in ("similarity", "own", "graph", "relevance", "recency",
+                                                           "importance")] for b in breakdowns], dtype=np.float64),
+                    0.0, 1e6)  # a damaged value is held to a finite range
+    meaning, own, graph, relevance, recency, importance = raw.T
+    v, w = weights.vector_weight, weights.bm25_weight
+    words = ((v + w) * own - v * meaning) / w if w > 0 else np.zeros(len(raw))  # the fused score, undone
+    link = np.divide(graph, relevance, out=np.zeros(len(raw)), where=relevance > 0)
+    fresh = recency / weights.recency_cap if weights.recency_cap > 0 else np.zeros(len(raw))
+    return ol.finite(np.column_stack([meaning, words, link, fresh, importance]), 0.0, 1.0)
 
 
 def shielded(row: Mapping[str, Any]) -> bool:
@@ -97,11 +102,12 @@ def factors(blend: RecallBlend, breakdowns: Sequence[Mapping[str, float]], rows:
     """Each memory candidate's multiplier: exp(w·(x − x̄)) within [½, 2], and never below 1 when shielded."""
     if not breakdowns:
         return np.ones(0)
-    x = np.array([terms(b, weights) for b in breakdowns])
+    x = _term_matrix(breakdowns, weights)
     z = np.clip((x - x.mean(axis=0)) @ blend.vector(), -math.log(MAX_FACTOR), math.log(MAX_FACTOR))
     result = np.exp(z)
-    shield = np.array([shielded(r) for r in rows], dtype=bool)
-    result[shield] = np.maximum(result[shield], 1.0)
+    for i in np.flatnonzero(result < 1.0):
+        if shielded(rows[i]):
+            result[i] = 1.0
     return result
 
 
