@@ -200,8 +200,9 @@ def learn_rating(db: Database, settings: Settings, episode_id: int, rating: int 
 def collect_pins(db: Database, settings: Settings) -> int:
     """Pins made since the last look (memory_history): each pinned memory that a reply used within
     PIN_WINDOW_DAYS before the pin says that recall was right to bring it. Returns how many were learnt."""
-    if not settings.recall.learn:
-        return 0
+    if not settings.recall.learn or not db.scalar("SELECT 1 FROM memory_history WHERE action = 'pin' AND id > ? "
+                                                  "LIMIT 1", (load(db).pins_seen,)):
+        return 0  # nothing new: no write (Settings asks each time it is shown)
     with db.transaction():
         blend = load(db)
         pins = db.query("SELECT id, memory_id, at FROM memory_history WHERE action = 'pin' AND id > ? ORDER BY id",
