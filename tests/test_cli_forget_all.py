@@ -51,4 +51,4 @@ def test_forget_all_asks_for_the_word_and_a_wrong_word_changes_nothing(cli):
     assert code == 1 and len(err.strip().splitlines()) == 1 and "nothing was erased" in err
     assert _counts(cli.data_dir) == before and not (cli.data_dir / "backups").exists()
     out = _ok(cli("memory", "forget-all", typed="FORGET"))
-    assert "erased 1 memories" in out and _counts(cli.data_dir)["memories"] == 0
+    assert "erased 1 memory, 0 conversation turns" in out and _counts(cli.data_dir)["memories"] == 0

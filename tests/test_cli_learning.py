@@ -51,7 +51,7 @@ def test_reflect_then_confirm_reject_edit_hypotheses(services, capsys):
         {"action": "finish", "query": "", "open_goals": [], "closed_goals": [],
          "hypotheses": [{"dimension": "style", "claim": "Prefers short answers", "evidence": [episode]}]}]})
     assert run(services, "reflect") == 0
-    assert "1 new hypotheses" in capsys.readouterr().out
+    assert "1 new hypothesis," in capsys.readouterr().out
     (h,) = hypotheses.list_hypotheses(db)
     assert run(services, "hypotheses", "list") == 0 and "Prefers short answers" in capsys.readouterr().out
     assert run(services, "hypotheses", "confirm", str(h.id)) == 0
@@ -70,7 +70,7 @@ def test_forget_preview_run_log_undo(services, capsys):
     assert run(services, "forget", "--preview") == 0
     assert f"memory   {old:>6}  retention" in capsys.readouterr().out
     assert get_memory(db, old).is_active
-    assert run(services, "forget", "--run") == 0 and "archived 1 facts" in capsys.readouterr().out
+    assert run(services, "forget", "--run") == 0 and "archived 1 fact," in capsys.readouterr().out
     assert get_memory(db, old).status == "forgotten"
     assert run(services, "forget", "--log", "--json") == 0
     (event,) = json.loads(capsys.readouterr().out)

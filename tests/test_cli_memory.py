@@ -53,11 +53,11 @@ def test_delete_restore_purge(cli):
     assert "moved to the trash" in _ok(cli("memory", "delete", "1", "2"))
     assert "no memories match" in _ok(cli("memory", "list"))
     assert "#1 restored" in _ok(cli("memory", "restore", "#1"))
-    assert "purged 1 memories" in _ok(cli("memory", "purge", "2"))
+    assert "purged 1 memory and 0 episodes" in _ok(cli("memory", "purge", "2"))
     code, _, err = cli("memory", "purge")
     assert code == 1 and "--all" in err
     _ok(cli("memory", "delete", "1"))
-    assert "purged 1 memories and 0 episodes" in _ok(cli("memory", "purge", "--all"))
+    assert "purged 1 memory and 0 episodes" in _ok(cli("memory", "purge", "--all"))
     assert json.loads(_ok(cli("memory", "list", "--status", "all", "--json"))) == []
 
 
@@ -65,14 +65,14 @@ def test_export_then_import_into_another_folder(cli, tmp_path):
     _ok(cli("memory", "add", "Ana lives in Lisbon", "--protect"))
     _ok(cli("memory", "edit", "1", "--confidence", "0.5"))
     path = tmp_path / "out.json"
-    assert "1 memories, 3 history" in _ok(cli("memory", "export", str(path)))
+    assert "0 sessions, 0 episodes, 1 memory, 3 history rows, 0 edges" in _ok(cli("memory", "export", str(path)))
     other = tmp_path / "other"
     code = run_cli(["--data-dir", str(other), "memory", "import", str(path)])
     assert code == 0
     code = run_cli(["--data-dir", str(other), "memory", "import", str(path)])
     assert code == 0
     code, out, _ = cli("memory", "import", str(path))  # into the store it came from: nothing is doubled
-    assert "imported 0 memories" in out and "already here, not added again: 1 memories" in out
+    assert "imported 0 memories" in out and "already here, not added again: 1 memory, 0 episodes, 0 sessions" in out
     listed = json.loads(_ok(cli("memory", "list", "--json")))
     assert [m["id"] for m in listed] == [1] and all(m["protected"] for m in listed)
     other_db = open_db(other / "engram.db")
@@ -93,7 +93,7 @@ def test_search_prints_hits_with_why(cli):
 
 def test_reembed(cli):
     _ok(cli("memory", "add", "Ana lives in Lisbon"))
-    assert "re-embedded 1 memories and episodes" in _ok(cli("memory", "reembed"))
+    assert "re-embedded 1 memory or episode" in _ok(cli("memory", "reembed"))
 
 
 def test_python_dash_m_app_entry(tmp_path):

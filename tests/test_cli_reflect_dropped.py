@@ -32,7 +32,8 @@ def test_reflect_prints_what_it_left_out_with_reasons(services, capsys):
     args = build_parser().parse_args(["reflect"])
     assert args.func(args, services) == 0
     (line,) = capsys.readouterr().out.splitlines()
-    assert line.startswith(f"conversation {session}: 1 new hypotheses")
+    assert line.startswith(f"conversation {session}: 1 new hypothesis, 0 strengthened, 0 kept rejected, "
+                           "0 goals opened, 0 closed")
     assert line.endswith("; left out: 1 hypothesis not language, 1 hypothesis not supported by its evidence, "
                          "1 goal cites no episode it was shown")
     assert [h.claim for h in hypotheses.list_hypotheses(services.db)] == ["Prefers short answers"]

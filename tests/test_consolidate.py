@@ -60,7 +60,7 @@ def test_a_summary_keeps_only_sentences_its_conversations_support(db, clock, emb
     taxes = get_memory(db, get_episode(db, ids[3]).summary_id).statement
     assert garden.startswith("The user grows tomatoes and basil in the garden.")
     assert "Mars" not in garden + taxes and "Paris" not in garden + taxes
-    assert taxes.startswith("Summary of 2 conversation turn(s)") and "tomatoes" not in taxes  # nothing of it held
+    assert taxes.startswith("Summary of 2 conversation turns") and "tomatoes" not in taxes  # nothing of it held
     assert report.dropped == {"not in its conversations": 3, "not language": 2}
 
 

@@ -228,6 +228,20 @@ def test_the_note_reads_what_the_real_forgetting_job_reports(db, clock, embedder
                              f"old turn{'' if turns == 1 else 's'}; you can restore them in Memories.")
 
 
+@pytest.mark.parametrize("kind, message, note", [
+    ("reflection", "conversation 3: 1 new hypothesis, 1 strengthened",
+     "Reflected on your last conversation: 1 new hypothesis, 1 strengthened."),
+    ("consolidation", "1 summary, 1 similarity edge, 0 made permanent",
+     "Tidied your memories: 1 summary, 1 new link, 0 made permanent."),
+    ("forgetting", "archived 1 fact, compacted 1 turn into 1 summary",
+     "Let go of 1 unused memory and summarised 1 old turn; you can restore them in Memories."),
+])
+def test_the_note_reads_a_job_message_that_counts_one(kind, message, note):
+    """The jobs say "1 fact", not "1 facts" (core.words): the note still reads them."""
+    from app.ui.chat_learning import job_note
+    assert job_note(SimpleNamespace(kind=kind, state="done", message=message)) == note
+
+
 def test_a_fact_that_conflicts_with_a_pinned_memory_leads_to_the_question(qtbot, window):
     from core.store.memories import set_flag
     pinned = on_db(window, lambda db: add_memory(db, "User lives in Lisbon", subject="user", relation="lives_in",

@@ -136,7 +136,7 @@ def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, 
         panel.run_now("forgetting")
     final = finished.args[0]
     assert final.state == "done" and final.progress == 1.0, final.last_error
-    assert "archived 1 facts" in final.message
+    assert "archived 1 fact," in final.message
     assert [e.item_id for e in forget.list_events(window_db)] == [stale]
     qtbot.waitUntil(lambda: panel.jobs_model.rowCount() == 1 and panel.jobs_model.text(0, 1) == "done", timeout=10000)
     assert panel.jobs_model.index(0, 2).data(BAR_ROLE) == 1.0

@@ -104,12 +104,17 @@ def test_purge_asks_first_and_then_erases(qtbot, panel, seeded):
     _, (_, _, short) = seeded
     panel.select_memory(short)
     _act(qtbot, panel, panel.on_delete)
-    panel.confirm = lambda question: False
+    _act(qtbot, panel, lambda: panel.status.setCurrentText("trashed"))
+    panel.select_memory(short)
+    asked = []
+    panel.confirm = lambda question: asked.append(question) or False
     panel.on_purge()
+    assert asked[0].startswith("Purge 1 selected memory? ")
     assert _memory(panel, short).status == "trashed"  # declined: nothing purged
     panel.confirm = lambda question: True
     _act(qtbot, panel, panel.on_purge)
     assert on_db_lane(panel, lambda db: db.scalar("SELECT count(*) FROM memories WHERE id = ?", (short,))) == 0
+    assert panel.message.text() == "Purged 1 memory and 0 conversation turns for good."  # one, not "1 memories"
 
 
 def test_detail_pane_shows_history_and_source(qtbot, panel, seeded):

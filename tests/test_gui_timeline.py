@@ -152,3 +152,13 @@ def test_plots_follow_a_dark_palette(qtbot):
     finally:
         app.setPalette(light)
     assert not is_dark()
+
+
+@pytest.mark.parametrize("days_left, words", [
+    (None, "not within the horizon"), (0.0, "at the next forgetting pass"), (0.4, "within a day"),
+    (1.0, "in 1 day"), (1.9, "in 1 day"), (2.0, "in 2 days"), (30.2, "in 30 days"),
+])
+def test_days_left_in_words_agree_with_the_number_shown(days_left, words):
+    """1.5 days is shown as 1 day, not "1 days"; less than a day is not "in 0 days"."""
+    from app.ui.timeline_state import days_text
+    assert days_text(days_left) == words

@@ -137,7 +137,7 @@ def test_a_purge_beside_another_reader_cleans_the_backups_now_and_the_wal_when_t
     capsys.readouterr()
     assert run_cli(["--data-dir", str(folder), "memory", "purge", "1", "1"]) == 0
     out = capsys.readouterr().out
-    assert "purged 1 memories" in out and "removed 1 upgrade backup" in out
+    assert "purged 1 memory and 0 episodes" in out and "removed 1 upgrade backup" in out
     assert "pending until the other reader closes" in out
     assert list((folder / "backups").glob("engram-*.db")) == []
     reader.execute("COMMIT")

@@ -17,6 +17,7 @@ from collections import deque
 from typing import Any, Callable
 
 from core.assistant import BUSY
+from core.words import counted
 
 
 class BackgroundLearner:
@@ -122,7 +123,7 @@ def learned_words(report: Any) -> str:
     """What one turn taught, in a few words ('' when nothing worth a line)."""
     notes = []
     if report.facts:
-        notes.append(f"learned {len(report.facts)} fact{'s' if len(report.facts) != 1 else ''}")
+        notes.append(f"learned {counted(len(report.facts), 'fact')}")
     if report.errors:
         notes.append("could not learn from this: " + _short(report.errors[0]))
     return " | ".join(notes)

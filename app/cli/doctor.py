@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import EngramError
+from core.words import counted
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -95,7 +96,7 @@ def _rebuild(path: Path, services: Any) -> int:
     finally:
         conn.close()
     repaired = _repair_vectors(services)
-    print("Rebuilt " + ", ".join(done) + (f"; made {repaired} missing vector(s)" if repaired else "") + ".")
+    print("Rebuilt " + ", ".join(done) + (f"; made {counted(repaired, 'missing vector')}" if repaired else "") + ".")
     return 0
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 from app.cli.arguments import count, row_id
 from core.errors import InvalidInput
+from core.words import counted
 
 # core.store.hypotheses.STATUSES, named here so that parsing the command line opens no SQLite (a test keeps them equal)
 HYPOTHESIS_STATUSES = ("open", "confirmed", "rejected")
@@ -83,27 +84,32 @@ def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
             print(f"[{n}/{len(sessions)}] conversation {session_id}: {words}", file=sys.stderr, flush=True)
         report = reflect.reflect_session(db, services.settings, model, session_id, embedder=services.embedder,
                                          progress=progress)
-        print(f"conversation {session_id}: {len(report.added)} new hypotheses, {len(report.strengthened)} "
-              f"strengthened, {len(report.kept_rejected)} kept rejected, {len(report.goals_opened)} goals opened, "
-              f"{len(report.goals_closed)} closed" + (f"; searched {report.searches}" if report.searches else "")
-              + _dropped_line(report.dropped_counts()))
+        searched = ", ".join(repr(query) for query in report.searches)
+        print(f"conversation {session_id}: {counted(len(report.added), 'new hypothesis')}, "
+              f"{len(report.strengthened)} strengthened, {len(report.kept_rejected)} kept rejected, "
+              f"{counted(len(report.goals_opened), 'goal')} opened, {len(report.goals_closed)} closed"
+              + (f"; searched for {searched}" if searched else "") + _dropped_line(report.dropped_counts()))
     return 0
 
 
 def _learn_waiting(services: Any, model: Any, waiting: list[int]) -> None:
     from core.assistant import Assistant
-    print(f"learning {len(waiting)} turn{'' if len(waiting) == 1 else 's'} the chat left for later",
+    print(f"learning {counted(len(waiting), 'turn')} the chat left for later",
           file=sys.stderr, flush=True)
     assistant = Assistant(services.db, services.embedder, None, model, services.settings)  # learns, never answers
     for n, episode_id in enumerate(waiting, 1):
         report = assistant.learn(assistant.stored_turn(episode_id))
-        print(f"[{n}/{len(waiting)}] turn {episode_id}: {len(report.facts)} facts kept, {len(report.dropped)} "
-              f"left out" + (f" ({report.errors[0]})" if report.errors else ""), file=sys.stderr, flush=True)
+        print(f"[{n}/{len(waiting)}] turn {episode_id}: {counted(len(report.facts), 'fact')} kept, "
+              f"{len(report.dropped)} left out" + (f" ({report.errors[0]})" if report.errors else ""),
+              file=sys.stderr, flush=True)
 
 
 def _dropped_line(counts: dict[str, int]) -> str:
-    """What reflection left out and why, on the same line: "; left out: 2 hypothesis not language, ..."."""
-    return "; left out: " + ", ".join(f"{n} {why}" for why, n in counts.items()) if counts else ""
+    """What reflection left out and why, on the same line: "; left out: 2 hypotheses not language, ..."."""
+    def said(n: int, what_and_why: str) -> str:
+        what, _, why = what_and_why.partition(" ")  # "hypothesis not language": the thing, then the reason
+        return f"{counted(n, what)} {why}".rstrip()
+    return "; left out: " + ", ".join(said(n, key) for key, n in counts.items()) if counts else ""
 
 
 def cmd_forget(args: argparse.Namespace, services: Any) -> int:
@@ -128,8 +134,9 @@ def cmd_forget(args: argparse.Namespace, services: Any) -> int:
               "nothing would be forgotten now")
         return 0
     result = forget.forgetting_pass(db, settings, embedder=services.embedder)
-    print(f"archived {len(result.archived)} facts, compacted {len(result.compacted)} conversation turns into "
-          f"{len(result.summaries)} summaries ({result.seconds:.1f}s); `engram forget --log` lists them, "
+    print(f"archived {counted(len(result.archived), 'fact')}, compacted "
+          f"{counted(len(result.compacted), 'conversation turn')} into "
+          f"{counted(len(result.summaries), 'summary')} ({result.seconds:.1f}s); `engram forget --log` lists them, "
           "`engram forget --undo EVENT` brings one back")
     return 0
 
@@ -139,7 +146,7 @@ def _forget_weights(args: argparse.Namespace, db: Any, settings: Any) -> int:
     if args.reset_weights:
         signals = learned.load(db, settings).signals
         learned.reset(db)
-        print(f"forgetting weights reset to the defaults ({signals} signal{'' if signals == 1 else 's'} set aside)")
+        print(f"forgetting weights reset to the defaults ({counted(signals, 'signal')} set aside)")
         return 0
     if args.json:
         weights = learned.load(db, settings)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from app.cli.arguments import count, real, row_id
 from core.errors import InvalidInput
+from core.words import counted
 
 if TYPE_CHECKING:
     from core.types import Memory
@@ -17,6 +18,8 @@ if TYPE_CHECKING:
 MEMORY_KINDS = ("episodic", "semantic", "summary")
 
 STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
+EXPORTED_WORDS = {"sessions": "session", "episodes": "episode", "memories": "memory", "history": "history row",
+                  "edges": "edge"}  # core.store.export.SECTIONS, each as one of it is called
 FORGET_WORD = "FORGET"  # typed to confirm forget-all: a word, not y/n, so it is never said by reflex
 
 
@@ -276,8 +279,8 @@ def cmd_purge(args: argparse.Namespace, services: Any) -> int:
         raise InvalidInput("give the ids of trashed memories to purge, or --all to empty the whole trash")
     manager = _store_only(services)
     result = manager.purge() if args.all else manager.purge(memory_ids=_ids(args.ids))
-    print(f"purged {result.memories} memories and {result.episodes} episodes for good"
-          + (f"; removed {result.backups_removed} upgrade backup(s) that still held their text"
+    print(f"purged {counted(result.memories, 'memory')} and {counted(result.episodes, 'episode')} for good"
+          + (f"; removed {counted(result.backups_removed, 'upgrade backup')} that still held their text"
              if result.backups_removed else ""))
     if result.scrub_pending:
         print("Older copies of their pages in the write-ahead log are erased as soon as the other Engram process "
@@ -288,23 +291,27 @@ def cmd_purge(args: argparse.Namespace, services: Any) -> int:
 
 def cmd_export(args: argparse.Namespace, services: Any) -> int:
     counts = _store_only(services).export_to(args.path)
-    print(f"exported {', '.join(f'{n} {name}' for name, n in counts.items())} to {args.path}")
+    said = ", ".join(counted(n, EXPORTED_WORDS.get(name, name)) for name, n in counts.items())
+    print(f"exported {said} to {args.path}")
     return 0
 
 
 def cmd_import(args: argparse.Namespace, services: Any) -> int:
     result = _manager(services).import_from(args.path)
-    print(f"imported {len(result.memories)} memories, {len(result.episodes)} episodes, "
-          f"{len(result.sessions)} sessions, {result.history_rows} history rows, {result.edges} edges")
+    print(f"imported {counted(len(result.memories), 'memory')}, {counted(len(result.episodes), 'episode')}, "
+          f"{counted(len(result.sessions), 'session')}, {counted(result.history_rows, 'history row')}, "
+          f"{counted(result.edges, 'edge')}")
     already = len(result.existing_memories), len(result.existing_episodes), len(result.existing_sessions)
     if any(already):  # importing the same file again adds nothing: say why
-        print(f"already here, not added again: {already[0]} memories, {already[1]} episodes, {already[2]} sessions")
+        print(f"already here, not added again: {counted(already[0], 'memory')}, "
+              f"{counted(already[1], 'episode')}, {counted(already[2], 'session')}")
     return 0
 
 
 def cmd_reembed(args: argparse.Namespace, services: Any) -> int:
-    count = _manager(services).reembed()
-    print(f"re-embedded {count} memories and episodes with {services.embedder.name}")
+    done = _manager(services).reembed()
+    said = counted(done, "memory or episode", "memories and episodes")
+    print(f"re-embedded {said} with {services.embedder.name}")
     return 0
 
 

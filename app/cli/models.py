@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from core.config import update_settings
+from core.words import counted
 
 PROGRESS_INTERVAL = 0.5  # seconds between progress lines when stderr is not a terminal
 
@@ -123,7 +124,7 @@ def cmd_download(args: argparse.Namespace, services: Any) -> int:
     repo_id = curated.repo_id if curated else repo_id
     printer = ProgressPrinter(sys.stderr)
     plan = store.plan(repo_id, on_retry=printer.retrying)
-    print(f"{repo_id}: {len(plan.files)} files, {human_bytes(plan.total_bytes)} "
+    print(f"{repo_id}: {counted(len(plan.files), 'file')}, {human_bytes(plan.total_bytes)} "
           f"({human_bytes(plan.bytes_to_download)} to download) into {store.root}")
     if not args.yes and sys.stdin.isatty() and not _confirm("Download it? [Y/n] "):
         print("Nothing was downloaded.")

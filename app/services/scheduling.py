@@ -24,6 +24,7 @@ from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_I
 from core.scheduler import Environment, JobContext, Scheduler
 from core.store.db import Database
 from core.store.jobs import OPEN_STATES, Job, list_jobs
+from core.words import counted
 
 SYSTEM_IDLE_TTL = 1.0  # seconds between ioreg runs
 POWER_TTL = 60.0  # seconds between pmset runs
@@ -100,8 +101,8 @@ def reflection_handler(services: Any, db: Database) -> Handler:
         model = structured_model(services, required=True)  # loaded only when there is a session to review
         report = reflect.reflect_session(db, services.settings, model, int(todo[0]), embedder=services.embedder)
         state = {**state, "todo": todo[1:], "done": state["done"] + 1}
-        message = (f"conversation {report.session_id}: {len(report.added)} new, {len(report.strengthened)} "
-                   f"strengthened hypotheses")
+        message = (f"conversation {report.session_id}: {counted(len(report.added), 'new hypothesis')}, "
+                   f"{len(report.strengthened)} strengthened")
         finished = not state["todo"]
         return Step(state, _reflection_fraction(state, 0),
                     message + (f"; {_reflection_summary(state)}" if finished else ""), done=finished)
@@ -129,8 +130,8 @@ def _learn_waiting(services: Any, db: Database, waiting: list[int], state: dict[
              "left_out": state["left_out"] + left_out}
     remaining = len(waiting) - learned
     total = state["learned"] + remaining
-    message = (f"learned {state['learned']} of {total} {_plural(total, 'turn')} the chat left for later: "
-               f"{_count(state['facts'], 'fact')} kept, {state['left_out']} left out")
+    message = (f"learned {state['learned']} of {counted(total, 'turn')} the chat left for later: "
+               f"{counted(state['facts'], 'fact')} kept, {state['left_out']} left out")
     return Step(state, _reflection_fraction(state, remaining), message)
 
 
@@ -142,17 +143,9 @@ def _reflection_fraction(state: Mapping[str, Any], waiting: int) -> float:
 
 
 def _reflection_summary(state: Mapping[str, Any]) -> str:
-    learned = (f"learned {_count(state['learned'], 'turn')} the chat left for later "
-               f"({_count(state['facts'], 'fact')} kept); " if state["learned"] else "")
-    return f"{learned}reflected on {_count(state['done'], 'conversation')}"
-
-
-def _count(n: int, word: str) -> str:
-    return f"{n} {_plural(n, word)}"
-
-
-def _plural(n: int, word: str) -> str:
-    return word if n == 1 else word + "s"
+    learned = (f"learned {counted(state['learned'], 'turn')} the chat left for later "
+               f"({counted(state['facts'], 'fact')} kept); " if state["learned"] else "")
+    return f"{learned}reflected on {counted(state['done'], 'conversation')}"
 
 
 def consolidation_handler(services: Any, db: Database) -> Handler:
@@ -171,8 +164,9 @@ def forgetting_handler(services: Any, db: Database) -> Handler:
     def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
         result = forget.forgetting_pass(db, services.settings, embedder=services.embedder)
         return Step({"archived": len(result.archived), "compacted": len(result.compacted)}, 1.0,
-                    f"archived {len(result.archived)} facts, compacted {len(result.compacted)} turns "
-                    f"into {len(result.summaries)} summaries", done=True)
+                    f"archived {counted(len(result.archived), 'fact')}, compacted "
+                    f"{counted(len(result.compacted), 'turn')} into {counted(len(result.summaries), 'summary')}",
+                    done=True)
     return stepwise(step)
 
 

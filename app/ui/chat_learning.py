@@ -15,6 +15,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
 from core.store.jobs import list_jobs
+from core.words import counted
 
 KEPT = ("new", "contradiction")  # a row that did not exist before the turn: Undo may trash it
 CHANGED = ("update",)  # an older memory reworded by the turn: shown, not undone (that would trash the old one)
@@ -84,29 +85,25 @@ def _numbers(pattern: str, message: str) -> Optional[tuple[int, ...]]:
     return tuple(int(g) for g in found.groups()) if found else None
 
 
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
 def job_note(job: Any) -> Optional[str]:
     """One sentence for a finished job, or None when it changed nothing worth a word (or is not a learning job)."""
     if job.kind not in JOB_KINDS or job.state != "done":
         return None
     message = job.message or ""
     if job.kind == "reflection":
-        found = _numbers(r"(\d+) new, (\d+) strengthened", message)
+        found = _numbers(r"(\d+) new(?: hypothes[ie]s)?, (\d+) strengthened", message)
         return None if not found or not any(found) else (
-            f"Reflected on your last conversation: {_count(found[0], 'new hypothesis', 'new hypotheses')}, "
+            f"Reflected on your last conversation: {counted(found[0], 'new hypothesis')}, "
             f"{found[1]} strengthened.")
     if job.kind == "consolidation":
-        found = _numbers(r"(\d+) summaries, (\d+) similarity edges, (\d+) made permanent", message)
+        found = _numbers(r"(\d+) summar(?:y|ies), (\d+) similarity edges?, (\d+) made permanent", message)
         return None if not found or not any(found) else (
-            f"Tidied your memories: {_count(found[0], 'summary', 'summaries')}, "
-            f"{_count(found[1], 'new link', 'new links')}, {found[2]} made permanent.")
-    found = _numbers(r"archived (\d+) facts, compacted (\d+) turns", message)
+            f"Tidied your memories: {counted(found[0], 'summary')}, "
+            f"{counted(found[1], 'new link')}, {found[2]} made permanent.")
+    found = _numbers(r"archived (\d+) facts?, compacted (\d+) turns?", message)
     return None if not found or not any(found) else (
-        f"Let go of {_count(found[0], 'unused memory', 'unused memories')} and summarised "
-        f"{_count(found[1], 'old turn', 'old turns')}; you can restore them in Memories.")
+        f"Let go of {counted(found[0], 'unused memory')} and summarised "
+        f"{counted(found[1], 'old turn')}; you can restore them in Memories.")
 
 
 def newest_notes(jobs: Iterable[Any], since: float) -> tuple[float, list[str]]:

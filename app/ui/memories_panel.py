@@ -21,12 +21,21 @@ from app.ui.memory_table import DeleteKeys, MemoryFilterProxy, MemoryTableModel
 from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.config import update_settings
 from core.store.episodes import get_episodes
+from core.words import counted
 
 KINDS = ("all kinds", "semantic", "episodic", "summary")
 STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
 FLAG_FILTERS = ("any flags", "pinned", "protected", "critical")
 LIST_LIMIT = 5000
 VIEWS = (("simple", "About you"), ("full", "All details"))
+
+
+def purged_words(result: Any) -> str:
+    """What a purge erased, for the status line: "Purged 1 memory and 3 conversation turns for good."."""
+    backups = result.backups_removed
+    return (f"Purged {counted(result.memories, 'memory')} and {counted(result.episodes, 'conversation turn')} "
+            f"for good." + (f" {counted(backups, 'upgrade backup')} still held their text and "
+                            f"{'was' if backups == 1 else 'were'} deleted too." if backups else ""))
 
 
 @dataclass(frozen=True)
@@ -272,7 +281,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             with self.services.db.transaction():
                 for memory_id in ids:
                     fn(manager, memory_id)
-            done = f"{verb} {len(ids)} memor{'y' if len(ids) == 1 else 'ies'}."
+            done = f"{verb} {counted(len(ids), 'memory')}."
             return _with_adapter_notice(done, self.services.db, ids) if changes_content else done
         self.runner.submit("db", work, on_done=self._done, on_error=self._on_error)
 
@@ -326,15 +335,12 @@ class MemoriesPanel(ReloadOnShow, QWidget):
 
     def on_purge(self) -> None:
         ids = self.selected_ids() if self.filters().status == "trashed" else []
-        what = f"{len(ids)} selected memories" if ids else "everything in the trash"
+        what = counted(len(ids), "selected memory") if ids else "everything in the trash"
         if not self.confirm(f"Purge {what}? The text is erased from the file and cannot be restored."):
             return
         def work() -> Any:
             return self.services.manager().purge(ids or None, [] if ids else None, reason="purged by hand")
-        self.runner.submit("db", work, on_done=lambda r: self._done(
-            f"Purged {r.memories} memories and {r.episodes} conversations for good."
-            + (f" {r.backups_removed} upgrade backup(s) still held their text and were deleted too."
-               if r.backups_removed else "")), on_error=self._on_error)
+        self.runner.submit("db", work, on_done=lambda r: self._done(purged_words(r)), on_error=self._on_error)
 
     def on_export(self) -> None:
         path, _ = QFileDialog.getSaveFileName(self, "Export memories", "engram-export.json", "JSON (*.json)")
@@ -343,7 +349,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
 
     def export_to(self, path: str) -> None:
         self.runner.submit("db", lambda: self.services.manager().export_to(path),
-                           on_done=lambda counts: self._done(f"Exported {counts.get('memories', 0)} memories."),
+                           on_done=lambda counts: self._done(f"Exported {counted(counts.get('memories', 0), 'memory')}."),
                            on_error=self._on_error)
 
     def on_import(self) -> None:
@@ -353,7 +359,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
 
     def import_from(self, path: str) -> None:
         self.runner.submit("db", lambda: self.services.manager(with_embedder=True).import_from(path),
-                           on_done=lambda r: self._done(f"Imported {len(r.memories)} memories."),
+                           on_done=lambda r: self._done(f"Imported {counted(len(r.memories), 'memory')}."),
                            on_error=self._on_error)
 
     def _done(self, text: str) -> None:

@@ -18,6 +18,7 @@ from app.ui.panel_widgets import (PaletteFollower, ReloadOnShow, accent, empty_s
 from app.ui.timeline_state import Curve, PastEvent, TimelineView, days_text, read_timeline
 from core.memory import forget
 from core.memory.manage import MemoryManager
+from core.words import counted
 
 HORIZONS = (("30 days", 30), ("90 days", 90), ("6 months", 180), ("1 year", 365))
 UPCOMING_COLUMNS = ("What", "Kind", "Retention now", "Forgotten")
@@ -149,9 +150,10 @@ class TimelinePanel(ReloadOnShow, QWidget):
         self.tabs.setTabText(1, f"Forgotten ({len(view.past)})")
         strength = self.services.settings.forgetting.strength
         self.summary.setText(f"Engram forgets what falls below retention {view.threshold:.2f} (strength: "
-                             f"{strength}). {view.due_now} item(s) would go if forgetting ran now; "
-                             f"{len(upcoming)} of those drawn fade within the look-ahead; "
-                             f"{sum(p.restorable for p in view.past)} forgotten item(s) can be restored.")
+                             f"{strength}). {counted(view.due_now, 'item')} would go if forgetting ran now; "
+                             f"{len(upcoming)} of those drawn {'fades' if len(upcoming) == 1 else 'fade'} within "
+                             f"the look-ahead; {counted(sum(p.restorable for p in view.past), 'forgotten item')} "
+                             f"can be restored.")
         self.select_item(keep) if keep else self._set_selected(None)
         self._update_restore()
         self.loaded.emit()

@@ -12,6 +12,7 @@ from core.config import Settings
 from core.memory import forget
 from core.store.episodes import get_episodes
 from core.store.memories import get_memories
+from core.words import counted
 
 LABEL_CHARS = 90
 
@@ -96,4 +97,6 @@ def days_text(days_left: Optional[float]) -> str:
         return "not within the horizon"
     if days_left <= 0:
         return "at the next forgetting pass"
-    return f"in {int(days_left)} day{'s' if days_left != 1 else ''}"
+    if days_left < 1:
+        return "within a day"  # not "in 0 days"
+    return f"in {counted(int(days_left), 'day')}"  # the whole days shown decide the noun: 1.5 is "in 1 day"

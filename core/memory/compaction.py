@@ -8,6 +8,7 @@ from typing import Iterable, Sequence
 from core.store import edges, history
 from core.store.db import Database
 from core.store.memories import add_memory, get_memory, snapshot
+from core.words import counted
 
 SECONDS_PER_DAY = 86400.0
 SUMMARY_MAX_CHARS = 4000
@@ -31,7 +32,7 @@ def write_summary(db: Database, episodes: Sequence[dict], now: float, *, text: s
     facts = facts_of(db, ids)
     statement = text if text is not None else summary_text(episodes, [f["statement"] for f in facts])
     summary_id = add_memory(db, statement, kind="summary", source_episode_ids=ids, created_at=now,
-                            reason=reason or f"compacted {len(ids)} conversation turn(s)")
+                            reason=reason or f"compacted {counted(len(ids), 'conversation turn')}")
     for fact in facts:
         edges.set_edge(db, summary_id, int(fact["id"]), "summary", 0.5, at=now)
     return summary_id
@@ -58,7 +59,7 @@ def facts_of(db: Database, episode_ids: Sequence[int]) -> list[dict]:
 def summary_text(episodes: Sequence[dict], facts: Sequence[str]) -> str:
     """Deterministic compaction: every fact kept verbatim, then short excerpts, within SUMMARY_MAX_CHARS."""
     day = _time.strftime("%Y-%m-%d", _time.gmtime(min(r["created_at"] for r in episodes)))
-    text = f"Summary of {len(episodes)} conversation turn(s) from {day}."
+    text = f"Summary of {counted(len(episodes), 'conversation turn')} from {day}."
     if facts:
         text += " Facts: " + " ".join(f.rstrip(".") + "." for f in facts)
     text = text[:SUMMARY_MAX_CHARS]

@@ -42,6 +42,7 @@ from core.prompts.reflect import worst_case_chars
 from core.protocols import Embedder, StructuredModel
 from core.store import edges, vectors
 from core.store.db import Database
+from core.words import counted
 
 SECONDS_PER_DAY = 86400.0
 MIN_EPISODE_AGE = 3600.0  # a conversation still going on is not summarised yet
@@ -99,7 +100,8 @@ class Consolidator:
             return self._similarity_batch(state)
         report = update_importance(self.db, self.settings)
         state.update(permanent=state["permanent"] + len(report.made_permanent), phase="done")
-        return Step(state, 1.0, f"{state['summaries']} summaries, {state['edges']} similarity edges, "
+        return Step(state, 1.0, f"{counted(state['summaries'], 'summary')}, "
+                                f"{counted(state['edges'], 'similarity edge')}, "
                                 f"{len(report.made_permanent)} made permanent", done=True)
 
     def run(self) -> ConsolidationReport:
@@ -148,7 +150,7 @@ class Consolidator:
                                       self.settings.grounding.min_summary_support, dropped)
         text = compaction.with_facts(model_text, compaction.facts_of(self.db, ids)) if model_text else None
         summary_id = compaction.write_summary(self.db, episodes, self.db.now(), text=text,
-                                              reason=f"consolidation of {len(ids)} related conversation turn(s)")
+                                              reason=f"consolidation of {counted(len(ids), 'related conversation turn')}")
         marks = ",".join("?" * len(ids))
         self.db.execute(f"UPDATE episodes SET summary_id = ? WHERE id IN ({marks})", [summary_id, *ids])
         return summary_id, len(ids)

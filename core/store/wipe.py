@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core import words
 from core.errors import InvalidInput, StoreBusy
 from core.store import vector_clusters, vectors
 from core.store.vector_schema import VEC_TABLES
@@ -30,8 +31,10 @@ RESTORED_TABLES = ("sessions", "memories", "episodes", "entities", "hypotheses",
                    "memory_entities", "hypothesis_evidence", "edges", "reply_memories", "memory_history",
                    "forgetting_events", "rejections")
 # What the user sees counted: the table, and its name in words.
-COUNTED = (("memories", "memories"), ("episodes", "conversation turns"), ("sessions", "conversations"),
-           ("edges", "graph links"), ("hypotheses", "hypotheses"), ("learning_goals", "learning goals"))
+COUNTED = (("memories", "memories", "memory"), ("episodes", "conversation turns", "conversation turn"),
+           ("sessions", "conversations", "conversation"), ("edges", "graph links", "graph link"),
+           ("hypotheses", "hypotheses", "hypothesis"), ("learning_goals", "learning goals", "learning goal"))
+ONE_OF = {many: one for _, many, one in COUNTED}  # "1 memory", not "1 memories"
 META_KEYS = ("behaviour_instructions", "consolidation_memory_cursor", "learned_retention")
 LABEL = "before-forget-everything"
 ATTEMPTS = 3  # backups taken before giving up on a store another process keeps writing
@@ -48,12 +51,12 @@ class WipeResult:
 
 
 def describe(counted: dict[str, int]) -> str:
-    """"3 memories, 12 conversation turns, …": what a wipe erases (or erased), in words."""
-    return ", ".join(f"{n} {what}" for what, n in counted.items())
+    """"3 memories, 1 conversation turn, …": what a wipe erases (or erased), in words."""
+    return ", ".join(words.counted(n, ONE_OF.get(what, what), what) for what, n in counted.items())
 
 
 def counts(db: Database) -> dict[str, int]:
-    return {what: int(db.scalar(f"SELECT count(*) FROM {table}")) for table, what in COUNTED}
+    return {what: int(db.scalar(f"SELECT count(*) FROM {table}")) for table, what, _ in COUNTED}
 
 
 def forget_everything(db: Database, backup_folder: Path) -> WipeResult:
