@@ -51,8 +51,17 @@ def verbs(data: str, fact: str) -> dict[str, tuple[str, list[str]]]:
             "self_check_without_torch": (WITHOUT_TORCH + ENTRY, ["--self-check"])}
 
 
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of every timed process: offline, this checkout first, and bytecode cached as an install has
+    it (pip compiles at install time); PYTHONDONTWRITEBYTECODE, set on some dev machines, would have every run
+    compile each Engram module changed since its last .pyc was written (~40 ms of `--self-check`)."""
+    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT), **extra)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def wall(code: str, argv: list[str] | None = None) -> float:
-    env = dict(os.environ, HF_HUB_OFFLINE="1", QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    env = child_env(QT_QPA_PLATFORM="offscreen")
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *(argv or [])], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
@@ -87,7 +96,7 @@ def time_verbs(repeats: int, only: tuple[str, ...] | None = None) -> dict:
 
 def time_loads(repeats: int) -> dict:
     """Import + load of each embedder, timed inside a fresh process (its interpreter start left out)."""
-    env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+    env = child_env()
     runs: dict[str, list[float]] = {name: [] for name in LOAD}
     for _ in range(repeats):
         for name, code in LOAD.items():
@@ -105,7 +114,7 @@ def time_queries(count: int, rounds: int = 2) -> dict:
     runtime = "?"
     for _ in range(rounds):
         for name in LOAD:
-            env = dict(os.environ, HF_HUB_OFFLINE="1", PYTHONPATH=str(ROOT))
+            env = child_env()
             done = subprocess.run([sys.executable, str(Path(__file__)), "--embed-only", name, "--queries",
                                    str(count)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
                                   check=True)
@@ -179,8 +188,7 @@ def time_first_token(repeats: int) -> dict:
             home.mkdir()
             (home / "settings.json").write_text(json.dumps({"chat_model": str(model), "onboarding_seen": True}),
                                                 encoding="utf-8")
-            env = dict(os.environ, QT_QPA_PLATFORM="offscreen", ENGRAM_HOME=str(home), HF_HUB_OFFLINE="1",
-                       PYTHONPATH=str(ROOT))
+            env = child_env(QT_QPA_PLATFORM="offscreen", ENGRAM_HOME=str(home))
             done = subprocess.run([sys.executable, "-c", FIRST_TOKEN_DRIVER % {"question": QUESTION}], cwd=ROOT,
                                   env=env, capture_output=True, text=True, timeout=600)
             line = next((x for x in done.stdout.splitlines() if x.startswith("FIRST_TOKEN ")), None)

@@ -44,6 +44,7 @@ class TinyModelSpec:
     context_length: int = 2048
     seed: int = 0
     weight_scale: float = 4.0  # default init gives near-uniform logits and one repeated token; this varies output
+    corpus_lines: int = 2000  # the tokenizer's training text; 300 lines still reach a 512-token vocabulary
 
 
 def synthetic_corpus(lines: int, seed: int = 0) -> list[str]:
@@ -136,7 +137,7 @@ def build_tiny_model(folder: Path | str, spec: TinyModelSpec = TinyModelSpec(), 
 
     folder = Path(folder)
     if tokenizer_dir is None:
-        build_tokenizer(folder, spec.vocab_size, seed=spec.seed)
+        build_tokenizer(folder, spec.vocab_size, corpus_lines=spec.corpus_lines, seed=spec.seed)
         tokenizer_dir = folder
     tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
     if tokenizer_dir != folder:

@@ -18,6 +18,13 @@ def test_the_cold_bench_times_whole_processes_beside_python_and_one_query_per_em
     assert len(queries["ms"]) == 5 and min(queries["ms"]) > 0 and queries["runtime"] in ("numpy", "mlx")
 
 
+def test_the_timed_processes_cache_bytecode_as_an_install_does(monkeypatch):
+    """A dev machine's PYTHONDONTWRITEBYTECODE would have each timed run compile every Engram module edited since
+    its last .pyc (~40 ms of `--self-check`), a cost no installed copy pays."""
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")
+    assert cold.wall("import sys; assert not sys.dont_write_bytecode, 'bytecode caching is off'") > 0
+
+
 def test_the_cold_bench_times_the_first_reply_from_a_window_it_opens():
     """The real window in its own process, the tiny model chosen: a message sent as soon as the window shows
     streams a reply (the driver fails the run if no token comes)."""

@@ -7,12 +7,10 @@ non-zero. Nothing is downloaded and the user's own data folder is never opened.
 """
 from __future__ import annotations
 
-import importlib
 import importlib.metadata
 import platform
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -85,8 +83,9 @@ def check_metal(ctx: Context) -> str:
 
 def check_model(ctx: Context) -> str:
     from models.chat import ChatEngine
-    from models.testing import build_tiny_model
-    folder = build_tiny_model(ctx.folder / "tiny-4bit")
+    from models.testing import TinyModelSpec, build_tiny_model
+    # A short training text: the default's 2,000 lines cost 50 ms of a one-second check and prove nothing more.
+    folder = build_tiny_model(ctx.folder / "tiny-4bit", TinyModelSpec(corpus_lines=300))
     ctx.engine = ChatEngine.load(folder, context_tokens=1024)
     return f"tiny 4-bit {ctx.engine.path.name} loaded on {_mlx_device()}"
 
@@ -164,7 +163,6 @@ def run_self_check(out: TextIO | None = None) -> int:
     """Run every step in order; 0 when all pass, 1 at the first failure (the rest are skipped)."""
     out = out or sys.stdout
     started = time.perf_counter()
-    _prefetch("mlx_lm")
     with tempfile.TemporaryDirectory(prefix="engram-selfcheck-") as tmp:
         ctx = Context(folder=Path(tmp))
         try:
@@ -182,20 +180,6 @@ def run_self_check(out: TextIO | None = None) -> int:
     listed = " ".join(f"{name}={value}" for name, value in versions().items())
     print(f"OK engram self-check passed in {time.perf_counter() - started:.1f}s: {listed}", file=out)
     return 0
-
-
-def _prefetch(module: str) -> None:
-    """Import `module` on a second thread while the first steps run: mlx-lm and the transformers it imports are
-    ~0.6 s of Python, the store and embedder steps mostly SQLite and BLAS, which let it run. The step that uses
-    the module imports it as usual (waiting for this import if it is under way) and reports any failure."""
-    threading.Thread(target=_import_quietly, args=(module,), name=f"self-check import {module}", daemon=True).start()
-
-
-def _import_quietly(module: str) -> None:
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - the step that needs the module imports it again and says what failed
-        pass
 
 
 def _close(ctx: Context) -> None:
