@@ -13,6 +13,7 @@ from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.conditions import ModelGate  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
+from core.memory import recall_learning  # noqa: E402
 from core.memory.conversation import load_conversation  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
@@ -287,6 +288,8 @@ def test_veto_reanswers_without_the_memory(qtbot, window):
     assert scalar(window, "SELECT vetoed_at FROM reply_memories WHERE episode_id = ? AND memory_id = ?",
                   reply.episode_id, vetoed) is not None
     assert scalar(window, edge_sql, vetoed) < weight  # its links to the reply's other memories weakened
+    learnt = on_db(window, lambda db: recall_learning.load(db))
+    assert (learnt.vetoes, learnt.rated_up) == (1, 1)  # and recall's blend learnt from the thumb and the veto
 
 
 def test_memory_dial_off_recalls_nothing(qtbot, window):

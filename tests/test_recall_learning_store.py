@@ -97,6 +97,11 @@ def test_vetoes_of_word_only_matches_rank_them_lower_on_new_questions_and_reset_
         assert words not in used or (meaning in used and used.index(meaning) < used.index(words))
     after = word_gap(db, embedder, pairs, bot.settings, recall_learning.effective(db, bot.settings))
     assert all(after[q] < before[q] * 0.7 for q in before)  # each held-out word-only match fell well back
+    question = HELD_OUT[0][0]
+    hits = {h.id: h for h in recall(db, embedder, question, k=20, settings=bot.settings,
+                                    blend=recall_learning.effective(db, bot.settings)).hits}
+    word_hit = hits[pairs[question][1]]
+    assert word_hit.breakdown["learnt"] < 0.95 and "learnt from your vetoes, pins and thumbs" in word_hit.why
     flipped = [q for q, gap in after.items() if gap < 1]
     assert flipped  # and for one of them the answer now comes first, in the turn's context too
     for question in flipped:
