@@ -116,12 +116,13 @@ def factors(blend: RecallBlend, breakdowns: Sequence[Mapping[str, float]], rows:
 def snapshot(hits: Iterable[Any], used: Iterable[int], settings: Settings) -> dict[str, Any] | None:
     """The terms of the memories a reply used and the mean over all the memories recall returned for it (hits:
     recall's RecallHit); None when recall returned no memory."""
-    weights = scoring.preset(settings.recall.preset)
-    found = {int(h.id): terms(h.breakdown, weights) for h in hits if h.kind == "memory"}
-    if not found:
+    memories = [h for h in hits if h.kind == "memory"]
+    if not memories:
         return None
-    reference = np.mean(np.array(list(found.values())), axis=0)
-    kept = {str(i): list(found[i]) for i in used if i in found}
+    x = _term_matrix([h.breakdown for h in memories], scoring.preset(settings.recall.preset))
+    found = {int(h.id): [round(float(v), 3) for v in row] for h, row in zip(memories, x)}
+    reference = x.mean(axis=0)
+    kept = {str(i): found[i] for i in used if i in found}
     return {"features": dict(list(kept.items())[:MAX_STORED]), "reference": [round(float(v), 3) for v in reference]}
 
 
