@@ -94,14 +94,31 @@ def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
 
 def _learn_waiting(services: Any, model: Any, waiting: list[int]) -> None:
     from core.assistant import Assistant
+    from core.store import health, turn_learning
     print(f"learning {counted(len(waiting), 'turn')} the chat left for later",
           file=sys.stderr, flush=True)
     assistant = Assistant(services.db, services.embedder, None, model, services.settings)  # learns, never answers
     for n, episode_id in enumerate(waiting, 1):
-        report = assistant.learn(assistant.stored_turn(episode_id))
-        print(f"[{n}/{len(waiting)}] turn {episode_id}: {counted(len(report.facts), 'fact')} kept, "
-              f"{len(report.dropped)} left out" + (f" ({report.errors[0]})" if report.errors else ""),
-              file=sys.stderr, flush=True)
+        try:
+            report = assistant.learn(assistant.stored_turn(episode_id))
+        except Exception as exc:  # noqa: BLE001 - the turn's failure, counted by the store; the others go on
+            if isinstance(exc, turn_learning.TRANSIENT) or health.is_corruption(exc):
+                raise  # the store's problem, not the turn's: it ends the command
+            print(f"[{n}/{len(waiting)}] turn {episode_id}: {_not_learned(services.db, episode_id, exc)}",
+                  file=sys.stderr, flush=True)
+            continue
+        words = ("learned elsewhere meanwhile" if report.skipped else
+                 f"{counted(len(report.facts), 'fact')} kept, {len(report.dropped)} left out"
+                 + (f" ({report.errors[0]})" if report.errors else ""))
+        print(f"[{n}/{len(waiting)}] turn {episode_id}: {words}", file=sys.stderr, flush=True)
+
+
+def _not_learned(db: Any, episode_id: int, exc: Exception) -> str:
+    """A turn whose learning raised: tried again on a later pass, or given up (core.store.turn_learning)."""
+    from core.store import turn_learning
+    when = (f"gave up after {turn_learning.MAX_ATTEMPTS} tries" if turn_learning.given_up(db, [episode_id])
+            else "could not be learned, tried again later")
+    return f"{when} ({type(exc).__name__}: {exc})"
 
 
 def _dropped_line(counts: dict[str, int]) -> str:

@@ -22,6 +22,7 @@ from core.errors import InvalidInput, ModelError
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
     standard_specs, stepwise
 from core.scheduler import Environment, JobContext, Scheduler
+from core.store import health, turn_learning
 from core.store.db import Database
 from core.store.jobs import OPEN_STATES, Job, list_jobs
 from core.words import counted
@@ -88,7 +89,8 @@ def reflection_handler(services: Any, db: Database) -> Handler:
     from core.memory import reflect
 
     def step(payload: Mapping[str, Any], state: Mapping[str, Any], stop: Callable[[], bool]) -> Step:
-        state = {"learned": 0, "facts": 0, "left_out": 0, "done": 0, **state}
+        state = {"learned": 0, "facts": 0, "left_out": 0, "done": 0, "retry": 0, "given_up": 0, "problem": "",
+                 **state}
         if "todo" not in state:
             state["todo"] = ([payload["session_id"]] if "session_id" in payload
                              else reflect.ended_sessions(db, services.settings))
@@ -116,28 +118,55 @@ def _learn_waiting(services: Any, db: Database, waiting: list[int], state: dict[
                    stop: Callable[[], bool]) -> Step:
     """One batch of the turns the chat left waiting, oldest first. It gives way as the chat does: asked before
     each turn's extraction, a returning user leaves that turn waiting (and stops the batch); the store marks each
-    learned turn, so a resumed job starts with those still waiting."""
-    from core.assistant import Assistant
+    learned turn, so a resumed job starts with those still waiting. A turn whose learning raises does not hold up
+    the others: the store counts it, and it waits for a later pass or is given up (core.store.turn_learning)."""
+    from core.assistant import TAKEN, Assistant
     model = structured_model(services, required=True)
     assistant = Assistant(db, services.embedder, None, model, services.settings)  # learns, never answers
-    learned = facts = left_out = 0
+    learned = facts = left_out = handled = 0
     for episode_id in waiting[:LEARN_BATCH]:
-        report = assistant.learn(assistant.stored_turn(episode_id), busy=stop)
-        if report.skipped:
+        try:
+            report = assistant.learn(assistant.stored_turn(episode_id), busy=stop)
+        except Exception as exc:  # noqa: BLE001 - the turn's failure, counted by the store; the batch goes on
+            if isinstance(exc, turn_learning.TRANSIENT) or health.is_corruption(exc):
+                raise  # the store's, not the turn's: the scheduler retries the job later, or stops
+            state = _turn_failed(db, episode_id, exc, state)
+            handled += 1
+            continue
+        if report.skipped and report.skipped != TAKEN:  # a returning user: the rest wait
             break
-        learned, facts, left_out = learned + 1, facts + len(report.facts), left_out + len(report.dropped)
+        handled += 1  # learned, or learned meanwhile by the chat or another process
+        if not report.skipped:
+            learned, facts, left_out = learned + 1, facts + len(report.facts), left_out + len(report.dropped)
     state = {**state, "learned": state["learned"] + learned, "facts": state["facts"] + facts,
              "left_out": state["left_out"] + left_out}
-    remaining = len(waiting) - learned
+    remaining = len(waiting) - handled
     total = state["learned"] + remaining
     message = (f"learned {state['learned']} of {counted(total, 'turn')} the chat left for later: "
                f"{counted(state['facts'], 'fact')} kept, {state['left_out']} left out")
-    return Step(state, _reflection_fraction(state, remaining), message)
+    trouble = _learning_trouble(state)
+    return Step(state, _reflection_fraction(state, remaining), message + (f"; {trouble}" if trouble else ""))
+
+
+def _turn_failed(db: Database, episode_id: int, exc: Exception, state: dict[str, Any]) -> dict[str, Any]:
+    key = "given_up" if turn_learning.given_up(db, [episode_id]) else "retry"
+    return {**state, key: state[key] + 1, "problem": f"{type(exc).__name__}: {exc}"[:160]}
+
+
+def _learning_trouble(state: Mapping[str, Any]) -> str:
+    """Turns whose learning raised, in the job's message (the Jobs panel and `engram jobs list` show it)."""
+    parts = []
+    if state["retry"]:
+        parts.append(f"{counted(state['retry'], 'turn')} could not be learned, tried again later")
+    if state["given_up"]:
+        parts.append(f"gave up learning {counted(state['given_up'], 'turn')} after "
+                     f"{turn_learning.MAX_ATTEMPTS} tries")
+    return f"{'; '.join(parts)} ({state['problem']})" if parts else ""
 
 
 def _reflection_fraction(state: Mapping[str, Any], waiting: int) -> float:
     """Turns learned and conversations reviewed, out of all that were or are waiting."""
-    finished = state["learned"] + state["done"]
+    finished = state["learned"] + state["retry"] + state["given_up"] + state["done"]
     total = finished + waiting + len(state["todo"])
     return finished / total if total else 1.0
 
@@ -145,7 +174,8 @@ def _reflection_fraction(state: Mapping[str, Any], waiting: int) -> float:
 def _reflection_summary(state: Mapping[str, Any]) -> str:
     learned = (f"learned {counted(state['learned'], 'turn')} the chat left for later "
                f"({counted(state['facts'], 'fact')} kept); " if state["learned"] else "")
-    return f"{learned}reflected on {counted(state['done'], 'conversation')}"
+    trouble = _learning_trouble(state)
+    return f"{learned}{trouble + '; ' if trouble else ''}reflected on {counted(state['done'], 'conversation')}"
 
 
 def consolidation_handler(services: Any, db: Database) -> Handler:
