@@ -57,9 +57,13 @@ def _status(panel, memory_id):
 def test_the_simple_view_lists_beliefs_as_sentences_most_important_first(panel, seeded):
     assert panel.view() == "simple" and panel.simple.isVisible() and not panel.table.isVisible()
     assert panel.simple.heading.text() == "What Engram believes about you"
-    # protected (and critical) first, then by importance; a conversation summary is not a belief
-    assert panel.simple.statements() == ["User is allergic to penicillin", "User lives in Denver",
-                                         "User likes green tea"]
+    # protected (and critical) first, then by importance; a conversation summary is not a belief. Said to the
+    # person reading them ("You like …", not "User likes …"); stored as they were.
+    assert panel.simple.statements() == ["You are allergic to penicillin", "You live in Denver",
+                                         "You like green tea"]
+    assert panel.simple.rows[seeded[1]["tea"]].sentence.text() == "You like green tea"
+    assert on_db_lane(panel, lambda db: MemoryManager(db, None).get(seeded[1]["tea"]).statement) == \
+        "User likes green tea"
     allergy = panel.simple.rows[seeded[1]["allergy"]]
     assert "Protected" in allergy.state.text() and not allergy.delete.isEnabled() and not allergy.wrong.isEnabled()
     assert panel.simple.rows[seeded[1]["tea"]].wrong.isEnabled()
@@ -92,11 +96,11 @@ def test_delete_from_the_simple_view_goes_to_the_trash_and_back(qtbot, panel, se
     with qtbot.waitSignal(panel.loaded, timeout=10000):
         qtbot.mouseClick(panel.simple.rows[tea].delete, Qt.LeftButton)
     assert _status(panel, tea) == "trashed" and "trash" in panel.message.text()
-    assert "User likes green tea" not in panel.simple.statements()
+    assert "You like green tea" not in panel.simple.statements()
     on_db_lane(panel, lambda db: MemoryManager(db, None).restore(tea))  # restorable, as every delete
     with qtbot.waitSignal(panel.loaded, timeout=10000):
         panel.reload()
-    assert "User likes green tea" in panel.simple.statements()
+    assert "You like green tea" in panel.simple.statements()
 
 
 @pytest.mark.parametrize("key", [Qt.Key_Delete, Qt.Key_Backspace])

@@ -1,6 +1,7 @@
-"""The Memories panel's simple view, as ChatGPT's memory page: what Engram believes about you, in plain sentences,
-most important first, each with Delete (the trash, restorable) and "This is wrong" (the trash, and learning never
-keeps the same fact again). A protected memory says so and offers neither: nothing changes it until it is
+"""The Memories panel's simple view, as ChatGPT's memory page: what Engram believes about you, in plain sentences
+said to you ("You like tea" for the stored "User likes tea": core.second_person, display only), most important
+first, each with Delete (the trash, restorable) and "This is wrong" (the trash, and learning never keeps the same
+fact again). A protected memory says so and offers neither: nothing changes it until it is
 unprotected (in All details). Delete and ⌫ delete the selected rows here too.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidg
 
 from app.ui.memory_table import DeleteKeys
 from app.ui.panel_widgets import empty_state
+from core.second_person import to_second_person
 from core.types import Memory
 
 SHOWN_KINDS = ("semantic", "episodic")  # facts and events about the user; summaries of conversations are not beliefs
@@ -39,7 +41,8 @@ class BeliefRow(QWidget):
     def __init__(self, memory: Memory) -> None:
         super().__init__()
         self.memory = memory
-        self.sentence = QLabel(memory.statement)
+        self.shown = to_second_person(memory.statement)  # the stored words stay as they are
+        self.sentence = QLabel(self.shown)
         self.sentence.setWordWrap(True)
         self.sentence.setTextFormat(Qt.PlainText)  # a memory is data: never rendered as markup
         self.state = QLabel(state_words(memory))
@@ -106,15 +109,15 @@ class SimpleMemories(QWidget):
         row.wrong.clicked.connect(lambda: self.wrong_requested.emit([memory.id]))
         item = QListWidgetItem()
         item.setData(Qt.UserRole, memory.id)
-        item.setToolTip(memory.statement)
+        item.setToolTip(row.shown)
         item.setSizeHint(row.sizeHint())
         self.list.addItem(item)
         self.list.setItemWidget(item, row)
         self.rows[memory.id] = row
 
     def statements(self) -> list[str]:
-        """The sentences in the order shown (what a person reads top to bottom)."""
-        return [self.list.itemWidget(self.list.item(i)).memory.statement for i in range(self.list.count())]
+        """The sentences as shown, in order (what a person reads top to bottom)."""
+        return [self.list.itemWidget(self.list.item(i)).shown for i in range(self.list.count())]
 
     def selected_ids(self) -> list[int]:
         return [int(item.data(Qt.UserRole)) for item in self.list.selectedItems()]
