@@ -19,11 +19,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_recall_weights(args: argparse.Namespace, services: Any) -> int:
     from core.memory import recall_learning
+    from core.words import counted
     db, settings = services.db, services.settings
     if args.reset:
         signals = recall_learning.load(db).signals
         recall_learning.reset(db)
-        print(f"recall weights reset to the preset's blend ({signals} signal{'' if signals == 1 else 's'} set aside)")
+        print(f"recall weights reset to the preset's blend ({counted(signals, 'signal')} set aside)")
         return 0
     recall_learning.collect_pins(db, settings)  # pins made since the last reply count too
     if args.json:

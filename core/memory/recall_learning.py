@@ -35,6 +35,7 @@ from core.config import Settings
 from core.memory import online_logistic as ol
 from core.memory import scoring
 from core.store.db import Database
+from core.words import counted
 
 META_KEY = "learned_recall"
 TERMS = ("meaning", "words", "link", "recency", "importance")
@@ -315,14 +316,9 @@ def describe(db: Database, settings: Settings) -> str:
     if blend.signals == 0:
         return ("Nothing learnt yet: recall uses its preset's blend until you remove, pin or rate what it brought "
                 "to a reply.")
-    counts = [_plural(n, word) for n, word in ((blend.vetoes, "memory removed"), (blend.pins, "pin"),
-                                               (blend.rated_up, "thumbs up"), (blend.rated_down, "thumbs down")) if n]
+    counts = [counted(n, word, many) for n, word, many in (
+        (blend.vetoes, "memory removed", "memories removed"), (blend.pins, "pin", None),
+        (blend.rated_up, "thumbs up", "thumbs up"), (blend.rated_down, "thumbs down", "thumbs down")) if n]
     terms_ = ", ".join(f"{label} ×{math.exp(w):.2f}" for label, w in zip(LABELS, blend.weights))
     return (f"Learnt from {', '.join(counts)}: {terms_} (what a memory strongest in that term gains against one "
             f"without it, ×1.00 by default; never below ×1 for pinned, protected or critical memories).")
-
-
-def _plural(n: int, word: str) -> str:
-    if n == 1 or word.startswith("thumbs"):
-        return f"{n} {word}"
-    return f"{n} {word.replace('memory', 'memories')}" if "memory" in word else f"{n} {word}s"
