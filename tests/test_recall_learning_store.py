@@ -185,3 +185,16 @@ def test_learning_switched_off_learns_nothing_and_recalls_with_the_preset(db, em
     recall_learning.save(db, recall_learning.RecallBlend(weights=(0.5, -0.5, 0.0, 0.0, 0.0), vetoes=3))
     assert recall_learning.effective(db, bot.settings) is None
     assert recall_learning.describe(db, bot.settings).startswith("Learning is off")
+
+
+def test_forget_everything_forgets_what_recall_learnt_and_bring_back_restores_it(db, embedder):
+    from core.memory.manage import MemoryManager
+    from core.store import wipe
+    manager = MemoryManager(db, embedder)
+    manager.add("User lives in Lisbon")
+    learnt = recall_learning.RecallBlend(weights=(0.2, -0.4, 0.0, 0.0, 0.0), vetoes=5)
+    recall_learning.save(db, learnt)
+    result = manager.forget_everything()
+    assert recall_learning.load(db) == recall_learning.RecallBlend()  # nothing learnt from what is gone
+    wipe.bring_back(db, result.backup)
+    assert recall_learning.load(db) == learnt

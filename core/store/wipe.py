@@ -35,7 +35,7 @@ COUNTED = (("memories", "memories", "memory"), ("episodes", "conversation turns"
            ("sessions", "conversations", "conversation"), ("edges", "graph links", "graph link"),
            ("hypotheses", "hypotheses", "hypothesis"), ("learning_goals", "learning goals", "learning goal"))
 ONE_OF = {many: one for _, many, one in COUNTED}  # "1 memory", not "1 memories"
-META_KEYS = ("behaviour_instructions", "consolidation_memory_cursor", "learned_retention")
+META_KEYS = ("behaviour_instructions", "consolidation_memory_cursor", "learned_retention", "learned_recall")
 LABEL = "before-forget-everything"
 ATTEMPTS = 3  # backups taken before giving up on a store another process keeps writing
 WHAT_STAYS = "settings, downloaded models, fine-tuned adapters (switched off) and the job history"
