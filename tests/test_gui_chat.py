@@ -230,8 +230,8 @@ def test_a_turn_is_learned_and_the_graph_gains_nodes(qtbot, window):
     """Turns sent through the chat panel grow the memory graph live, without anyone calling refresh.
 
     The reply streams from the real tiny MLX model; extraction runs the real learning pipeline but with the scripted
-    structured model from tests/fakes.py, because the random tiny model yields no deterministic facts. The graph's
-    own 5 s timer is stopped, so only the turn (the window's memories_changed) can redraw it.
+    structured model from tests/fakes.py, because the random tiny model yields no deterministic facts. The window's
+    look at the store's data_version is stopped, so only the turn (the window's memories_changed) can redraw it.
     """
     services = window.services
     services.structured_model = lambda: ScriptedStructuredModel(
@@ -243,7 +243,7 @@ def test_a_turn_is_learned_and_the_graph_gains_nodes(qtbot, window):
     chat = window.panels["chat"]
     graph = window.show_panel("graph")  # the user watches the graph while the reply streams
     qtbot.waitUntil(lambda: not graph._busy and len(graph.view.nodes) > 0, timeout=20000)
-    graph.timer.stop()
+    window.store_watch.stop()
     before = len(graph.view.nodes)
     chunks, learned, failures, drawn = [], [], [], []
     chat.turns.chunk.connect(chunks.append)

@@ -176,7 +176,7 @@ def test_changes_elsewhere_show_when_the_panel_is_shown_again(qtbot, panel, seed
     with qtbot.waitSignal(panel.loaded, timeout=10000):
         window.show_panel("memories")
     assert denver not in [m.id for m in panel.model.memories]
-    graph.timer.stop()  # only the edit's signal may redraw the graph now
+    window.store_watch.stop()  # only the edit's signal may redraw the graph now
     with qtbot.waitSignal(graph.drawn, timeout=20000) as drawn:
         panel.select_memory(panel.model.memories[0].id)
         panel.on_delete()

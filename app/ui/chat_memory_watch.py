@@ -1,18 +1,22 @@
-"""Keeps what the chat shows about memories (the chips under a reply, its "Remembered: …" rows) in step with the
+"""One look at whether another process changed the store, shared by the window (StoreWatch), and what the chat
+does with it (MemoryWatch).
+
+MemoryWatch keeps what the chat shows about memories (the chips under a reply, its "Remembered: …" rows) in step with the
 store: a memory edited or deleted elsewhere — the Memories panel, or `engram memory …` while the app is open —
 shows its new words, or that it is in the trash (Restore still brings it back).
 
-Changes made in this app arrive as the window's memories_changed. A change made by another process is noticed by
-SQLite's `PRAGMA data_version`, which moves when another connection commits: one tiny query every few seconds on
-the db lane; the memories are re-read only when it moved and the chat shows any. Every read runs on the db lane,
-never on the GUI thread.
+Changes made in this app arrive as the window's memories_changed. A change made by another process (or by an
+idle-time job's own connection) is noticed by SQLite's `PRAGMA data_version`, which moves when another connection
+commits: StoreWatch asks it once every few seconds on the db lane, for the whole window, and says `moved`; the chat,
+the Memories panel and the memory graph each re-read what they show only then (a hidden panel when it is next
+shown). Every read runs on the db lane, never on the GUI thread.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Sequence
 
-from PySide6.QtCore import QObject, QTimer
+from PySide6.QtCore import QObject, QTimer, Signal
 
 from core.store.memories import get_memories
 
@@ -32,28 +36,70 @@ def read_shown(db: Any, ids: Sequence[int]) -> dict[int, ShownMemory]:
     return {int(i): ShownMemory(m.statement, m.deleted_at is not None) for i, m in found.items()}
 
 
-class MemoryWatch(QObject):
-    def __init__(self, services: Any, runner: Any, replies: Callable[[], Sequence[Any]], changed: Any = None,
-                 parent: Optional[QObject] = None) -> None:
+class StoreWatch(QObject):
+    """`moved` when another connection committed to the store since the last look (one query every POLL_MS)."""
+    moved = Signal()
+
+    def __init__(self, services: Any, runner: Any, parent: Optional[QObject] = None) -> None:
         super().__init__(parent)
         self.services = services
         self.runner = runner
-        self.replies = replies  # the reply widgets on screen now
         self.version: Optional[int] = None  # the store's data_version when last looked at
         self._closed = False
         self.timer = QTimer(self)
         self.timer.setInterval(POLL_MS)
         self.timer.timeout.connect(self.poll)
-        if changed is not None:
-            changed.connect(self.refresh)
 
     def start(self) -> None:
-        self.poll()  # the version to compare with: a change made before the chat shows a memory is seen too
+        if self._closed or self.timer.isActive():
+            return
+        self.poll()  # the version to compare with: a change made before a panel shows a memory is seen too
         self.timer.start()
 
     def stop(self) -> None:
         self._closed = True
         self.timer.stop()
+
+    def poll(self) -> None:
+        if self._closed:
+            return
+        try:
+            self.runner.submit("db", lambda: int(self.services.db.scalar("PRAGMA data_version")), on_done=self._seen,
+                               on_error=lambda _exc: None)  # the next look tries again
+        except RuntimeError:  # the lanes are shut down: the window is closing
+            self.stop()
+
+    def _seen(self, version: int) -> None:
+        moved = self.version is not None and version != self.version
+        self.version = version
+        if moved and not self._closed:
+            self.moved.emit()
+
+
+class MemoryWatch(QObject):
+    """The chat's memory rows and chips re-read when the store changed (here: `changed`; elsewhere: the window's
+    StoreWatch, or one of its own for a chat without a window that has one)."""
+
+    def __init__(self, services: Any, runner: Any, replies: Callable[[], Sequence[Any]], changed: Any = None,
+                 parent: Optional[QObject] = None, store: Optional[StoreWatch] = None) -> None:
+        super().__init__(parent)
+        self.services = services
+        self.runner = runner
+        self.replies = replies  # the reply widgets on screen now
+        self._closed = False
+        self._own_store = store is None
+        self.store = store if store is not None else StoreWatch(services, runner, self)
+        self.store.moved.connect(self.refresh)
+        if changed is not None:
+            changed.connect(self.refresh)
+
+    def start(self) -> None:
+        self.store.start()  # the window's is started already: this does nothing then
+
+    def stop(self) -> None:
+        self._closed = True
+        if self._own_store:
+            self.store.stop()
 
     def shown_ids(self) -> list[int]:
         ids: list[int] = []
@@ -67,16 +113,6 @@ class MemoryWatch(QObject):
         if self._closed or not ids:
             return
         self._submit(lambda: read_shown(self.services.db, ids), lambda found: self._show(ids, found))
-
-    def poll(self) -> None:
-        if not self._closed:
-            self._submit(lambda: int(self.services.db.scalar("PRAGMA data_version")), self._on_version)
-
-    def _on_version(self, version: int) -> None:
-        moved = self.version is not None and version != self.version
-        self.version = version
-        if moved:
-            self.refresh()
 
     def _show(self, ids: Sequence[int], found: dict[int, ShownMemory]) -> None:
         if self._closed:

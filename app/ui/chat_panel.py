@@ -92,7 +92,8 @@ class ChatPanel(QWidget):
         self.note = self.job_notes.label  # what the idle-time jobs changed, quietly
         self.job_notes.noted.connect(getattr(self.window_, "set_status", lambda _text: None))  # the status bar too
         self.memory_watch = MemoryWatch(self.services, self.runner, self.replies,
-                                        getattr(self.window_, "memories_changed", None), self)
+                                        getattr(self.window_, "memories_changed", None), self,
+                                        store=getattr(self.window_, "store_watch", None))  # the window's one poll
         self.composer = Composer()
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)

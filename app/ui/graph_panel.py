@@ -1,7 +1,9 @@
 """Memory graph: node size = importance, edge width = Hebbian weight, colour = kind (with a legend), labels on the
 nodes that matter and on more of them as the user zooms in, the whole statement on hover.
 
-Read on the db lane, laid out on the panel's own thread (never the GUI thread), redrawn as turns add memories."""
+Read on the db lane, laid out on the panel's own thread (never the GUI thread), redrawn as turns add memories and
+when another connection changed the store (the window's StoreWatch: `engram memory add` in a terminal, an idle-time
+job); hidden, it is redrawn when next shown."""
 from __future__ import annotations
 
 import html
@@ -19,8 +21,8 @@ from app.ui.graph_labels import LabelLayer
 from app.ui.graph_legend import KindLegend, kind_colour, kind_name
 from app.ui.panel_widgets import PaletteFollower, palette, themed_plot
 from core.memory.graph_view import GraphView, layout, load_graph, node_weights
+from core.words import counted
 
-REFRESH_MS = 5000  # live view: re-read the graph this often while the panel is visible
 EDGE_WIDTHS = (0.75, 1.5, 2.5, 4.0)  # pixels, by Hebbian weight quarter: one path per width, not one per edge
 HINT = "Click a node to inspect it, then show its neighbourhood."
 EMPTY = "No memories yet: the graph grows as you chat."
@@ -63,10 +65,9 @@ class GraphPanel(QWidget):
         self._whole: QRectF | None = None  # the whole graph's extent: how far the user zoomed in
         self._layouts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-graph-layout")
         self._build()
-        self.timer = QTimer(self)
-        self.timer.setInterval(REFRESH_MS)
-        self.timer.timeout.connect(self._tick)
-        self.timer.start()
+        store = getattr(context.window, "store_watch", None)
+        if store is not None:  # no timer of its own: the window's one look at data_version says when to re-read
+            store.moved.connect(self.refresh)
         self.refresh()
 
     def _build(self) -> None:
@@ -175,10 +176,6 @@ class GraphPanel(QWidget):
             self._failed(future.exception())
         else:
             self._draw(future.result())
-
-    def _tick(self) -> None:
-        if self.isVisible() and not self._busy:  # a slow layout is not queued behind itself
-            self.refresh()
 
     def focus_on(self, memory_id: int) -> None:
         self.center = memory_id
@@ -344,13 +341,12 @@ class GraphPanel(QWidget):
         index = self.view.index_of(node.key)
         links = sum(1 for e in self.view.edges if index in (e.a, e.b))
         weight = f" · importance {node.importance:.2f}" if node.memory_id is not None else ""
-        self.info.setText(f"{kind_name(node.kind)}{weight} · {links} link{'s' * (links != 1)} — {node.label}")
+        self.info.setText(f"{kind_name(node.kind)}{weight} · {counted(links, 'link')} — {node.label}")
         if self.view.nodes:
             self._paint()  # the outlines: it and its neighbours highlighted
         self.node_clicked.emit(node)
 
     def shutdown(self) -> None:
-        self.timer.stop()
         self._layouts.shutdown(wait=False, cancel_futures=True)
 
 

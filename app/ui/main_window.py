@@ -12,6 +12,7 @@ from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
                                QStackedWidget, QVBoxLayout, QWidget)
 
+from app.ui.chat_memory_watch import StoreWatch
 from app.ui.icons import icon_size, themed_icon
 from app.ui.tasks import TaskRunner
 from app.ui.theme import SPACING, Theme
@@ -74,6 +75,10 @@ class MainWindow(QMainWindow):
         self.theme.changed.connect(self._tint_icons)
         self.menu_actions = build_menus(self)  # File, Edit, View, Window, Help, with their standard keys
         self.memories_changed.connect(self._refresh_memory_views)
+        # one look at the store's data_version for every panel: another process (the CLI) or an idle-time job's
+        # connection changed it; started once the event loop runs, so the window shows before any query
+        self.store_watch = StoreWatch(services, self.runner, self)
+        QTimer.singleShot(0, self, self.store_watch.start)
         self.settings_watcher = SettingsWatcher(services.data_dir, self)
         self.settings_watcher.changed.connect(self.apply_settings)
         if self.specs:
@@ -222,6 +227,7 @@ class MainWindow(QMainWindow):
         self.status.setText(text)
 
     def closeEvent(self, event: Any) -> None:
+        self.store_watch.stop()
         if self.background is not None:
             self.background.stop()  # its running job checkpoints before the store and the models close
         for panel in self.panels.values():

@@ -84,6 +84,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         follow = getattr(self.context.window, "settings_changed", None)
         if follow is not None:  # the view chosen in another window or by hand in settings.json
             follow.connect(lambda settings: self.set_view(settings.memories_view, remember=False))
+        store = getattr(self.context.window, "store_watch", None)
+        if store is not None:  # `engram memory add` in a terminal beside the window shows here by itself
+            store.moved.connect(self._changed_elsewhere)
 
     def _top_bar(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -228,10 +231,19 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             return rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs())
         self.runner.submit("db", load, on_done=self._on_loaded, on_error=self._on_error)
 
+    def _changed_elsewhere(self) -> None:
+        """Another connection committed: re-read now if the panel is on screen; hidden, it re-reads when shown
+        (ReloadOnShow)."""
+        if self.isVisible():
+            self.reload()
+
     def _on_loaded(self, loaded: tuple[list, list]) -> None:
         memories, active = loaded
-        self.simple.set_memories(active)
-        self.model.set_memories(memories)
+        # the same rows (a commit elsewhere that touched no memory) keep the selection and the scroll position
+        if active != self.simple.memories:
+            self.simple.set_memories(active)
+        if memories != self.model.memories:
+            self.model.set_memories(memories)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
         self.loaded.emit()

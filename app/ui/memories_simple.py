@@ -83,6 +83,7 @@ class SimpleMemories(QWidget):
         self.empty.setVisible(False)  # until the first load says the store is empty
         self.more.setVisible(False)
         self.rows: dict[int, BeliefRow] = {}
+        self.memories: list[Memory] | None = None  # what the last set_memories was given (None: not loaded yet)
         self._keys = DeleteKeys(self.list, self._delete_selected)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -92,6 +93,7 @@ class SimpleMemories(QWidget):
         layout.addWidget(self.more)
 
     def set_memories(self, memories: Sequence[Memory]) -> None:
+        self.memories = list(memories)
         shown = believed(memories)
         self.list.clear()
         self.rows = {}
