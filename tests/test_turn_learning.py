@@ -4,23 +4,30 @@ against the turn; two learners racing for one turn learn it once; the waiting tu
 (migration 7), not by reading every episode's JSON."""
 from __future__ import annotations
 
+import json
 import re
-import socket
+import subprocess
+import sys
+import textwrap
 import threading
+from pathlib import Path
 
 import apsw
 import pytest
 
-from core.assistant import TAKEN, pending_learning
+from core.assistant import TAKEN, Assistant, pending_learning
+from core.config import Settings
+from core.memory.index import index_episodes
 from core.memory.recall import recall
 from core.store import turn_learning
 from core.store.db import open_db
 from core.store.episodes import add_episode, get_episode
 from core.store.memories import list_memories
 from core.store.migrations import MIGRATIONS
-from tests.fakes import ScriptedStructuredModel
+from tests.fakes import HashEmbedder, ScriptedStructuredModel
 from tests.test_assistant import fact_reply, make
 
+ROOT = Path(__file__).resolve().parents[1]
 CELLO = "I play the cello every evening"
 NEW = {"decision": "new", "target": 0, "reason": "new"}
 
@@ -116,18 +123,16 @@ def test_two_learners_racing_for_one_turn_learn_it_once(tmp_path, embedder, cloc
         database.close()
 
 
-def test_a_turn_claimed_by_a_process_that_died_is_taken_over_and_counted(db, embedder, clock):
+def test_a_live_learners_claim_is_left_alone_until_its_lease_runs_out(db, embedder, clock):
     assistant = make(db, embedder, clock, ScriptedStructuredModel({"engram_facts": _cello,
                                                                      "reconcile_decision": [NEW]}))
     episode = _waiting_turn(assistant)
-    dead = _dead_pid()
-    claim = turn_learning.claim(db, episode, f"{socket.gethostname()}:{dead}:gone")  # killed mid-learning
-    assert claim is not None and claim.attempt == 1
-    live = turn_learning.claim(db, add_episode(db, "another turn", metadata={"learning": "pending"}),
-                               turn_learning.new_owner())
-    assert pending_learning(db) == [episode]  # the live claim is someone's work now; the dead one is not
-    report = assistant.learn(assistant.stored_turn(episode))
-    assert report.facts and pending_learning(db) == [] and live is not None
+    held = turn_learning.claim(db, episode, turn_learning.new_owner())  # a learner in this live process
+    assert held is not None and held.attempt == 1 and pending_learning(db) == []
+    assert assistant.learn(assistant.stored_turn(episode)).skipped == TAKEN
+    clock.now += turn_learning.CLAIM_LEASE  # its release was lost (a store busy for too long): taken over now
+    assert pending_learning(db) == [episode]
+    assert assistant.learn(assistant.stored_turn(episode)).facts and pending_learning(db) == []
 
 
 def test_waiting_turns_are_found_through_an_index_not_by_reading_every_episode(db):
@@ -181,10 +186,78 @@ def test_a_migration_7_that_fails_half_way_leaves_nothing_behind_and_runs_again(
     again.close()
 
 
-def _dead_pid() -> int:
-    """A process id no process has now."""
-    import subprocess
-    import sys
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
+LEARNER = textwrap.dedent("""
+    import json, sys, time
+    sys.path.insert(0, {root!r})
+    from core.assistant import Assistant
+    from core.config import Settings
+    from core.store.db import open_db
+    from tests.fakes import HashEmbedder, ScriptedStructuredModel
+    from tests.test_assistant import fact_reply
+
+    def extract(messages, schema):
+        print("extracting", flush=True)
+        sys.stdin.readline()  # the parent says when to go on (or kills this process here)
+        return {{"facts": [fact_reply("The user plays the cello.", "cello", "plays")]}}
+    model = ScriptedStructuredModel({{"engram_facts": extract,
+                                      "reconcile_decision": [{{"decision": "new", "target": 0, "reason": "new"}}]}})
+    db = open_db({path!r})
+    assistant = Assistant(db, HashEmbedder(), None, model, Settings())
+    report = assistant.learn(assistant.stored_turn({episode}))
+    print(json.dumps({{"skipped": report.skipped, "facts": len(report.facts)}}), flush=True)
+""")
+
+
+def _learner_process(path, episode: int) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", LEARNER.format(root=str(ROOT), path=str(path), episode=episode)],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "extracting", child.stderr.read()
+    return child
+
+
+def _stored_turn_in_a_file(tmp_path):
+    db = open_db(tmp_path / "engram.db")
+    assistant = Assistant(db, HashEmbedder(), None, ScriptedStructuredModel({"engram_facts": _cello,
+                                                                             "reconcile_decision": [NEW]}),
+                          Settings())
+    episode = add_episode(db, CELLO, "Lovely.", metadata={"learning": "pending"})
+    index_episodes(db, HashEmbedder(), [episode])  # the embedder is bound before two processes use it
+    return db, assistant, episode
+
+
+def test_a_turn_another_process_is_learning_is_left_to_it(tmp_path):
+    db, assistant, episode = _stored_turn_in_a_file(tmp_path)
+    child = _learner_process(db.path, episode)  # the other process is extracting the turn's facts now
+    assert pending_learning(db) == []
+    assert assistant.learn(assistant.stored_turn(episode)).skipped == TAKEN
+    out, err = child.communicate("go\n", timeout=60)
+    assert child.returncode == 0, err
+    assert json.loads(out.splitlines()[-1]) == {"skipped": "", "facts": 1}
+    assert assistant.structured.titles() == [] and len(list_memories(db)) == 1
+    db.close()
+
+
+def test_a_turn_whose_learner_was_killed_is_learned_by_the_next_one(tmp_path):
+    db, assistant, episode = _stored_turn_in_a_file(tmp_path)
+    _killed_while_learning(db.path, episode)
+    assert pending_learning(db) == [episode]
+    report = assistant.learn(assistant.stored_turn(episode))
+    assert report.facts and pending_learning(db) == [] and get_episode(db, episode).metadata["learning"] == "done"
+    db.close()
+
+
+def test_a_turn_that_kills_its_learner_every_time_is_given_up_after_three(tmp_path):
+    db, assistant, episode = _stored_turn_in_a_file(tmp_path)
+    for _ in range(turn_learning.MAX_ATTEMPTS):
+        _killed_while_learning(db.path, episode)
+    assert assistant.learn(assistant.stored_turn(episode)).skipped == TAKEN and assistant.structured.titles() == []
+    assert pending_learning(db) == [] and get_episode(db, episode).metadata["learning"] == "failed"
+    (failed,) = turn_learning.given_up(db)
+    assert failed.last_error == "learning was interrupted 3 times"
+    db.close()
+
+
+def _killed_while_learning(path, episode: int) -> None:
+    child = _learner_process(path, episode)
+    child.kill()  # the process dies mid-learning (the OOM killer, a force quit)
+    child.communicate(timeout=60)
