@@ -121,7 +121,13 @@ def test_a_damaged_snapshot_or_record_teaches_nothing_and_breaks_nothing(db):
     episode = add_episode(db, "hi", "hello", metadata={"recall": {"features": {str(memory): ["x"] * 5},
                                                                   "reference": [0] * 5}})
     assert not rl.learn_veto(db, Settings(), episode, memory)
-    db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (rl.META_KEY, '{"weights": [1, 2]}'))
+    edited = add_episode(db, "hi", "hello", metadata={"recall": {"features": {"x1": [0] * 5, str(memory): [0.5] * 5},
+                                                                 "reference": "not terms"}})
+    odd = add_episode(db, "hi", "hello", metadata={"recall": {"features": {"x1": [0] * 5, str(memory): [0.5] * 5},
+                                                              "reference": [0.1] * 5}})
+    assert rl.learn_rating(db, Settings(), edited, 1) == 0
+    assert rl.learn_rating(db, Settings(), odd, 1) == 1  # the hand-made key is left out, the memory learnt
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (rl.META_KEY, '{"weights": [1, 2]}'))
     assert rl.load(db) == rl.RecallBlend()
     db.execute("UPDATE meta SET value = ? WHERE key = ?", ("not json", rl.META_KEY))
     assert rl.load(db) == rl.RecallBlend() and rl.effective(db, Settings()) is None

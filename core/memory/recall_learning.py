@@ -157,7 +157,15 @@ def _snapshot_of(metadata: Mapping[str, Any]) -> dict[str, Any] | None:
     features = taken.get("features")
     if not isinstance(features, dict):
         return None
-    return {"features": {k: v for k, v in features.items() if _is_terms(v)}, "reference": taken["reference"]}
+    return {"features": {k: v for k, v in features.items() if k.isdigit() and _is_terms(v)},
+            "reference": taken["reference"]}
+
+
+def _json(text: object) -> object:
+    try:
+        return json.loads(text)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None  # a hand-edited value is no reference
 
 
 def _is_terms(value: object) -> bool:
@@ -240,7 +248,7 @@ def _typical(db: Database) -> np.ndarray:
     rows = db.execute("SELECT json_extract(metadata, '$.recall.reference') FROM episodes WHERE "
                       "json_extract(metadata, '$.recall.reference') IS NOT NULL ORDER BY id DESC LIMIT ?",
                       (TYPICAL_REPLIES,))
-    found = [v for v in (json.loads(r[0]) for r in rows) if _is_terms(v)]
+    found = [v for v in (_json(r[0]) for r in rows) if _is_terms(v)]
     return np.mean(np.array(found), axis=0) if found else _ZERO
 
 
