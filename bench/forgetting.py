@@ -13,10 +13,13 @@ errands. Both arms replay the same 90 days (the same seed) through the real stor
   (work and hobbies one in twenty, errands never);
 - every night the idle pass runs: core.memory.importance.update_importance, then core.memory.forget.forgetting_pass.
 
-The arms differ only in settings.forgetting.learn. Reported per arm: wrongful forgets (forgetting events of family
-items) per month, recall@10 of what the user asked for, the store's size (active memories and turns: at the end
-and the daily mean), restores, and the weights at the end. Target: learnt weights cut wrongful forgets by at least
-half with a store no larger (end and mean), weights within learned.BOUNDS.
+The arms differ only in settings.forgetting.learn: the learnt arm learns α, β, γ, the bias and δ, the weight of
+preference (core.memory.preference: what the user's restores and silences say about items like this one), which
+the fixed arm does not use (its δ is reported but unused). Reported per arm: wrongful forgets (forgetting events of
+family items) per month, recall@10 of what the user asked for, the store's size (active memories, summaries
+included, and turns: at the end and the daily mean), restores, and the weights at the end. Target: learnt weights
+cut wrongful forgets by at least half with a store no larger (end and mean), weights within learned.BOUNDS.
+`--seed` draws another user with the same habits (bench/notes.md has seeds 3, 11 and 21 beside the default 7).
 """
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ damaged record, learning switched off, and the memories no weights can make forg
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -25,7 +26,9 @@ def within_bounds(weights: learned.LearnedRetention) -> bool:
 
 
 def retention(weights: learned.LearnedRetention, terms) -> float:
-    x = np.array([*terms, 1.0])
+    """P for (recency, relevance, importance[, preference]): the order of learned.NAMES, the bias's input 1."""
+    terms = list(terms)
+    x = np.array([*terms[:3], 1.0, *(terms[3:] or [0.0])])
     return float(1.0 / (1.0 + np.exp(-(weights.vector() @ x))))
 
 
@@ -46,7 +49,7 @@ def events_by_item(db) -> dict[int, forget.ForgettingEvent]:
 
 # -- the learner alone ---------------------------------------------------------------------------------------
 TERM = st.floats(allow_nan=True, allow_infinity=True, width=64)
-SIGNAL = st.tuples(st.tuples(TERM, TERM, TERM), st.booleans())
+SIGNAL = st.tuples(st.one_of(st.tuples(TERM, TERM, TERM), st.tuples(TERM, TERM, TERM, TERM)), st.booleans())
 STRENGTH = st.sampled_from(["gentle", "normal", "strong"])
 
 
@@ -101,7 +104,7 @@ def test_the_size_step_leans_towards_forgetting_a_bounded_amount_and_only_after_
     store = np.random.default_rng(0).uniform(0, 1, size=(500, 3))
     start = learned.defaults(SETTINGS)
     assert learned.size_step(start, store, SETTINGS) == start  # no signal yet: exactly the defaults
-    engaged = learned.LearnedRetention(*start.vector(), kept_signals=1)
+    engaged = replace(start, kept_signals=1)
     weights = engaged
     for _ in range(2000):
         weights = learned.size_step(weights, store, SETTINGS)

@@ -1,22 +1,12 @@
 """Forgetting (seed 001, with KenLM's forgetting-as-summarisation): score, preview, forget, undo.
 
-Retention of an item (a memory or an episode) is a probability (`retention_probability`):
+Retention of an item (a memory or an episode) is a probability from its recency, relevance, importance and what
+the user's own signals say about items like it (core.memory.retention, re-exported here). An item is forgotten when
+P < threshold (scaled by Settings.forgetting.strength). Never forgotten: pinned, protected, permanent or critical
+memories, protected episodes, anything younger than min_age_days, and a summary that holds forgotten episodes.
+The API (helper D2's timeline panel and the CLI build on it):
 
-    P = 1 / (1 + exp(−(α·recency + β·relevance + γ·importance + bias)))
-
-- recency = 2^(−days since last use / half-life), last use = last access or creation; the half-life is
-  recency_half_life_days for a conversation turn and fact_half_life_factor times that for a fact;
-- relevance = how much closer than the median item the item is to what the user cares about lately: the
-  centroid of the newest `context_episodes` episodes, or the nearest item the user restored (core.memory.relevance),
-  in [0, 1];
-- importance = core.memory.importance: PageRank share + log(1 + access count) + evidence for a hypothesis
-  (for a memory, the larger of its stored importance and today's earned score) + freshness.
-
-An item is forgotten when P < threshold (scaled by Settings.forgetting.strength). Never forgotten: pinned,
-protected, permanent or critical memories, protected episodes, anything younger than min_age_days, and a
-summary that holds forgotten episodes. The API (helper D2's timeline panel and the CLI build on it):
-
-- `score_store(db, settings)` → ScoreTable: every eligible item's recency, relevance, importance, retention.
+- `score_store(db, settings)` → ScoreTable: every eligible item's terms and retention.
 - `preview(db, settings)` → list[Scored]: what would go if a pass ran now, lowest retention first, each with
   the score that caused it (`Scored.reason`).
 - `project(scored, settings, days)` / `forgetting_curves(db, settings, ...)`: retention over future days if
@@ -28,7 +18,8 @@ summary that holds forgotten episodes. The API (helper D2's timeline panel and t
   facts drawn from them and a short excerpt of what the user said (core.memory.compaction). Every forgetting writes a
   forgetting_events row with its retention and reason.
 - `undo(db, event_id)`: restores the item (until it is purged); the undo counts as a use, so the next pass
-  does not take it straight back, and the next pass learns from it (`learn_from_signals`, core.memory.learned).
+  does not take it straight back, and the next pass learns from it (`learn_from_signals`, core.memory.learned
+  for the weights, core.memory.preference for what the restores and silences say about content).
 - `list_events(db)`: the log, newest first.
 
 B1's bench/turn.py times `forgetting_pass` (and core.memory.consolidate.consolidation_pass) at 100k memories.
@@ -36,7 +27,7 @@ B1's bench/turn.py times `forgetting_pass` (and core.memory.consolidate.consolid
 from __future__ import annotations
 
 import time as _time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -44,54 +35,17 @@ import numpy as np
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
 from core.memory import compaction, learned
+from core.memory import preference as pref
 from core.memory import relevance as rel
-from core.memory import importance as imp
 from core.memory.index import repair_missing_vectors
+from core.memory.retention import (Scored, ScoreTable, half_life, recency_score, rescored,  # noqa: F401 (API)
+                                   retention_probability, score, score_store, threshold)
 from core.protocols import Embedder
 from core.store import history
 from core.store.db import Database
 from core.store.memories import get_memory, snapshot
 
 SECONDS_PER_DAY = 86400.0
-
-
-@dataclass(frozen=True)
-class Scored:
-    """One item's retention and the three terms that made it."""
-
-    item_type: str  # memory / episode
-    item_id: int
-    recency: float
-    relevance: float
-    importance: float
-    retention: float
-    age_days: float  # days since last use
-
-    def reason(self, threshold: float) -> str:
-        return (f"retention {self.retention:.3f} below {threshold:.3f} (recency {self.recency:.2f}, "
-                f"relevance {self.relevance:.2f}, importance {self.importance:.2f})")
-
-
-@dataclass(frozen=True)
-class ScoreTable:
-    """Column arrays for all eligible items of one kind (fast at 100k rows)."""
-
-    item_type: str
-    ids: np.ndarray
-    age_days: np.ndarray
-    recency: np.ndarray
-    relevance: np.ndarray
-    importance: np.ndarray
-    retention: np.ndarray
-    reference: np.ndarray | None = None  # sorted cosines to each reference point: what relevance is measured by
-
-    def row(self, n: int) -> Scored:
-        return Scored(self.item_type, int(self.ids[n]), float(self.recency[n]), float(self.relevance[n]),
-                      float(self.importance[n]), float(self.retention[n]), float(self.age_days[n]))
-
-    def below(self, threshold: float) -> list[Scored]:
-        order = np.argsort(self.retention, kind="stable")
-        return [self.row(int(n)) for n in order if self.retention[n] < threshold]
 
 
 @dataclass(frozen=True)
@@ -117,77 +71,7 @@ class PassResult:
     seconds: float
 
 
-# -- scores ------------------------------------------------------------------------------------------------
-def threshold(settings: Settings) -> float:
-    """The forgetting threshold τ, scaled by the user's strength dial."""
-    return settings.forgetting.effective_threshold()
-
-
-def recency_score(days_since_use: np.ndarray | float, half_life_days: float) -> np.ndarray:
-    """001: 2^(−days / half-life): 1 just used, ½ after one half-life."""
-    return np.power(0.5, np.maximum(days_since_use, 0.0) / max(half_life_days, 1e-9))
-
-
-def half_life(item_type: str, settings: Settings) -> float:
-    """Facts fade slower than the turns they came from (fact_half_life_factor x the episodes' half-life)."""
-    f = settings.forgetting
-    return f.recency_half_life_days * (f.fact_half_life_factor if item_type == "memory" else 1.0)
-
-
-def retention_probability(recency: np.ndarray | float, relevance: np.ndarray | float,
-                          importance: np.ndarray | float, settings: Settings) -> np.ndarray:
-    """001: P = σ(α·recency + β·relevance + γ·importance + bias)."""
-    f = settings.forgetting
-    logit = f.alpha * np.asarray(recency) + f.beta * np.asarray(relevance) + f.gamma * np.asarray(importance)
-    return 1.0 / (1.0 + np.exp(-(logit + f.bias)))
-
-
-def _eligible_memories(db: Database, cutoff: float) -> np.ndarray:
-    rows = db.execute(
-        "SELECT id, coalesce(last_access, created_at), access_count, created_at, importance FROM active_memories "
-        "WHERE pinned = 0 AND protected = 0 AND permanent = 0 AND critical = 0 AND created_at <= ? "
-        "AND NOT (kind = 'summary' AND id IN (SELECT summary_id FROM episodes WHERE forgotten_at IS NOT NULL "
-        "AND summary_id IS NOT NULL)) ORDER BY id", (cutoff,)).fetchall()
-    return np.array(rows, dtype=np.float64).reshape(-1, 5)
-
-
-def _eligible_episodes(db: Database, cutoff: float) -> np.ndarray:
-    rows = db.execute(
-        "SELECT id, coalesce(last_access, created_at), access_count, created_at, 0.0 FROM episodes "
-        "WHERE deleted_at IS NULL AND forgotten_at IS NULL AND protected = 0 AND created_at <= ? ORDER BY id",
-        (cutoff,)).fetchall()
-    return np.array(rows, dtype=np.float64).reshape(-1, 5)
-
-
-def score_store(db: Database, settings: Settings, *, now: float | None = None) -> dict[str, ScoreTable]:
-    """Retention of every item that may be forgotten, as {'memory': table, 'episode': table}, with the weights
-    learnt from the user's signals (core.memory.learned) when learning is on."""
-    now = db.now() if now is None else now
-    return _score(db, settings, now, rel.context(db, settings, now))
-
-
-def _score(db: Database, settings: Settings, now: float, ctx: rel.Context) -> dict[str, ScoreTable]:
-    settings = learned.effective(db, settings)
-    cutoff = now - settings.forgetting.min_age_days * SECONDS_PER_DAY
-    points = ctx.points()
-    tables = {}
-    for kind, rows, evidence in (("memory", _eligible_memories(db, cutoff), imp.memory_evidence(db)),
-                                 ("episode", _eligible_episodes(db, cutoff), imp.episode_evidence(db))):
-        ids = rows[:, 0].astype(np.int64)
-        since_use = (now - rows[:, 1]) / SECONDS_PER_DAY
-        earned = imp.earned_importance(rows[:, 2], np.zeros(len(ids)), imp.lookup(evidence, ids), settings,
-                                       since_use)
-        fresh = imp.freshness((now - rows[:, 3]) / SECONDS_PER_DAY, settings)
-        importance = np.minimum(1.0, np.maximum(earned, rows[:, 4]) + fresh)
-        recency = recency_score(since_use, half_life(kind, settings))
-        cosine = ctx.grouped(rel.cosines(db, kind, ids, points)) if points is not None else np.empty((len(ids), 0))
-        reference = rel.reference(cosine)
-        relevance = rel.relevance(cosine, reference)
-        tables[kind] = ScoreTable(kind, ids, since_use, recency, relevance, importance,
-                                  retention_probability(recency, relevance, importance, settings), reference)
-    return tables
-
-
+# -- what would go -------------------------------------------------------------------------------------
 def preview(db: Database, settings: Settings, *, now: float | None = None) -> list[Scored]:
     """What a pass would forget if it ran now, lowest retention first."""
     tables = score_store(db, settings, now=now)
@@ -227,9 +111,10 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
     started = _time.perf_counter()
     now = db.now() if now is None else now
     ctx = rel.context(db, settings, now)
-    tables = _score(db, settings, now, ctx)
-    if learn_from_signals(db, settings, now, tables, ctx):  # this pass already forgets with what was learnt
-        tables = _rescored(tables, learned.effective(db, settings))
+    labels = pref.labels(db, now) if settings.forgetting.learn else None
+    tables = score(db, settings, now, ctx, labels)
+    if learn_from_signals(db, settings, now, tables, ctx, labels):  # this pass already forgets with what was learnt
+        tables = rescored(tables, learned.effective(db, settings), learned.load(db, settings).delta)
     _penalise_size(db, settings, tables)
     limit = threshold(settings)
     doomed_memories = tables["memory"].below(limit)
@@ -244,16 +129,11 @@ def forgetting_pass(db: Database, settings: Settings, *, embedder: Embedder | No
                       sum(len(t.ids) for t in tables.values()), _time.perf_counter() - started)
 
 
-def _rescored(tables: dict[str, ScoreTable], settings: Settings) -> dict[str, ScoreTable]:
-    return {kind: replace(t, retention=retention_probability(t.recency, t.relevance, t.importance, settings))
-            for kind, t in tables.items()}
-
-
 def _penalise_size(db: Database, settings: Settings, tables: dict[str, ScoreTable]) -> None:
     """The store-size term of the learnt weights: every pass leans them a little towards forgetting."""
     if not settings.forgetting.learn:
         return
-    terms = np.concatenate([np.column_stack([t.recency, t.relevance, t.importance]) for t in tables.values()])
+    terms = np.concatenate([t.terms() for t in tables.values()])
     with db.transaction():
         learned.save(db, learned.size_step(learned.load(db, settings), terms, settings))
 
@@ -300,13 +180,14 @@ def _log(db: Database, item_type: str, item_id: int, action: str, scored: Scored
 
 
 def learn_from_signals(db: Database, settings: Settings, now: float, tables: dict[str, ScoreTable],
-                       ctx: rel.Context) -> int:
+                       ctx: rel.Context, labels: pref.Labels | None = None) -> int:
     """What the user did with forgetting since the last pass teaches the weights (core.memory.learned): each
     restore says 'keep things like this'; a forgetting left alone for learned.SILENCE_DAYS says it was right
     (weakly, and only once the user has restored something: before that, silence says nothing about them).
     An item is learnt from with the recency and importance it was forgotten with, and its relevance now: how
-    close it is to the conversation and to the other things the user asked back, which is what the signal is
-    about. A restore counts even after its silence did (the restore outweighs it)."""
+    close it is to the conversation and to the other things the user asked back, and its preference now (the
+    vote of the other labelled items near it), which is what the signal is about. A restore counts even after its
+    silence did (the restore outweighs it)."""
     if not settings.forgetting.learn:
         return 0
     rows = db.query("SELECT id, item_type, item_id, recency, relevance, importance, restored_at FROM forgetting_events "
@@ -317,11 +198,11 @@ def learn_from_signals(db: Database, settings: Settings, now: float, tables: dic
         return 0
     weights = learned.load(db, settings)
     engaged = weights.kept_signals > 0 or any(r["restored_at"] is not None for r in rows)
-    for row in rows:
-        kept = row["restored_at"] is not None
-        if kept or engaged:
-            terms = (row["recency"], _relevance_now(db, row, tables, ctx), row["importance"])
-            weights = learned.step(weights, terms, kept, settings)
+    preference = _preference_now(db, rows, labels)
+    signals = [((row["recency"], _relevance_now(db, row, tables, ctx), row["importance"], liked),
+                row["restored_at"] is not None) for row, liked in zip(rows, preference)
+               if engaged or row["restored_at"] is not None]
+    weights = learned.batch_step(weights, [t for t, _ in signals], [k for _, k in signals], settings)
     with db.transaction():
         learned.save(db, weights)
         db.conn.executemany("UPDATE forgetting_events SET learned_at = ? WHERE id = ?", [(now, r["id"]) for r in rows])
@@ -339,6 +220,15 @@ def _relevance_now(db: Database, row: dict, tables: dict[str, ScoreTable], ctx: 
     if np.isnan(cosine).any():
         return float(row["relevance"])
     return float(rel.relevance(cosine, table.reference[:, :cosine.shape[1]])[0])
+
+
+def _preference_now(db: Database, rows: list[dict], labels: pref.Labels | None) -> list[float]:
+    """Each signalled item's preference by the other labelled items (itself left out)."""
+    found: dict[tuple[str, int], float] = {}
+    for kind in ("memory", "episode"):
+        ids = np.array(sorted({int(r["item_id"]) for r in rows if r["item_type"] == kind}), dtype=np.int64)
+        found.update({(kind, int(i)): float(v) for i, v in zip(ids, pref.of_items(db, labels, kind, ids))})
+    return [found[(r["item_type"], int(r["item_id"]))] for r in rows]
 
 
 def list_events(db: Database, *, limit: int = 200, include_restored: bool = True) -> list[ForgettingEvent]:

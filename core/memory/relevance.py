@@ -14,6 +14,7 @@ family items at cosine ~0.65 and errands at ~0.18; the mean, 0.43 and 0.14).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Iterator
 
 import numpy as np
 
@@ -73,15 +74,21 @@ def restored_vectors(db: Database, settings: Settings, now: float) -> dict[tuple
 def cosines(db: Database, kind: str, ids: np.ndarray, centroids: np.ndarray) -> np.ndarray:
     """Cosine of each item's vector with each centroid (rows: items); NaN for an item without a vector."""
     out = np.full((len(ids), len(centroids)), np.nan)
+    for rows, unit in unit_chunks(db, kind, ids):
+        out[rows] = unit @ centroids.T
+    return out
+
+
+def unit_chunks(db: Database, kind: str, ids: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The items' vectors, normalised, VECTOR_CHUNK at a time: (their positions in ids, the rows); an item
+    without a vector is left out."""
     position = {int(i): n for n, i in enumerate(ids)}
     for start in range(0, len(ids), VECTOR_CHUNK):
         found = vectors.get_vectors(db, kind, [int(i) for i in ids[start:start + VECTOR_CHUNK]])  # type: ignore
-        if not found:
-            continue
-        matrix = np.stack(list(found.values()))
-        out[[position[i] for i in found]] = matrix @ centroids.T / np.maximum(
-            np.linalg.norm(matrix, axis=1), 1e-12)[:, None]
-    return out
+        if found:
+            matrix = np.stack(list(found.values())).astype(np.float64)
+            yield (np.array([position[i] for i in found]),
+                   matrix / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)[:, None])
 
 
 def reference(cosine: np.ndarray) -> np.ndarray | None:
