@@ -261,3 +261,21 @@ def _killed_while_learning(path, episode: int) -> None:
     child = _learner_process(path, episode)
     child.kill()  # the process dies mid-learning (the OOM killer, a force quit)
     child.communicate(timeout=60)
+
+
+def test_bring_back_after_forget_everything_keeps_a_given_up_turns_error(tmp_path, embedder, clock):
+    from core.memory.manage import MemoryManager
+    from core.store import wipe
+    db = open_db(tmp_path / "engram.db", clock=clock)
+    assistant = make(db, embedder, clock, ScriptedStructuredModel({"engram_facts": _out_of_memory}))
+    episode = _waiting_turn(assistant)
+    for attempt in range(1, turn_learning.MAX_ATTEMPTS + 1):
+        with pytest.raises(RuntimeError):
+            assistant.learn(assistant.stored_turn(episode))
+        clock.now += turn_learning.RETRY_AFTER * attempt
+    given_up = turn_learning.given_up(db)
+    result = MemoryManager(db, embedder).forget_everything()
+    assert turn_learning.given_up(db) == [] and db.scalar("SELECT count(*) FROM turn_learning") == 0
+    wipe.bring_back(db, result.backup)
+    assert turn_learning.given_up(db) == given_up and pending_learning(db) == []
+    db.close()
