@@ -79,3 +79,32 @@ def test_zooming_in_labels_more_of_what_is_in_view():
         in_view = np.all((screen >= 0) & (screen <= 800), axis=1).sum()
         return len(choose_labels(screen, priority, sizes, viewport=(800, 800), limit=label_budget(zoom))) / in_view
     assert labelled_share(1.0) < 0.05 < labelled_share(4.0) < labelled_share(16.0)
+
+
+def _covers(box, centre, radius) -> bool:
+    x, y, w, h = box
+    dx = max(x - centre[0], 0.0, centre[0] - (x + w))
+    dy = max(y - centre[1], 0.0, centre[1] - (y + h))
+    return dx * dx + dy * dy < radius * radius
+
+
+def test_a_label_keeps_off_its_own_node_and_off_its_neighbours_where_it_can():
+    """The selected node's bold label sat over the node beside it (seen in the graph's screenshot): a label takes
+    the first spot around its node that covers no other drawn node, and clears its own node's disc (big nodes
+    are 30 px across, not 12)."""
+    screen = np.array([[100.0, 100.0], [140.0, 100.0], [400.0, 400.0]])  # the neighbour sits where "right" goes
+    radii = np.array([15.0, 10.0, 4.0])
+    placed = choose_labels(screen, np.array([0.5, 0.1, 0.9]), np.tile([150.0, 16.0], (3, 1)), viewport=(800, 800),
+                           pinned=[0], radius=radii)
+    boxes = {p.index: p.box for p in placed}
+    assert placed[0].index == 0
+    for index, box in boxes.items():
+        assert not any(_covers(box, screen[j], radii[j]) for j in range(3)), (index, box)
+
+
+def test_where_every_spot_covers_a_node_the_label_is_still_shown():
+    screen = np.array([[100.0, 100.0]] + [[100.0 + dx, 100.0 + dy] for dx, dy in
+                                          ((60, 0), (-60, 0), (0, 20), (0, -20), (-20, 20), (20, -20))])
+    placed = choose_labels(screen, np.linspace(1, 0, len(screen)), np.tile([150.0, 16.0], (len(screen), 1)),
+                           viewport=(800, 800), pinned=[0], radius=6.0)
+    assert placed and placed[0].index == 0 and placed[0].box[0] >= 100  # covered nodes or not, it is named

@@ -10,7 +10,7 @@ from PySide6.QtCore import QPointF, Qt  # noqa: E402
 from PySide6.QtGui import QColor, QPalette, QTextDocument  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from app.ui.graph_panel import EDGE_WIDTHS  # noqa: E402
+from app.ui.graph_panel import EDGE_WIDTHS, node_sizes  # noqa: E402
 from app.ui.panel_widgets import accent  # noqa: E402
 from core.memory.graph_view import layout, load_graph  # noqa: E402
 from core.store.entities import link, upsert_entity  # noqa: E402
@@ -254,6 +254,7 @@ def test_nodes_carry_short_labels_and_the_selection_and_its_neighbours_are_named
     cello = add_memory(window_db, "User's cello teacher is called Ana and she lives in Boulder near the lake")
     lessons = add_memory(window_db, "User has cello lessons on Tuesdays at six in the evening")
     _edge(window_db, cello, lessons, 0.7)
+    window_db.execute("UPDATE memories SET importance = 1.0")  # drawn at full size: 30 px across
     panel = window.show_panel("graph")
     qtbot.waitUntil(lambda: len(panel.view.nodes) == 2 and not panel._busy, timeout=10000)
     qtbot.waitUntil(lambda: len(panel.labels.shown()) == 2, timeout=5000)
@@ -265,6 +266,16 @@ def test_nodes_carry_short_labels_and_the_selection_and_its_neighbours_are_named
     qtbot.waitUntil(lambda: panel.labels.bold_index() == panel.view.index_of(f"m{cello}"), timeout=5000)
     assert f"m{lessons}" in _labelled(panel)
     assert "near the lake" in panel.info.text()  # the whole statement beside the picture
+    # no label covers a node as drawn, its own included (a 30 px node is not a 12 px one)
+    box = panel.plot.getViewBox()
+    screen = panel.labels._to_screen(panel.view.positions, box.viewRect(), box.width(), box.height())
+    radii = node_sizes(panel.view) / 2
+    for node, _anchor, offset, rect, _text in panel.labels._labels:
+        x, y = screen[node][0] + offset.x(), screen[node][1] + offset.y()
+        for other, (cx, cy) in enumerate(screen):
+            dx = max(x - cx, 0.0, cx - (x + rect.width()))
+            dy = max(y - cy, 0.0, cy - (y + rect.height()))
+            assert dx * dx + dy * dy >= radii[other] ** 2, (node, other)
 
 
 def test_two_thousand_nodes_are_not_a_wall_of_words_and_zooming_names_more(qtbot, window, window_db):

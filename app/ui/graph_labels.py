@@ -42,9 +42,11 @@ class LabelLayer(pg.GraphicsObject):
         self.sizes = np.array([(w + 2 * PAD[0], metrics.height() + 2 * PAD[1]) for w in widths]).reshape(-1, 2)
 
     def place(self, view: GraphView, priority: np.ndarray, shown: np.ndarray, pinned: Sequence[int],
-              whole: QRectF | None) -> None:
+              whole: QRectF | None, radii: np.ndarray | float = 6.0) -> None:
         """Choose the labels for what is on screen now: `shown` masks the nodes drawn, `pinned` leads (the
-        selection, then its neighbours); `whole` is the whole graph's extent, to tell how far the user zoomed."""
+        selection, then its neighbours); `whole` is the whole graph's extent, to tell how far the user zoomed;
+        `radii` are the nodes' drawn radii in pixels, which labels keep off (their own, and others' where they
+        can)."""
         box = self.getViewBox()
         if box is None or not view.nodes or len(self.texts) != len(view.nodes):
             self.clear()
@@ -60,7 +62,7 @@ class LabelLayer(pg.GraphicsObject):
         if bold is not None:
             sizes[bold, 0] = QFontMetricsF(self.bold).horizontalAdvance(self.texts[bold]) + 2 * PAD[0]
         placed = choose_labels(screen, priority, sizes, viewport=(width, height), pinned=pinned,
-                               limit=label_budget(_zoom(whole, rect)))
+                               limit=label_budget(_zoom(whole, rect)), radius=radii)
         self._labels = [(p.index, QPointF(*view.positions[p.index]),
                          QPointF(p.box[0] - screen[p.index][0], p.box[1] - screen[p.index][1]),
                          QRectF(0, 0, p.box[2], p.box[3]), _static(self.texts[p.index])) for p in placed]

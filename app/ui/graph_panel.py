@@ -23,6 +23,7 @@ from app.ui.panel_widgets import PaletteFollower, palette, themed_plot
 from core.memory.graph_view import GraphView, layout, load_graph, node_weights
 from core.words import counted
 
+OUTLINE_PX = 2.0  # half the selected node's outline, and a hair: how far past its size a node is drawn
 EDGE_WIDTHS = (0.75, 1.5, 2.5, 4.0)  # pixels, by Hebbian weight quarter: one path per width, not one per edge
 HINT = "Click a node to inspect it, then show its neighbourhood."
 EMPTY = "No memories yet: the graph grows as you chat."
@@ -292,7 +293,8 @@ class GraphPanel(QWidget):
             return
         chosen, near = self.highlighted()
         pinned = [] if chosen is None else [chosen, *sorted(near, key=lambda i: -self._weights[i])]
-        self.labels.place(self.view, self._weights, self._shown(), pinned, self._whole)
+        radii = node_sizes(self.view) / 2 + OUTLINE_PX  # labels keep off the discs as drawn
+        self.labels.place(self.view, self._weights, self._shown(), pinned, self._whole, radii)
 
     def _tip(self, x: float = 0.0, y: float = 0.0, data: Any = None) -> str:
         """The hovered node's whole statement (escaped: it is data) and its kind."""

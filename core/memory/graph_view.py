@@ -176,7 +176,8 @@ def choose_labels(screen: np.ndarray, priority: np.ndarray, sizes: np.ndarray, *
                   radius: np.ndarray | float = 6.0) -> list[PlacedLabel]:
     """The nodes to label and where, in screen pixels: the pinned ones first (the first always: the selection),
     then by priority; each label right of its node, else left, below or above, never over another label or
-    past the viewport's edge; nodes off screen get none."""
+    past the viewport's edge, and off the other nodes (discs of `radius`) where one of those spots allows;
+    nodes off screen get none."""
     width, height = viewport
     inside = np.all((screen >= 0) & (screen <= (width, height)), axis=1)
     radii = np.broadcast_to(np.asarray(radius, dtype=float), (len(screen),))
@@ -187,7 +188,7 @@ def choose_labels(screen: np.ndarray, priority: np.ndarray, sizes: np.ndarray, *
     for i in order:
         if len(placed) >= limit:
             break
-        box = _free_spot(screen[i], sizes[i], radii[i], taken, viewport)
+        box = _free_spot(screen[i], sizes[i], radii[i], taken, viewport, _others(screen, radii, i))
         if box is None and not placed and first and i == first[0]:
             box = _spots(screen[i], sizes[i], radii[i])[0]  # the selection is named even where it hardly fits
         if box is not None:
@@ -221,7 +222,10 @@ def _spots(point: np.ndarray, size: np.ndarray, radius: float) -> np.ndarray:
 
 
 def _free_spot(point: np.ndarray, size: np.ndarray, radius: float, taken: np.ndarray,
-               viewport: tuple[float, float]) -> np.ndarray | None:
+               viewport: tuple[float, float], nodes: np.ndarray) -> np.ndarray | None:
+    """The first spot clear of other labels and of other nodes; else the first clear of labels only (a label
+    over a node beats no label: in a dense cluster every spot covers one)."""
+    fallback = None
     for box in _spots(point, size, radius):
         x, y, w, h = box
         if x < 0 or y < 0 or x + w > viewport[0] or y + h > viewport[1]:
@@ -229,6 +233,24 @@ def _free_spot(point: np.ndarray, size: np.ndarray, radius: float, taken: np.nda
         g = LABEL_GAP / 2
         clash = ((x - g < taken[:, 0] + taken[:, 2]) & (taken[:, 0] - g < x + w)
                  & (y - g < taken[:, 1] + taken[:, 3]) & (taken[:, 1] - g < y + h))
-        if not clash.any():
+        if clash.any():
+            continue
+        if not _covers_a_node(box, nodes):
             return box
-    return None
+        fallback = box if fallback is None else fallback
+    return fallback
+
+
+def _others(screen: np.ndarray, radii: np.ndarray, index: int) -> np.ndarray:
+    """Every node but `index` as (x, y, radius) rows; hidden ones (NaN) never count as covered."""
+    discs = np.column_stack([screen, radii])
+    return np.delete(discs, index, axis=0)
+
+
+def _covers_a_node(box: np.ndarray, nodes: np.ndarray) -> bool:
+    x, y, w, h = box
+    cx, cy, r = nodes[:, 0], nodes[:, 1], nodes[:, 2]
+    dx = np.maximum(np.maximum(x - cx, cx - (x + w)), 0.0)  # from the disc's centre to the nearest point of the box
+    dy = np.maximum(np.maximum(y - cy, cy - (y + h)), 0.0)
+    with np.errstate(invalid="ignore"):
+        return bool(np.any(dx * dx + dy * dy < r * r))
