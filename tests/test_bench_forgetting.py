@@ -17,8 +17,13 @@ def test_the_simulated_user_is_the_same_in_both_arms_and_every_run():
 
 
 def test_the_forgetting_bench_on_a_short_simulation(embedder):
-    result = forgetting.run(days=45, seed=7, embedder=embedder, log=lambda *_: None)
-    fixed, learnt = result["arms"]["fixed"], result["arms"]["learned"]
+    result = forgetting.run(days=45, seeds=[7], embedder=embedder, log=lambda *_: None)
+    assert result["seeds"] == [7] and list(result["per_seed"]) == ["7"]
+    fixed, learnt = result["per_seed"]["7"]["arms"]["fixed"], result["per_seed"]["7"]["arms"]["learned"]
+    for name, arm in (("fixed", fixed), ("learned", learnt)):  # one seed: the aggregate is that seed
+        whole = result["arms"][name]
+        assert (whole["wrongful_forgets"], whole["found"], whole["store_size_end"]) == \
+            (arm["wrongful_forgets"], arm["found"], arm["store_size_end"])
     assert result["bench"] == "forgetting" and isinstance(result["passed"], bool)
     for arm in (fixed, learnt):
         assert arm["asked"] > 0 and 0 <= arm["recall_at_10_of_asked"] <= 1
@@ -28,3 +33,35 @@ def test_the_forgetting_bench_on_a_short_simulation(embedder):
     assert sum(fixed["forgets_by_topic"].values()) > 0  # 45 days are enough for turns to fade
     assert fixed["weights"] == {n: getattr(learned.defaults(forgetting.Settings()), n) for n in learned.NAMES}
     assert fixed["signals"] == {"restores": 0, "silences": 0}
+
+
+def _arm(wrongful: int, asked: int, found: int, end: int, mean: float) -> dict:
+    topics = {t: 0 for t in forgetting.TOPIC_SHARE}
+    return {"wrongful_forgets": wrongful, "forgets_by_topic": {**topics, "family": wrongful},
+            "restores_by_topic": topics, "asked": asked, "found": found, "store_size_end": end,
+            "store_size_mean": mean, "weights_within_bounds": True, "seconds": 1.0}
+
+
+def test_the_arms_over_seeds_sum_forgets_and_asks_and_average_sizes():
+    whole = forgetting.aggregate([_arm(10, 100, 90, 500, 250.0), _arm(20, 50, 40, 400, 200.0)], days=90)
+    assert whole["wrongful_forgets"] == 30 and whole["wrongful_forgets_per_month"] == 5.0  # 30 over 6 months
+    assert whole["recall_at_10_of_asked"] == round(130 / 150, 4)  # pooled, not a mean of the seeds' ratios
+    assert whole["store_size_end"] == 450.0 and whole["store_size_mean"] == 225.0
+
+
+def test_seeds_on_the_command_line():
+    assert forgetting._seeds("3, 7,11") == [3, 7, 11]
+    for bad in ("3,x", ","):
+        try:
+            forgetting._seeds(bad)
+        except forgetting.argparse.ArgumentTypeError as error:
+            assert "seed" in str(error)
+        else:
+            raise AssertionError(f"{bad!r} was accepted")
+
+
+def test_the_cached_embedder_gives_the_real_rows_once_per_text(embedder):
+    cached = forgetting.CachedEmbedder(embedder)
+    rows = cached.embed(["My sister Ana moved.", "The bike tyre.", "My sister Ana moved."])
+    assert (rows[0] == rows[2]).all() and len(cached.rows) == 2
+    assert abs(float(rows[1] @ embedder.embed(["The bike tyre."])[0]) - 1.0) < 1e-5
