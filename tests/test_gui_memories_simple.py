@@ -185,3 +185,24 @@ def test_an_empty_store_says_so_in_words_and_pinned_shows(qtbot, tmp_path, embed
     assert panel.simple.rows[memory.id].state.text() == "Pinned" and panel.simple.rows[memory.id].delete.isEnabled()
     window.runner.shutdown(wait=True)
     services.close()
+
+
+def test_rows_are_as_tall_as_their_sentence_at_the_list_width(qtbot):
+    """Seen in the screenshot: one-line rows came out 30, 36 or 50 px tall (each row's size hint guessed its own
+    width); now every one-line row is the same height, and a long fact wraps in a taller row that shows it all."""
+    from app.ui.memories_simple import SimpleMemories
+    from core.types import Memory
+    simple = SimpleMemories()
+    qtbot.addWidget(simple)
+    simple.resize(1000, 600)
+    simple.show()
+    texts = ["User's manager is Priya", "User's quarterly report is due on Friday", "User lives in Denver",
+             "User sent a V4 boulder problem", "User likes " + "long sentences that go on and on, " * 8]
+    simple.set_memories([Memory(id=i + 1, statement=t, created_at=float(i)) for i, t in enumerate(texts)])
+    qtbot.waitUntil(lambda: simple.list.count() == 5)
+    rows = {simple.list.itemWidget(simple.list.item(i)).memory.id: simple.list.item(i) for i in range(5)}
+    heights = {memory_id: simple.list.visualItemRect(item).height() for memory_id, item in rows.items()}
+    assert len({heights[i] for i in (1, 2, 3, 4)}) == 1, heights  # one line each: one height
+    long_row = simple.rows[5]
+    assert heights[5] > heights[1]
+    assert heights[5] >= long_row.sentence.heightForWidth(long_row.sentence.width())  # nothing cut off

@@ -6,9 +6,9 @@ unprotected (in All details). Delete and ⌫ delete the selected rows here too.
 """
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QSize, Qt, Signal
 from PySide6.QtGui import QFont, QPalette
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QPushButton,
                                QVBoxLayout, QWidget)
@@ -62,6 +62,24 @@ class BeliefRow(QWidget):
         row.addWidget(self.wrong)
 
 
+class BeliefList(QListWidget):
+    """Each row as tall as its sentence needs at the list's width: one line for a short fact, more for a long one
+    (a row's own size hint guessed a width, so rows of one line came out 30, 36 or 50 px tall)."""
+
+    def resizeEvent(self, event: Any) -> None:
+        super().resizeEvent(event)
+        self.fit_rows()
+
+    def fit_rows(self) -> None:
+        width = self.viewport().width()
+        for i in range(self.count()):
+            item = self.item(i)
+            row = self.itemWidget(item)
+            if row is not None:
+                height = row.heightForWidth(width) if row.hasHeightForWidth() else row.sizeHint().height()
+                item.setSizeHint(QSize(row.sizeHint().width(), max(height, row.minimumSizeHint().height())))
+
+
 class SimpleMemories(QWidget):
     delete_requested = Signal(list)  # memory ids
     wrong_requested = Signal(list)
@@ -73,7 +91,7 @@ class SimpleMemories(QWidget):
         font.setPointSizeF(font.pointSizeF() * 1.25)
         font.setBold(True)
         self.heading.setFont(font)
-        self.list = QListWidget()
+        self.list = BeliefList()
         self.list.setSelectionMode(QAbstractItemView.ExtendedSelection)
         self.list.setAlternatingRowColors(True)
         self.empty = empty_state("Engram believes nothing about you yet. What you tell it about yourself in Chat "
@@ -102,6 +120,7 @@ class SimpleMemories(QWidget):
         left = len(shown) - min(len(shown), SHOWN_MAX)
         self.more.setText(f"…and {left} more, less important, in All details." if left else "")
         self.more.setVisible(bool(left))
+        self.list.fit_rows()
         self.empty.setVisible(not shown)
         self.list.setVisible(bool(shown))
 
