@@ -47,19 +47,25 @@ def bound_embedder(db: Database) -> tuple[str, int] | None:
 
 
 def bind_embedder(db: Database, name: str, dimension: int) -> None:
-    """Record the embedder on first use and create the vector tables; refuse a different one."""
+    """Record the embedder on first use and create the vector tables; refuse a different one.
+
+    Two processes may bind a fresh store at the same moment (the app open while `engram memory add` runs): the
+    binding is read again under the write lock, so the second finds the first's and is refused only if it differs."""
     current = bound_embedder(db)
-    if current is not None and current != (name, dimension):
-        raise EmbedderMismatch(
-            f"this store's vectors were made by {current[0]} ({current[1]} dimensions), not {name} "
-            f"({dimension}). Switch back, or re-embed the store with `engram memory reembed`.")
     if current is None:
         if isinstance(dimension, bool) or int(dimension) <= 0 or int(dimension) % 8:
             raise InvalidInput(f"embedding dimension must be a positive multiple of 8, not {dimension!r}")
-        with db.transaction():
-            db.execute("INSERT INTO meta(key, value) VALUES ('embedder_name', ?), ('embedder_dimension', ?), "
-                       "(?, ?)", (name, str(int(dimension)), LAYOUT_KEY, BINARY_LAYOUT))
-            _create_tables(db, int(dimension))
+        with db.transaction():  # BEGIN IMMEDIATE: no other process binds between this read and the write
+            current = bound_embedder(db)
+            if current is None:
+                db.execute("INSERT INTO meta(key, value) VALUES ('embedder_name', ?), ('embedder_dimension', ?), "
+                           "(?, ?)", (name, str(int(dimension)), LAYOUT_KEY, BINARY_LAYOUT))
+                _create_tables(db, int(dimension))
+                return
+    if current != (name, dimension):
+        raise EmbedderMismatch(
+            f"this store's vectors were made by {current[0]} ({current[1]} dimensions), not {name} "
+            f"({dimension}). Switch back, or re-embed the store with `engram memory reembed`.")
 
 
 def _create_tables(db: Database, dimension: int) -> None:
