@@ -20,7 +20,8 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
 - finish writes the episode, which memories it used (table reply_memories), their access counts and the
   co-activation of their edges, in one transaction. `replaces=episode_id` rewrites that episode's reply instead
   (a re-answer after a veto). Incognito writes nothing at all and returns episode_id None.
-- learn embeds the episode for later recall, then (with a structured model) extracts facts (core.memory.engram),
+- learn (core.turn_learner) embeds the episode for later recall, then (with a structured model) extracts facts
+  (core.memory.engram),
   reconciles each (core.memory.reconcile), rates which used memories were useful and strengthens their edges.
   It never raises for a model failure: the LearnReport lists what failed. Incognito: skipped.
 - Learning never stands in a reply's way (issue 17): finish stores a new turn marked as waiting to be learned
@@ -38,37 +39,31 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
 from core.config import Settings
-from core.errors import EngramError, InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound
 from core.memory import hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
 from core.memory.dates import iso_day
-from core.memory.engram import Extraction, Fact, extract_facts
-from core.memory.index import index_episodes
 from core.memory.query import query_of_message
 from core.memory.recall import recall
 from core.memory.reflect import session_instructions
-from core.memory.rejected import drop_rejected
-from core.memory.reconcile import Outcome, reconcile_fact
-from core.prompts.rating import rating_messages, rating_schema
 from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
-from core.store import turn_learning, turns
+from core.store import turns
 from core.store.db import Database
 from core.store.episodes import add_episode, get_episode, list_episodes
 from core.store.memories import get_memories
 from core.store.sessions import get_session, touch_session
 from core.store.text import clean_text
+from core.turn_learner import (BUSY, DONE, PENDING, TAKEN, LearnReport, TurnLearner, TurnRecord,  # noqa: F401
+                               pending_learning)  # BUSY, DONE, TAKEN, pending_learning: this module's API too
 from core.types import Episode, EpisodeId, MemoryId, SessionId
 
 DIALS = ("off", "light", "normal", "eager")
 RATINGS = (1, -1, None)
-BUSY = "busy: a reply came first"  # LearnReport.skipped when learning gave way; the turn is learned later
-PENDING, DONE = turn_learning.PENDING, turn_learning.DONE  # an episode's metadata "learning" (or FAILED: given up)
-TAKEN = "taken: learned already, given up, or being learned elsewhere"  # LearnReport.skipped
 
 
 @dataclass(frozen=True)
@@ -96,31 +91,6 @@ class PreparedTurn:
     context_tokens: int = 0
     left_out: tuple[int, ...] = ()  # memory ids recalled but cut by the token budget
     recall_terms: dict[str, Any] | None = None  # the used memories' recall terms (core.memory.recall_learning)
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    episode_id: EpisodeId | None  # None when incognito
-    used: tuple[MemoryId, ...]
-    user_text: str = ""
-    reply_text: str = ""
-    finish_reason: str | None = None
-    at: float = 0.0
-    incognito: bool = False
-
-
-@dataclass
-class LearnReport:
-    skipped: str = ""  # why nothing was learned ("incognito", "no structured model"), or ""
-    indexed: bool = False  # the episode's vector was written
-    facts: list[Fact] = field(default_factory=list)
-    dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # raw fact, why it was not kept
-    dates_ignored: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # kept without the model's date
-    outcomes: list[Outcome] = field(default_factory=list)
-    useful: list[MemoryId] = field(default_factory=list)
-    strengthened: int = 0
-    rating_skipped: bool = False  # a reply started during extraction: which memories helped was not rated
-    errors: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -269,90 +239,20 @@ class Assistant:
         turns.replace_reply(self.db, episode.id, reply_text, finish_reason)
         return episode.id
 
-    # -- learn (model lane, after the reply is shown) ------------------------------------------------
+    # -- learn (model lane, after the reply is shown; core.turn_learner) -------------------------------
 
     def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
         """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
-        says a reply needs the model first (see the module's docstring: the turn then stays pending).
-
-        The turn is claimed first (core.store.turn_learning): one learned already, given up, or being learned by
-        another learner is skipped (TAKEN). What raises is counted against the turn (a busy store is not) and
-        raised; after a few failures its learning is given up, and the turn stays as it was stored."""
-        if turn.episode_id is None:
-            return LearnReport(skipped="incognito" if turn.incognito else "no episode")
-        claim = turn_learning.claim(self.db, turn.episode_id, turn_learning.new_owner())
-        if claim is None:
-            return LearnReport(skipped=TAKEN)
-        try:
-            report = self._learn_claimed(turn, busy or (lambda: False))
-        except BaseException as exc:
-            turn_learning.failed(self.db, claim, exc)
-            raise
-        if report.skipped:
-            turn_learning.release(self.db, claim)
-        else:
-            turn_learning.done(self.db, claim)
-        return report
-
-    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool]) -> LearnReport:
-        report = LearnReport()
-        index_episodes(self.db, self.embedder, [turn.episode_id])
-        report.indexed = True
-        recall_learning.collect_pins(self.db, self.settings)  # pins made since the last turn teach recall's blend
-        if self.structured is None:
-            report.skipped = "no structured model"
-            return report
-        if busy():
-            report.skipped = BUSY
-            return report
-        self._extract_and_reconcile(turn, report)
-        if busy():
-            report.rating_skipped = True
-        else:
-            self._rate_usefulness(turn, report)
-        return report
+        says a reply needs the model first (see the module's docstring: the turn then stays pending)."""
+        return self._learner().learn(turn, busy=busy)
 
     def stored_turn(self, episode_id: int) -> TurnRecord:
         """A stored turn as `learn` takes it: to learn, later, a turn whose learning was skipped."""
-        episode = get_episode(self.db, episode_id)
-        return TurnRecord(episode.id, tuple(MemoryId(i) for i in turns.used_memory_ids(self.db, episode.id)),
-                          episode.user_text, episode.assistant_text, episode.metadata.get("finish_reason"),
-                          episode.created_at, False)
+        return self._learner().stored_turn(episode_id)
 
-    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport) -> None:
-        try:
-            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
-                                                   self.settings)
-        except EngramError as exc:
-            report.errors.append(f"engram: {exc}")
-            return
-        drop_rejected(self.db, extraction)  # what the user said is wrong is not learned again
-        report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
-                                                              extraction.dates_ignored)
-        for fact in extraction.facts:
-            try:
-                report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
-                                                      turn.episode_id, self.settings))
-            except EngramError as exc:
-                report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
-
-    def _rate_usefulness(self, turn: TurnRecord, report: LearnReport) -> None:
-        rows = turns.used_rows(self.db, turn.episode_id)
-        candidates = [r for r in rows if r["vetoed_at"] is None]
-        if not candidates:
-            return
-        notes = [r["statement"] for r in candidates]
-        try:
-            answer = self.structured.generate_json(rating_messages(turn.user_text, turn.reply_text, notes),
-                                                   rating_schema(len(notes)), max_tokens=32 + 4 * len(notes))
-        except EngramError as exc:
-            report.errors.append(f"rating: {exc}")
-            return
-        picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
-        report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
-        with self.db.transaction():
-            turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
-            report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
+    def _learner(self) -> TurnLearner:
+        # made per call from the assistant's current parts: a structured model set later is the one used
+        return TurnLearner(self.db, self.embedder, self.structured, self.settings)
 
     # -- the user's feedback (db lane) -----------------------------------------------------------------
 
@@ -400,12 +300,6 @@ class Assistant:
         record = self.finish(prepared, text, reason)
         learned = self.learn(record) if learn else None
         return Reply(text, reason, prepared, record, learned)
-
-
-def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:
-    """Stored turns not learned from yet (skipped while busy, or the app quit first), oldest first; not those a
-    live learner holds, nor one waiting to be tried again after a failure (core.store.turn_learning)."""
-    return [EpisodeId(i) for i in turn_learning.pending(db, limit)]
 
 
 def _prepared(session_id: int | None, user_text: str, built: AssembledContext, now: float, incognito: bool,

@@ -1,0 +1,154 @@
+"""Learning from a stored chat turn, after its reply is shown (core.assistant.Assistant.learn runs this).
+
+The turn is claimed first (core.store.turn_learning), so two learners (the chat, the idle job, another process) never
+learn it twice; then its episode is embedded for recall and, with a structured model, its facts are extracted
+(core.memory.engram) and reconciled (core.memory.reconcile), and the memories the reply used are rated for
+usefulness, strengthening their edges. A model failure is reported in the LearnReport, never raised. `busy()` says
+a reply needs the model first: asked before extraction, a yes leaves the turn pending (BUSY); asked again before
+the rating, a yes skips only the rating.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from core.config import Settings
+from core.errors import EngramError
+from core.memory import hebbian, recall_learning
+from core.memory.engram import Extraction, Fact, extract_facts
+from core.memory.index import index_episodes
+from core.memory.reconcile import Outcome, reconcile_fact
+from core.memory.rejected import drop_rejected
+from core.prompts.rating import rating_messages, rating_schema
+from core.protocols import Embedder, StructuredModel
+from core.store import turn_learning, turns
+from core.store.db import Database
+from core.store.episodes import get_episode
+from core.types import EpisodeId, MemoryId
+
+BUSY = "busy: a reply came first"  # LearnReport.skipped when learning gave way; the turn is learned later
+PENDING, DONE = turn_learning.PENDING, turn_learning.DONE  # an episode's metadata "learning" (or FAILED: given up)
+TAKEN = "taken: learned already, given up, or being learned elsewhere"  # LearnReport.skipped
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    episode_id: EpisodeId | None  # None when incognito
+    used: tuple[MemoryId, ...]
+    user_text: str = ""
+    reply_text: str = ""
+    finish_reason: str | None = None
+    at: float = 0.0
+    incognito: bool = False
+
+
+@dataclass
+class LearnReport:
+    skipped: str = ""  # why nothing was learned ("incognito", "no structured model"), or ""
+    indexed: bool = False  # the episode's vector was written
+    facts: list[Fact] = field(default_factory=list)
+    dropped: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # raw fact, why it was not kept
+    dates_ignored: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # kept without the model's date
+    outcomes: list[Outcome] = field(default_factory=list)
+    useful: list[MemoryId] = field(default_factory=list)
+    strengthened: int = 0
+    rating_skipped: bool = False  # a reply started during extraction: which memories helped was not rated
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class TurnLearner:
+    """Learns stored turns into one store; it writes, so give it a connection of its own when another lane writes."""
+    db: Database
+    embedder: Embedder
+    structured: StructuredModel | None
+    settings: Settings
+
+    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
+        """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
+        says a reply needs the model first (see the module's docstring: the turn then stays pending).
+
+        The turn is claimed first (core.store.turn_learning): one learned already, given up, or being learned by
+        another learner is skipped (TAKEN). What raises is counted against the turn (a busy store is not) and
+        raised; after a few failures its learning is given up, and the turn stays as it was stored."""
+        if turn.episode_id is None:
+            return LearnReport(skipped="incognito" if turn.incognito else "no episode")
+        claim = turn_learning.claim(self.db, turn.episode_id, turn_learning.new_owner())
+        if claim is None:
+            return LearnReport(skipped=TAKEN)
+        try:
+            report = self._learn_claimed(turn, busy or (lambda: False))
+        except BaseException as exc:
+            turn_learning.failed(self.db, claim, exc)
+            raise
+        if report.skipped:
+            turn_learning.release(self.db, claim)
+        else:
+            turn_learning.done(self.db, claim)
+        return report
+
+    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool]) -> LearnReport:
+        report = LearnReport()
+        index_episodes(self.db, self.embedder, [turn.episode_id])
+        report.indexed = True
+        recall_learning.collect_pins(self.db, self.settings)  # pins made since the last turn teach recall's blend
+        if self.structured is None:
+            report.skipped = "no structured model"
+            return report
+        if busy():
+            report.skipped = BUSY
+            return report
+        self._extract_and_reconcile(turn, report)
+        if busy():
+            report.rating_skipped = True
+        else:
+            self._rate_usefulness(turn, report)
+        return report
+
+    def stored_turn(self, episode_id: int) -> TurnRecord:
+        """A stored turn as `learn` takes it: to learn, later, a turn whose learning was skipped."""
+        episode = get_episode(self.db, episode_id)
+        return TurnRecord(episode.id, tuple(MemoryId(i) for i in turns.used_memory_ids(self.db, episode.id)),
+                          episode.user_text, episode.assistant_text, episode.metadata.get("finish_reason"),
+                          episode.created_at, False)
+
+    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport) -> None:
+        try:
+            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
+                                                   self.settings)
+        except EngramError as exc:
+            report.errors.append(f"engram: {exc}")
+            return
+        drop_rejected(self.db, extraction)  # what the user said is wrong is not learned again
+        report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
+                                                              extraction.dates_ignored)
+        for fact in extraction.facts:
+            try:
+                report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
+                                                      turn.episode_id, self.settings))
+            except EngramError as exc:
+                report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
+
+    def _rate_usefulness(self, turn: TurnRecord, report: LearnReport) -> None:
+        rows = turns.used_rows(self.db, turn.episode_id)
+        candidates = [r for r in rows if r["vetoed_at"] is None]
+        if not candidates:
+            return
+        notes = [r["statement"] for r in candidates]
+        try:
+            answer = self.structured.generate_json(rating_messages(turn.user_text, turn.reply_text, notes),
+                                                   rating_schema(len(notes)), max_tokens=32 + 4 * len(notes))
+        except EngramError as exc:
+            report.errors.append(f"rating: {exc}")
+            return
+        picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
+        report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
+        with self.db.transaction():
+            turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
+            report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
+
+
+def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:
+    """Stored turns not learned from yet (skipped while busy, or the app quit first), oldest first; not those a
+    live learner holds, nor one waiting to be tried again after a failure (core.store.turn_learning)."""
+    return [EpisodeId(i) for i in turn_learning.pending(db, limit)]
