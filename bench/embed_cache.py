@@ -32,11 +32,11 @@ class CachedEmbedder:
         return self.inner.dimension
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
-        keys = [_key(t) for t in texts]
+        keys = [_key(self.name, t) for t in texts]
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self._vectors))
         if missing:
             for text, vector in zip(missing, self.inner.embed(missing)):
-                self._vectors[_key(text)] = vector
+                self._vectors[_key(self.name, text)] = vector
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return np.stack([self._vectors[k] for k in keys]).astype(np.float32)
@@ -47,5 +47,6 @@ class CachedEmbedder:
         np.savez(self.path, keys=np.array(keys), vectors=np.stack([self._vectors[k] for k in keys]))
 
 
-def _key(text: str) -> str:
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+def _key(embedder: str, text: str) -> str:
+    """By embedder too: two embedders sharing a cache file must never read each other's vectors."""
+    return hashlib.sha1(f"{embedder}\0{text}".encode("utf-8")).hexdigest()
