@@ -147,6 +147,8 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     if not path.parent.is_dir():  # a folder Engram makes is private; one that exists keeps its mode
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
+    if not existed:
+        _create(path, migrations, clock)
     conn = _connect(path)
     try:
         _check_readable(conn, path)
@@ -290,11 +292,46 @@ def _configure(conn: apsw.Connection) -> None:
 def _apply(conn: apsw.Connection, pending: Sequence[Migration], clock: Callable[[], float]) -> None:
     conn.execute(BOOKKEEPING)
     for migration in pending:
-        with conn:
-            migration.apply(conn)
-            conn.execute("INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
-                         (migration.version, migration.name, clock()))
-            conn.execute(f"PRAGMA user_version={int(migration.version)}")
+        # The write lock first, then the version read again: another process opening the store at the same moment
+        # (the app and a CLI verb after an update) may have applied this migration meanwhile.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if schema_version(conn) < migration.version:
+                migration.apply(conn)
+                conn.execute("INSERT INTO schema_migrations(version, name, applied_at) VALUES (?, ?, ?)",
+                             (migration.version, migration.name, clock()))
+                conn.execute(f"PRAGMA user_version={int(migration.version)}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def _create(path: Path, migrations: Sequence[Migration], clock: Callable[[], float]) -> None:
+    """Build a new store whole under a private name beside `path`, then link it into place.
+
+    Another process opening the path at the same moment finds no file or a complete store: never an empty file
+    (which it refuses) nor a half-migrated one, and a crash while creating leaves no empty store behind. When another
+    process linked its store first, that one is kept."""
+    staging = path.with_name(f".{path.name}.new-{os.getpid()}-{time.monotonic_ns()}")
+    try:
+        conn = _connect(staging)
+        try:
+            _configure(conn)
+            _apply(conn, migrations, clock)
+        finally:
+            conn.close()  # the last connection: its WAL is folded into the file and removed
+        try:
+            os.link(staging, path)  # fails if the path exists: never over another process's store
+        except FileExistsError:
+            pass
+        except OSError:  # a file system without hard links (FAT, some network shares): moved instead
+            if not path.exists():
+                os.replace(staging, path)
+    finally:
+        for leftover in (staging, Path(f"{staging}-wal"), Path(f"{staging}-shm")):
+            leftover.unlink(missing_ok=True)
 
 
 def _make_private(path: Path) -> None:
