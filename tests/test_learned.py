@@ -330,3 +330,33 @@ def test_items_like_a_restored_one_become_relevant_and_it_is_not_relevant_to_its
 
 def events_by_item_type(db, kind: str) -> dict[int, forget.ForgettingEvent]:
     return {e.item_id: e for e in forget.list_events(db) if e.item_type == kind}
+
+
+def test_one_signal_in_a_batch_is_recall_learnings_single_step():
+    """One copy of the maths: learned's batch update (core.memory.online_logistic.batch_step) of one row is the
+    per-signal step recall's learnt blend takes."""
+    from core.memory import online_logistic as ol
+    w, anchor, x = np.array([0.5, -1.0, 2.0]), np.array([0.0, -1.0, 1.0]), np.array([0.3, 1.0, 0.9])
+    size = ol.StepSize(rate=0.2, epsilon=0.05, pull=0.02)
+    one = ol.step(w, np.zeros(3), x, 1.0, anchor=anchor, size=size, weight=0.5, offset=-0.4)
+    batch = ol.batch_step(w, np.zeros(3), x[None, :], np.array([1.0]), anchor=anchor, size=size,
+                          weight=np.array([0.5]), offset=-0.4)
+    assert np.allclose(one[0], batch[0]) and np.allclose(one[1], batch[1])
+    twice = ol.batch_step(w, np.zeros(3), np.stack([x, x]), np.array([1.0, 1.0]), anchor=anchor, size=size,
+                          weight=0.5, offset=-0.4)
+    assert np.allclose(twice[0], batch[0])  # the mean: a burst of the same signal moves no further than one
+
+
+def test_learned_batch_step_is_the_documented_update():
+    settings = Settings()
+    start = learned.defaults(settings)
+    terms, kept = [(0.2, 0.1, 0.3, 1.5), (0.1, 0.0, 0.2, -2.0)], [True, False]
+    x = np.array([[0.2, 0.1, 0.3, 1.0, 1.5], [0.1, 0.0, 0.2, 1.0, -2.0]])
+    y, weight = np.array([1.0, 0.0]), np.array([1.0, learned.SILENCE_WEIGHT])
+    tau = settings.forgetting.effective_threshold()
+    p = 1 / (1 + np.exp(-(x @ start.vector() - np.log(tau / (1 - tau)))))
+    g = (weight * (y - p)) @ x / 2
+    expected = start.vector() + learned.LEARNING_RATE * g / (np.abs(g) + learned.ADAGRAD_EPSILON)
+    after = learned.batch_step(start, terms, kept, settings)
+    assert np.allclose(after.vector(), expected) and np.allclose(after.squared, g ** 2)
+    assert (after.kept_signals, after.forgot_signals) == (1, 1)

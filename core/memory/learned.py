@@ -8,9 +8,10 @@ on the log-loss of "kept" at the boundary logit(τ) (silence weighted SILENCE_WE
 user has restored something: a user who never looks at forgetting keeps the documented defaults). The signals a
 pass finds are one step, on their mean gradient:
 
-    g = mean((y − σ(w·x − logit τ))·x) − λ·(w − w₀);  G ← G + g²;  w ← w + η·g / (√G + ε),  clipped to BOUNDS,
+    g = mean((y − σ(w·x − logit τ))·x) − λ·(w − w₀);  G ← G + g²;  w ← w + η·g / (√G + ε),  clipped to BOUNDS
 
-a per-weight step (AdaGrad): the terms differ in scale (a forgotten item's relevance is often ~0.1, the bias's
+(core.memory.online_logistic.batch_step: recall's learnt blend takes the same update a signal at a time), a
+per-weight step (AdaGrad): the terms differ in scale (a forgotten item's relevance is often ~0.1, the bias's
 input is 1), so one shared step let the bias swing while β hardly moved. One step a pass, not one a signal:
 labels come in bursts (a week's review of the log restores a dozen items; their silences arrive together two
 weeks later), and a step per signal swung the bias by a unit each way, the store then losing a hundred items in a
@@ -41,6 +42,7 @@ from typing import Sequence
 import numpy as np
 
 from core.config import Settings
+from core.memory import online_logistic as ol
 from core.store.db import Database
 
 META_KEY = "learned_retention"
@@ -51,6 +53,7 @@ PREFERENCE_LIMIT = 3.0  # preference's range (log-odds): δ·preference moves a 
 LEARNING_RATE = 0.25  # η: the most one pass's signals move a weight (AdaGrad)
 ADAGRAD_EPSILON = 0.05  # keeps a weight whose signals carried almost nothing (a term near 0) from jumping
 PULL_TO_DEFAULTS = 0.02  # λ
+STEP = ol.StepSize(rate=LEARNING_RATE, epsilon=ADAGRAD_EPSILON, pull=PULL_TO_DEFAULTS)
 SIZE_PENALTY = 0.01  # μ: with λ it bounds how far the size term alone moves the weights (μ/4λ in the bias)
 SILENCE_DAYS = 14.0  # a forgotten item not asked back for this long was rightly forgotten
 SILENCE_WEIGHT = 0.25  # silence is weaker evidence than a restore: the user may simply not have looked
@@ -169,12 +172,9 @@ def batch_step(learned: LearnedRetention, terms: Sequence[Sequence[float]], kept
         return learned
     x = _inputs(np.array([list(t) + [0.0] * (4 - len(t)) for t in terms], dtype=np.float64))
     y = np.array([1.0 if k else 0.0 for k in kept])
-    w = learned.vector()
-    p = _sigmoid(x @ w - _logit(_threshold(settings)))
-    weight = np.where(y > 0, 1.0, SILENCE_WEIGHT)
-    gradient = (weight * (y - p)) @ x / len(y) - PULL_TO_DEFAULTS * (w - defaults(settings).vector())
-    squared = np.array(learned.squared) + gradient ** 2
-    w = w + LEARNING_RATE * gradient / (np.sqrt(squared) + ADAGRAD_EPSILON)
+    w, squared = ol.batch_step(learned.vector(), np.array(learned.squared), x, y, anchor=defaults(settings).vector(),
+                               size=STEP, weight=np.where(y > 0, 1.0, SILENCE_WEIGHT),
+                               offset=-_logit(_threshold(settings)))
     counts = {"kept_signals": learned.kept_signals + int(y.sum()), "forgot_signals": learned.forgot_signals
               + int(len(y) - y.sum())}
     return _clipped(_with_vector(learned, w, **counts, squared=tuple(squared.tolist())))
@@ -187,7 +187,7 @@ def size_step(learned: LearnedRetention, terms: np.ndarray, settings: Settings) 
         return learned
     x = _inputs(np.asarray(terms, dtype=np.float64))
     w = learned.vector()
-    p = _sigmoid(x @ w)
+    p = ol.sigmoid(x @ w)
     gradient = SIZE_PENALTY * (p * (1 - p)) @ x / len(terms) + PULL_TO_DEFAULTS * (w - defaults(settings).vector())
     return _clipped(_with_vector(learned, w - LEARNING_RATE * gradient))
 
@@ -216,6 +216,3 @@ def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1.0 - 1e-6)  # a threshold set to 0 or 1 still has a boundary
     return math.log(p / (1.0 - p))
 
-
-def _sigmoid(z):
-    return 1.0 / (1.0 + np.exp(-z))

@@ -1,8 +1,8 @@
 """One step of a regularised online logistic regression with a per-weight (AdaGrad) step: the shared math of
-the weights Engram learns from the user's own signals (recall's blend in core.memory.recall_learning; the same
-update core.memory.learned uses for retention).
+the weights Engram learns from the user's own signals (recall's blend in core.memory.recall_learning, a step a
+signal; retention's weights in core.memory.learned, a step a forgetting pass on the mean of its signals).
 
-    p = σ(w·x + offset);  g = weight·(y − p)·x − λ·(w − w₀);  G ← G + g²;  w ← w + η·g / (√G + ε),  clipped.
+    p = σ(w·x + offset);  g = mean(weight·(y − p)·x) − λ·(w − w₀);  G ← G + g²;  w ← w + η·g / (√G + ε),  clipped.
 
 AdaGrad because the inputs differ in scale: with one shared step a weight whose input is often near 0 hardly
 moves while one whose input is always 1 swings; per weight, each moves at most η a signal and ~η·√n over n that
@@ -36,6 +36,16 @@ def step(w: np.ndarray, squared: np.ndarray, x: np.ndarray, y: float, *, anchor:
     """One labelled signal (y 1 or 0, counting `weight`): the new weights and AdaGrad's sums of squared gradients."""
     p = float(sigmoid(float(w @ x) + offset))
     gradient = weight * (y - p) * x - size.pull * (w - anchor)
+    squared = squared + gradient ** 2
+    return w + size.rate * gradient / (np.sqrt(squared) + size.epsilon), squared
+
+
+def batch_step(w: np.ndarray, squared: np.ndarray, x: np.ndarray, y: np.ndarray, *, anchor: np.ndarray,
+               size: StepSize, weight: np.ndarray | float = 1.0, offset: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
+    """Several signals (rows of x, labels y, each counting weight) as one step on their mean gradient: a burst of
+    labels moves each weight by at most η, as one signal does (step is this with one row)."""
+    p = sigmoid(x @ w + offset)
+    gradient = (weight * (y - p)) @ x / len(y) - size.pull * (w - anchor)
     squared = squared + gradient ** 2
     return w + size.rate * gradient / (np.sqrt(squared) + size.epsilon), squared
 
