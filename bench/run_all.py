@@ -214,6 +214,14 @@ def _learning_summary(r: dict) -> str:
     return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
 
 
+def _pending_learning_summary(r: dict) -> str:
+    before, after = r.get("before") or {}, r.get("after") or {}
+    return (f"{_get(r, 'episodes')} episodes ({_get(r, 'pending')} waiting, {_get(r, 'file_mb')} MB): the waiting "
+            f"turns found in {_get(after, 'median_ms')} ms median (p95 {_get(after, 'p95_ms')}, first call "
+            f"{_get(after, 'first_ms')}) through migration 7's index vs {_get(before, 'median_ms')} ms (p95 "
+            f"{_get(before, 'p95_ms')}) by the JSON scan it replaced, same file: {_get(r, 'speedup')}x; migration 7 "
+            f"took {_get(r, 'migration_seconds')} s, its backup included")
+
 BENCHES = (
     Bench("recall-10k", ["bench/recall.py", "--n", "10000", "--json"],
           "none at 10k (recall alone p95 ≤ 5 ms is at 100k)",
@@ -250,6 +258,9 @@ BENCHES = (
     Bench("startup", ["bench/startup.py"], "window within 2 s", _startup_summary,
           lambda r: _all(_at_most(_get(r, "engram_first_start", "median_s"), 2.0),
                          _at_most(_get(r, "engram_with_model_chosen", "median_s"), 2.0))),
+    Bench("pending_learning", ["bench/pending_learning.py"],
+          "the idle job's ask for waiting turns ≤ 1 ms median at 100k episodes", _pending_learning_summary,
+          lambda r: _at_most(_get(r, "after", "median_ms"), 1.0)),
 )
 
 
