@@ -222,6 +222,7 @@ def _pending_learning_summary(r: dict) -> str:
             f"{_get(before, 'p95_ms')}) by the JSON scan it replaced, same file: {_get(r, 'speedup')}x; migration 7 "
             f"took {_get(r, 'migration_seconds')} s, its backup included")
 
+
 BENCHES = (
     Bench("recall-10k", ["bench/recall.py", "--n", "10000", "--json"],
           "none at 10k (recall alone p95 ≤ 5 ms is at 100k)",
