@@ -360,3 +360,12 @@ def test_learned_batch_step_is_the_documented_update():
     after = learned.batch_step(start, terms, kept, settings)
     assert np.allclose(after.vector(), expected) and np.allclose(after.squared, g ** 2)
     assert (after.kept_signals, after.forgot_signals) == (1, 1)
+
+
+def test_a_pass_that_agrees_with_the_weights_moves_them_far_less_than_one_that_contradicts_them():
+    """AdaGrad's ε: a silence about an item already far below the boundary (a tiny gradient) is not a full step."""
+    start, far_below = learned.defaults(SETTINGS), (0.0, 0.0, 0.0, -3.0)
+    agreeing = learned.batch_step(start, [far_below], [False], SETTINGS)
+    contradicting = learned.batch_step(start, [far_below], [True], SETTINGS)
+    assert abs(agreeing.bias - start.bias) < 0.05 * abs(contradicting.bias - start.bias)
+    assert contradicting.bias > start.bias > agreeing.bias
