@@ -10,7 +10,7 @@ import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from PySide6.QtCore import Qt, QTime, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
@@ -74,8 +74,14 @@ class SettingsPanel(QWidget):
         layout.setSpacing(SPACING.m)
         layout.addWidget(self._general_box())
         layout.addWidget(self._scheduler_box())
-        layout.addWidget(self._learned_box())
-        layout.addWidget(self._recall_learned_box())
+        # What forgetting learnt from the user's restores (core.memory.learned), and what recall learnt from the
+        # memories removed, pinned and rated (core.memory.recall_learning): each with a way back to the defaults.
+        forgetting_box, self.learned_label, self.reset_learned_button = self._learnt_box(
+            "What forgetting learnt from you", lambda: self._show_learned(reset=True))
+        recall_box, self.recall_learned_label, self.reset_recall_button = self._learnt_box(
+            "What recall learnt from you", lambda: self._show_recall_learned(reset=True))
+        layout.addWidget(forgetting_box)
+        layout.addWidget(recall_box)
         self.save_button = QPushButton("Save settings")
         self.save_button.clicked.connect(self.save)
         self.saved_label = QLabel("")
@@ -174,17 +180,18 @@ class SettingsPanel(QWidget):
         form.addRow("", self.require_ac)
         return box
 
-    def _learned_box(self) -> QGroupBox:
-        """What forgetting learnt from the user's restores (core.memory.learned), and a way back to the defaults."""
-        box = QGroupBox("What forgetting learnt from you")
+    @staticmethod
+    def _learnt_box(title: str, on_reset: Callable[[], None]) -> tuple[QGroupBox, QLabel, QPushButton]:
+        """A box saying in words what was learnt, with its reset button."""
+        box = QGroupBox(title)
         row = QHBoxLayout(box)
-        self.learned_label = QLabel("")
-        self.learned_label.setWordWrap(True)
-        self.reset_learned_button = QPushButton("Reset to defaults")
-        self.reset_learned_button.clicked.connect(lambda: self._show_learned(reset=True))
-        row.addWidget(self.learned_label, 1)
-        row.addWidget(self.reset_learned_button)
-        return box
+        label = QLabel("")
+        label.setWordWrap(True)
+        reset = QPushButton("Reset to defaults")
+        reset.clicked.connect(on_reset)
+        row.addWidget(label, 1)
+        row.addWidget(reset)
+        return box, label, reset
 
     def _show_learned(self, reset: bool = False) -> None:
         from core.memory import learned
@@ -195,18 +202,6 @@ class SettingsPanel(QWidget):
             return learned.describe(self.services.db, self.services.settings)
         self.runner.submit("db", read, on_done=self.learned_label.setText,
                            on_error=lambda exc: self.learned_label.setText(f"Could not read the learnt weights: {exc}"))
-
-    def _recall_learned_box(self) -> QGroupBox:
-        """What recall learnt from the memories removed, pinned and rated (core.memory.recall_learning)."""
-        box = QGroupBox("What recall learnt from you")
-        row = QHBoxLayout(box)
-        self.recall_learned_label = QLabel("")
-        self.recall_learned_label.setWordWrap(True)
-        self.reset_recall_button = QPushButton("Reset to defaults")
-        self.reset_recall_button.clicked.connect(lambda: self._show_recall_learned(reset=True))
-        row.addWidget(self.recall_learned_label, 1)
-        row.addWidget(self.reset_recall_button)
-        return box
 
     def _show_recall_learned(self, reset: bool = False) -> None:
         from core.memory import recall_learning
