@@ -3,8 +3,6 @@ one gets the one-line refusal, never "UNIQUE constraint failed: meta.key"."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,6 +11,7 @@ import pytest
 from core.errors import EmbedderMismatch
 from core.store import vectors
 from core.store.db import Database, open_db
+from tests.processkit import at_once
 from core.store.memories import count_memories
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,22 +46,11 @@ CHILD = textwrap.dedent("""
 
 
 def _race(path: Path, children_of: tuple[tuple[str, str], tuple[str, str]]) -> list[dict]:
-    """Both children bind at once: each is released from the barrier only when both have opened the store."""
-    children = [subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT), path=str(path), action=action,
-                                                                     embedder=name)],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for action, name in children_of]
-    for child in children:
-        assert child.stdout.readline().strip() == "ready", child.stderr.read()
-    for child in children:
-        child.stdin.write("go\n")
-        child.stdin.flush()
-    reports = []
-    for child in children:
-        out, err = child.communicate(timeout=120)
-        assert child.returncode == 0, err  # a traceback (the UNIQUE constraint) ends the child with status 1
-        reports.append(json.loads(out.strip().splitlines()[-1]))
-    return reports
+    """Both children bind at once: each is released from the barrier only when both have opened the store. A
+    traceback (the UNIQUE constraint) ends a child with status 1 and fails the test."""
+    outputs = at_once([CHILD.format(root=str(ROOT), path=str(path), action=action, embedder=name)
+                       for action, name in children_of])
+    return [json.loads(out.splitlines()[-1]) for out in outputs]
 
 
 def _fresh_store(folder: Path) -> Path:

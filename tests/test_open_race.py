@@ -2,8 +2,6 @@
 on a fresh data folder) or one an update must migrate — both open it, and each migration is applied once."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -13,6 +11,7 @@ import pytest
 
 from core.store.db import open_db, schema_version
 from core.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
+from tests.processkit import at_once
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -33,20 +32,8 @@ CHILD = textwrap.dedent("""
 
 
 def _open_at_once(path: Path) -> list[str]:
-    children = [subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT), path=str(path))],
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                for _ in range(2)]
-    for child in children:
-        assert child.stdout.readline().strip() == "ready", child.stderr.read()
-    for child in children:
-        child.stdin.write("go\n")
-        child.stdin.flush()
-    outcomes = []
-    for child in children:
-        out, err = child.communicate(timeout=120)
-        assert child.returncode == 0, err  # "table meta already exists" ended a child with a traceback
-        outcomes.append(out.strip())
-    return outcomes
+    """Two processes open a new store at once ("table meta already exists" ended one with a traceback)."""
+    return at_once([CHILD.format(root=str(ROOT), path=str(path))] * 2)
 
 
 def _applied(path: Path) -> list[int]:
