@@ -44,6 +44,7 @@ import numpy as np
 from core.config import Settings
 from core.memory import online_logistic as ol
 from core.store.db import Database
+from core.words import counted
 
 META_KEY = "learned_retention"
 NAMES = ("alpha", "beta", "gamma", "bias", "delta")  # the order of vector() and of an item's terms, then 1, then δ's
@@ -144,12 +145,8 @@ def describe(db: Database, settings: Settings) -> str:
         return "Nothing learnt yet: forgetting uses the default weights until you restore something it forgot."
     terms = ", ".join(f"{label} {getattr(weights, name):.2f} (default {getattr(start, name):.2f})"
                       for name, label in zip(NAMES, LABELS))
-    return (f"Learnt from {_plural(weights.kept_signals, 'restore')} and "
-            f"{_plural(weights.forgot_signals, 'forgetting')} left alone: {terms}.")
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
+    return (f"Learnt from {counted(weights.kept_signals, 'restore')} and "
+            f"{counted(weights.forgot_signals, 'forgetting')} left alone: {terms}.")
 
 
 def effective(db: Database, settings: Settings) -> Settings:
