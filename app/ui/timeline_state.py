@@ -1,15 +1,16 @@
 """What the Forgetting timeline shows, read off the GUI thread: the forgetting curves of the items closest to
 being forgotten, what is coming up, and what was forgotten (with why and the score), all from core.memory.forget.
+Each curve is drawn with the weights the pass applies to that item: learnt from this user, with its preference.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Optional, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Optional, Sequence
 
 import numpy as np
 
 from core.config import Settings
-from core.memory import forget
+from core.memory import forget, learned, retention
 from core.store.episodes import get_episodes
 from core.store.memories import get_memories
 from core.words import counted
@@ -68,14 +69,30 @@ def read_timeline(db: Any, settings: Settings, *, horizon_days: int = 90, limit:
     due_now = sum(int(np.count_nonzero(t.retention < threshold)) for t in tables.values())
     lowest = sorted((t.row(int(n)) for t in tables.values() for n in np.argsort(t.retention)[:limit]),
                     key=lambda s: s.retention)[:limit]
-    curves = [(s, forget.project(s, settings, days)) for s in lowest]
+    weights = _item_weights(db, settings)
+    curves = [(s, forget.project(s, weights(s), days)) for s in lowest]
     events = forget.list_events(db, limit=200)
     labels = item_labels(db, [(s.item_type, s.item_id) for s, _ in curves] +
                          [(e.item_type, e.item_id) for e in events])
     drawn = [Curve(s.item_type, s.item_id, labels.get((s.item_type, s.item_id), PURGED), s.retention, values,
-                   forget.days_until_forgotten(s, settings, horizon_days)) for s, values in curves]
+                   forget.days_until_forgotten(s, weights(s), horizon_days)) for s, values in curves]
     past = [PastEvent(e, labels.get((e.item_type, e.item_id), PURGED)) for e in events]
     return TimelineView(days, threshold, drawn, past, due_now)
+
+
+def _item_weights(db: Any, settings: Settings) -> Callable[[forget.Scored], Settings]:
+    """The weights a forgetting pass applies to one item: those learnt from this user (when forgetting learns),
+    with the item's δ·preference folded into the bias — its content does not change as the days pass, so on its
+    curve the term is a constant offset, and forget.project draws it as the pass scores it."""
+    effective = learned.effective(db, settings)
+    delta = retention.content_weight(db, settings)
+
+    def weights(scored: forget.Scored) -> Settings:
+        offset = delta * scored.preference
+        if offset == 0.0:
+            return effective
+        return replace(effective, forgetting=replace(effective.forgetting, bias=effective.forgetting.bias + offset))
+    return weights
 
 
 def item_labels(db: Any, items: Sequence[tuple[str, int]]) -> dict[tuple[str, int], str]:
