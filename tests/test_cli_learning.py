@@ -14,7 +14,9 @@ from core.store import goals, hypotheses
 from core.store.episodes import add_episode
 from core.store.memories import add_memory, get_memory
 from core.store.sessions import create_session, end_session
+from core.errors import InvalidInput
 from tests.fakes import ScriptedStructuredModel
+from tests.test_assistant import fact_reply
 
 DAY = 86400.0
 
@@ -125,3 +127,48 @@ def test_bad_input_is_a_clear_error(tmp_path, capsys):
         build_parser().parse_args(["forget", "--run", "--preview"])
     assert run_cli(["--data-dir", home, "forget", "--run", "--preview"]) == 2
     assert capsys.readouterr().err.count("\n") == 1
+
+
+def _given_up_turn(services) -> int:
+    """A stored chat turn whose learning raised MAX_ATTEMPTS times (the model ran out of memory)."""
+    from core.assistant import Assistant
+    from core.store import turn_learning
+
+    def out_of_memory(_messages, _schema):
+        raise RuntimeError("[METAL] Command buffer execution failed: Insufficient Memory")
+    episode = add_episode(services.db, "I play the cello every evening", "Lovely!", session_id=create_session(
+        services.db), metadata={"learning": "pending"})
+    assistant = Assistant(services.db, services.embedder, None,
+                          ScriptedStructuredModel({"engram_facts": out_of_memory}), services.settings)
+    for _ in range(turn_learning.MAX_ATTEMPTS):
+        with pytest.raises(RuntimeError):
+            assistant.learn(assistant.stored_turn(episode))
+    return episode
+
+
+def test_relearn_tries_again_the_turns_engram_gave_up_on(services, capsys):
+    from core.store import turn_learning
+    assert run(services, "relearn") == 0
+    assert "nothing to try again" in capsys.readouterr().out
+    episode = _given_up_turn(services)
+    services.model = ScriptedStructuredModel({
+        "engram_facts": [{"facts": [fact_reply("The user plays the cello.", "cello", "plays")]}],
+        "reconcile_decision": [{"decision": "new", "target": 0, "reason": "new"}]})
+    assert run(services, "relearn") == 0
+    captured = capsys.readouterr()
+    assert f"turn {episode}: 1 fact kept" in captured.err
+    assert turn_learning.given_up(services.db) == []
+    assert services.db.scalar("SELECT count(*) FROM memories WHERE statement = 'The user plays the cello.'") == 1
+    with pytest.raises(InvalidInput, match="learned already"):
+        run(services, "relearn", str(episode))  # once learned, not again
+    assert services.model.titles().count("engram_facts") == 1
+
+
+def test_relearn_of_a_turn_that_fails_again_says_it_will_be_tried_later(services, capsys):
+    episode = _given_up_turn(services)
+
+    def still_failing(_messages, _schema):
+        raise RuntimeError("[METAL] Command buffer execution failed: Insufficient Memory")
+    services.model = ScriptedStructuredModel({"engram_facts": still_failing})
+    assert run(services, "relearn", str(episode)) == 0
+    assert f"turn {episode}: could not be learned, tried again later" in capsys.readouterr().err

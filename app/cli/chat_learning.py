@@ -5,7 +5,8 @@ that starts meanwhile makes learning give way at its next step (core.assistant.A
 not begun waits in the queue and is learned once that reply ends; one being learned finishes its facts and skips
 its usefulness rating. What was learned is printed before the next prompt ("[from 'I play…': learned 1 fact]").
 At the end of the chat the turns still waiting are learned, with a line saying so; Ctrl-C there leaves them
-stored as waiting to be learned (core.assistant.pending_learning), and `engram reflect` learns them.
+stored as waiting to be learned (core.assistant.pending_learning), and `engram reflect` learns them. A turn whose
+learning raised says whether Engram tries it again later or has stopped trying (`engram relearn` then tries again).
 
 The thread has its own connection to the store (SQLite wants one per thread); its model calls go through the
 chat engine's one MLX thread, like the replies'.
@@ -100,7 +101,7 @@ class BackgroundLearner:
                 try:
                     report = assistant.learn(record, busy=self._busy)
                 except Exception as exc:  # noqa: BLE001 - the store or the model failed: said, and the chat goes on
-                    self._note(record, f"could not learn from this: {exc}")
+                    self._note(record, _failure_words(assistant.db, record.episode_id, exc))
                     continue
                 finally:
                     with self._lock:
@@ -117,6 +118,17 @@ class BackgroundLearner:
         if words:
             with self._lock:
                 self._notes.append(f"  [from {_short(record.user_text, 30)!r}: {words}]")
+
+
+def _failure_words(db: Any, episode_id: int | None, exc: Exception) -> str:
+    """Whether Engram tries this turn again later or has stopped trying (and how to ask for another go)."""
+    from app.cli.learning import not_learned
+    if episode_id is None:
+        return f"could not learn from this: {exc}"
+    try:
+        return not_learned(db, episode_id, exc)
+    except Exception:  # noqa: BLE001 - the store cannot even say: the failure itself is still worth a line
+        return f"could not learn from this: {exc}"
 
 
 def learned_words(report: Any) -> str:

@@ -1,4 +1,5 @@
-"""`engram reflect`, `engram forget`, `engram hypotheses`, `engram goals`: the learning loop from the terminal."""
+"""`engram reflect`, `engram relearn`, `engram forget`, `engram hypotheses`, `engram goals`: the learning loop from
+the terminal."""
 from __future__ import annotations
 
 import argparse
@@ -19,6 +20,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     reflect = subparsers.add_parser("reflect", help="review ended conversations now and learn about you")
     reflect.add_argument("--session", type=row_id, help="this conversation (default: every one not reviewed yet)")
     reflect.set_defaults(func=cmd_reflect)
+
+    relearn = subparsers.add_parser("relearn", help="try again to learn from chat turns Engram stopped trying on")
+    relearn.add_argument("turns", nargs="*", type=row_id, metavar="TURN",
+                         help="these turns (default: every turn whose learning was given up)")
+    relearn.set_defaults(func=cmd_relearn)
 
     forget = subparsers.add_parser("forget", help="preview, run or undo forgetting")
     mode = forget.add_mutually_exclusive_group(required=True)
@@ -78,7 +84,7 @@ def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
         return 0
     model = structured_model(services, required=True)
     if waiting:
-        _learn_waiting(services, model, waiting)
+        _learn_turns(services, model, waiting, "the chat left for later")
     for n, session_id in enumerate(sessions, 1):
         def progress(words: str, n: int = n, session_id: int = session_id) -> None:
             print(f"[{n}/{len(sessions)}] conversation {session_id}: {words}", file=sys.stderr, flush=True)
@@ -92,11 +98,26 @@ def cmd_reflect(args: argparse.Namespace, services: Any) -> int:
     return 0
 
 
-def _learn_waiting(services: Any, model: Any, waiting: list[int]) -> None:
+def cmd_relearn(args: argparse.Namespace, services: Any) -> int:
+    """Turns whose learning was given up (or that wait after a failure) are learned now, each through the store's
+    claim like any other learning (core.store.turn_learning.requeue): never twice."""
+    from app.services.scheduling import structured_model
+    from core.store import turn_learning
+    db = services.db
+    turns = args.turns or [g.episode_id for g in turn_learning.given_up(db)]
+    if not turns:
+        print("nothing to try again: Engram has not given up learning from any turn")
+        return 0
+    model = structured_model(services, required=True)  # no model: a clear error before anything changes
+    turn_learning.requeue(db, turns)
+    _learn_turns(services, model, turns, "again")
+    return 0
+
+
+def _learn_turns(services: Any, model: Any, waiting: list[int], which: str) -> None:
     from core.assistant import Assistant
     from core.store import health, turn_learning
-    print(f"learning {counted(len(waiting), 'turn')} the chat left for later",
-          file=sys.stderr, flush=True)
+    print(f"learning {counted(len(waiting), 'turn')} {which}", file=sys.stderr, flush=True)
     assistant = Assistant(services.db, services.embedder, None, model, services.settings)  # learns, never answers
     for n, episode_id in enumerate(waiting, 1):
         try:
@@ -104,7 +125,7 @@ def _learn_waiting(services: Any, model: Any, waiting: list[int]) -> None:
         except Exception as exc:  # noqa: BLE001 - the turn's failure, counted by the store; the others go on
             if isinstance(exc, turn_learning.TRANSIENT) or health.is_corruption(exc):
                 raise  # the store's problem, not the turn's: it ends the command
-            print(f"[{n}/{len(waiting)}] turn {episode_id}: {_not_learned(services.db, episode_id, exc)}",
+            print(f"[{n}/{len(waiting)}] turn {episode_id}: {not_learned(services.db, episode_id, exc)}",
                   file=sys.stderr, flush=True)
             continue
         words = ("learned elsewhere meanwhile" if report.skipped else
@@ -113,12 +134,14 @@ def _learn_waiting(services: Any, model: Any, waiting: list[int]) -> None:
         print(f"[{n}/{len(waiting)}] turn {episode_id}: {words}", file=sys.stderr, flush=True)
 
 
-def _not_learned(db: Any, episode_id: int, exc: Exception) -> str:
-    """A turn whose learning raised: tried again on a later pass, or given up (core.store.turn_learning)."""
+def not_learned(db: Any, episode_id: int, exc: Exception) -> str:
+    """A turn whose learning raised: tried again on a later pass, or given up (core.store.turn_learning) — and
+    then how to ask for another go."""
     from core.store import turn_learning
-    when = (f"gave up after {turn_learning.MAX_ATTEMPTS} tries" if turn_learning.given_up(db, [episode_id])
-            else "could not be learned, tried again later")
-    return f"{when} ({type(exc).__name__}: {exc})"
+    if turn_learning.given_up(db, [episode_id]):
+        return (f"Engram stopped trying after {turn_learning.MAX_ATTEMPTS} tries ({type(exc).__name__}: {exc}); "
+                f"`engram relearn {episode_id}` tries again")
+    return f"could not be learned, tried again later ({type(exc).__name__}: {exc})"
 
 
 def _dropped_line(counts: dict[str, int]) -> str:

@@ -6,7 +6,8 @@ before any model call, so the chat's queue and the idle job — in this process 
 turn twice. The claim row counts the tries: a turn whose learning keeps failing is given up after MAX_ATTEMPTS
 ("learning": "failed", the last error kept) and stays an episode like any other. A busy store is not the turn's
 fault: that try is not counted. A claim whose process died is taken over (that try counts: a turn that kills its
-learner every time is given up too).
+learner every time is given up too). The user can ask for another go (`requeue`): a given-up turn waits again with
+fresh tries, and is learned through the same claim as any other.
 """
 from __future__ import annotations
 
@@ -14,11 +15,11 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import apsw
 
-from core.errors import StoreBusy
+from core.errors import InvalidInput, NotFound, StoreBusy
 from core.scheduler import owner_is_alive
 from core.store.db import Database
 
@@ -135,6 +136,35 @@ def failed(db: Database, claim: Claim, error: BaseException) -> bool:
                 _give_up(db, claim.episode_id, words)
     _quietly(db, write)
     return gave_up
+
+
+def requeue(db: Database, episode_ids: Sequence[int]) -> list[int]:
+    """The user asks to try again, in one transaction: a given-up turn waits again with MAX_ATTEMPTS fresh tries,
+    a turn waiting after a failure loses its pause. Nothing else changes: a learner still has to claim each one,
+    and a live learner's claim is left alone. Returns the given-up ones; InvalidInput for a turn learned already
+    (or never waiting), NotFound for no such turn — and then nothing is changed."""
+    def write() -> list[int]:
+        with db.transaction():
+            return [i for i in dict.fromkeys(int(i) for i in episode_ids) if _requeue(db, i)]
+    return db.retrying(write)
+
+
+def _requeue(db: Database, episode_id: int) -> bool:
+    state = db.query_one("SELECT json_extract(metadata, '$.learning') AS learning FROM episodes "
+                         "WHERE id = ? AND deleted_at IS NULL", (episode_id,))
+    if state is None:
+        raise NotFound(f"no conversation turn {episode_id}")
+    if state["learning"] == FAILED:
+        db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
+                   (PENDING, episode_id))
+        db.execute("DELETE FROM turn_learning WHERE episode_id = ?", (episode_id,))
+        return True
+    if state["learning"] == DONE:
+        raise InvalidInput(f"turn {episode_id} was learned already")
+    if state["learning"] != PENDING:  # an episode that never waited to be learned (not a chat turn)
+        raise InvalidInput(f"turn {episode_id} is not waiting to be learned")
+    db.execute("UPDATE turn_learning SET retry_at = NULL WHERE episode_id = ?", (episode_id,))
+    return False
 
 
 def given_up(db: Database, ids: list[int] | None = None) -> list[GivenUp]:
