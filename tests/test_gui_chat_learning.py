@@ -50,3 +50,52 @@ def test_a_waiting_message_is_answered_before_the_turn_before_it_is_learned(qtbo
     assert [r.open_button.text() for r in first.learned_rows()] == ["User plays the cello"]  # under its own reply
     assert [r.open_button.text() for r in second.learned_rows()] == ["User owns a red bicycle"]
     assert not panel.turns.to_learn and panel.turns.learning is None
+
+
+def test_a_turn_engram_stopped_trying_to_learn_says_so_and_try_again_learns_it(qtbot, window):
+    from core.assistant import Assistant
+    from core.store import turn_learning
+    from tests.guikit import on_db_lane
+    failing = {"now": True}
+
+    def extract(_messages, _schema):
+        if failing["now"]:
+            raise RuntimeError("[METAL] Command buffer execution failed: Insufficient Memory")
+        return {"facts": [FACTS["cello"]]}
+    script = {"engram_facts": extract, "usefulness_rating": lambda _m, _s: {"useful": []},
+              "reconcile_decision": lambda _m, _s: {"decision": "new", "target": 0, "reason": "different"}}
+    window.services.structured_model = lambda: ScriptedStructuredModel(script)
+    panel = window.show_panel("chat")
+    _type_and_send(qtbot, panel, "I play the cello every evening")
+    qtbot.waitUntil(lambda: bool(panel.replies()) and bool(panel.replies()[-1].learned_note.text()), timeout=TURN_MS)
+    reply = panel.replies()[-1]
+    assert reply.learned_note.text() == ("Nothing was learned from this yet: something went wrong while reading it. "
+                                         "Engram will try again later.")
+    assert not reply.retry_button.isVisibleTo(reply)
+
+    def fail_again(db):  # the idle pass's two later tries fail the same way
+        learner = Assistant(db, window.services.embedder, None, ScriptedStructuredModel(script),
+                            window.services.settings)
+        for _ in range(turn_learning.MAX_ATTEMPTS - 1):
+            with pytest.raises(RuntimeError):
+                learner.learn(learner.stored_turn(reply.episode_id))
+        return [g.episode_id for g in turn_learning.given_up(db)]
+    assert on_db_lane(window, fail_again) == [reply.episode_id]
+
+    panel.open_session(panel.session_id)  # back to the conversation later: the note says Engram stopped
+    qtbot.waitUntil(lambda: bool(panel.replies()) and bool(panel.replies()[-1].learned_note.text()), timeout=10000)
+    reply = panel.replies()[-1]
+    assert reply.learned_note.text() == (
+        "Nothing was learned from this: something went wrong while reading it. Engram tried 3 times and stopped "
+        "trying.")
+    assert reply.retry_button.isVisibleTo(reply) and reply.retry_button.text() == "Try again"
+
+    failing["now"] = False
+    qtbot.mouseClick(reply.retry_button, Qt.LeftButton)
+    assert not reply.retry_button.isVisibleTo(reply)  # one click: no second try queued behind it
+    qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=TURN_MS)
+    assert [r.open_button.text() for r in reply.learned_rows()] == ["User plays the cello"]
+    assert not reply.learned_note.isVisibleTo(reply)
+    assert on_db_lane(window, lambda db: turn_learning.given_up(db)) == []
+    assert on_db_lane(window, lambda db: db.scalar(
+        "SELECT count(*) FROM memories WHERE statement = 'User plays the cello'")) == 1

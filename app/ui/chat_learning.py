@@ -1,19 +1,22 @@
-"""What Engram learned from a turn, shown under the reply ("Remembered: …" with Undo), why it could not learn,
-and the quiet note an idle-time job leaves (reflection, consolidation, forgetting) once it has finished.
+"""What Engram learned from a turn, shown under the reply ("Remembered: …" with Undo), why it could not learn
+(and whether Engram tries again later or has stopped trying: then the note offers Try again), and the quiet note an
+idle-time job leaves (reflection, consolidation, forgetting) once it has finished.
 
-The words come from what the turn already returned (core.assistant.LearnReport: reconcile outcomes and errors)
-and from the finished job's own progress message; nothing here recomputes them.
+The words come from what the turn already returned (core.assistant.LearnReport: reconcile outcomes and errors),
+from the store's record of a turn given up (core.store.turn_learning) and from the finished job's own progress
+message; nothing here recomputes them.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Optional
+from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
+from core.store import turn_learning
 from core.store.jobs import list_jobs
 from core.words import counted
 
@@ -38,6 +41,7 @@ class LearnNote:
     facts: tuple[LearnedFact, ...] = ()
     problem: str = ""  # why nothing (or not everything) was learned, in the user's words
     asked: str = ""  # a fact that contradicts a pinned or protected memory waits for the user's answer
+    retry: bool = False  # Engram stopped trying to learn this turn: the note offers Try again
 
 
 def learned_ids(report: Any) -> list[int]:
@@ -70,12 +74,31 @@ PROBLEMS = (  # (words found in the technical message, what a person is told)
 )
 
 
-def plain_problem(message: str) -> str:
+def plain_reason(message: str) -> str:
     """Why learning failed, without exception names or commands: the user can act on it or let it be."""
     lowered = message.lower()
-    reason = next((said for words, said in PROBLEMS if any(w in lowered for w in words)),
-                  "something went wrong while reading it")
-    return f"Nothing was learned from this: {reason}. You can add what matters yourself in Memories."
+    return next((said for words, said in PROBLEMS if any(w in lowered for w in words)),
+                "something went wrong while reading it")
+
+
+def plain_problem(message: str) -> str:
+    return f"Nothing was learned from this: {plain_reason(message)}. You can add what matters yourself in Memories."
+
+
+def failure_note(episode_id: Optional[int], message: str, gave_up: bool) -> LearnNote:
+    """Learning raised: the store waits before trying the turn again, or gave up after MAX_ATTEMPTS tries."""
+    if gave_up:
+        return LearnNote(episode_id, problem=f"Nothing was learned from this: {plain_reason(message)}. Engram tried "
+                                             f"{turn_learning.MAX_ATTEMPTS} times and stopped trying.", retry=True)
+    return LearnNote(episode_id, problem=f"Nothing was learned from this yet: {plain_reason(message)}. Engram will "
+                                         "try again later.")
+
+
+def given_up_notes(db: Any, episode_ids: Sequence[Optional[int]]) -> dict[int, LearnNote]:
+    """The notes of the turns among `episode_ids` that Engram stopped trying to learn (a conversation reopened)."""
+    wanted = [int(i) for i in episode_ids if i is not None]
+    return {g.episode_id: failure_note(g.episode_id, g.last_error, True)
+            for g in (turn_learning.given_up(db, wanted) if wanted else [])}
 
 
 # -- the quiet note of a finished idle-time job ------------------------------------------------------------

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from app.ui.chat_header import ChatHeader
-from app.ui.chat_learning import JobNotes
+from app.ui.chat_learning import JobNotes, given_up_notes
 from app.ui.chat_memory_watch import MemoryWatch
 from app.ui.chat_reply_actions import ReplyActions
 from app.ui.chat_sessions import SessionList, title_from
@@ -172,8 +172,11 @@ class ChatPanel(QWidget):
             self._end_conversation()
         self.session_id = session_id
         self._clear_messages()
-        self.runner.submit("db", lambda: load_conversation(self.services.db, session_id),
-                           on_done=self._show_conversation, on_error=lambda exc: self._notice(str(exc)))
+        def load(db: Any) -> tuple[Any, dict[int, Any]]:
+            conversation = load_conversation(db, session_id)
+            return conversation, given_up_notes(db, [t.episode_id for t in conversation.turns])
+        self.runner.submit("db", load, self.services.db, on_done=self._show_conversation,
+                           on_error=lambda exc: self._notice(str(exc)))
 
     def _end_conversation(self) -> None:
         """The user left this conversation: idle-time reflection may review it (a quiet one ends by itself)."""
@@ -181,7 +184,8 @@ class ChatPanel(QWidget):
             session_id = self.session_id
             self.runner.submit("db", lambda: end_session(self.services.db, session_id))
 
-    def _show_conversation(self, conversation: Any) -> None:
+    def _show_conversation(self, loaded: tuple[Any, dict[int, Any]]) -> None:
+        conversation, given_up = loaded  # and the notes of turns Engram stopped trying to learn
         if conversation.session.id != self.session_id:
             return  # the user moved on while it loaded
         self.title.setText(conversation.session.title or "New conversation")
@@ -191,6 +195,8 @@ class ChatPanel(QWidget):
             reply.set_used(turn.used)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
+            if turn.episode_id in given_up:
+                reply.show_learned(given_up[turn.episode_id])
         self.reply_actions.offer_regenerate()
         self._scroll_to_end()
 

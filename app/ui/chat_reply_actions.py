@@ -1,6 +1,6 @@
 """What a person can do under a reply: open a memory it used, veto it (answer again without it), rate the reply,
-answer the last message again, open or undo what the turn taught, and answer the question a conflicting fact
-raised. The panel hands each reply in (attach); model and store work goes through the TurnController's lanes."""
+answer the last message again, open or undo what the turn taught, answer the question a conflicting fact
+raised, and have Engram try again to learn a turn it had stopped trying on. The panel hands each reply in (attach); model and store work goes through the TurnController's lanes."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QObject
 
+from app.ui.chat_learning import LearnNote
 from app.ui.chat_widgets import MessageWidget
 
 
@@ -32,6 +33,7 @@ class ReplyActions(QObject):
         message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
         message.regenerate_requested.connect(lambda m=message: self.regenerate(m))
         message.question_opened.connect(lambda: self.window_.show_panel("hypotheses"))
+        message.learning_retried.connect(lambda m=message: self.retry_learning(m))
 
     def open_memory(self, memory_id: int) -> None:
         """Jump to the memory in the Memories panel."""
@@ -68,3 +70,11 @@ class ReplyActions(QObject):
                 row.set_undone(trash)
             self.memories_changed()
         self.turns.undo_learned(memory_id, trash, on_done=done)
+
+    def retry_learning(self, reply: MessageWidget) -> None:
+        """Try again under a reply whose learning Engram gave up: what it learns shows there when it ends."""
+        if reply.episode_id is None:
+            return
+        def failed(exc: BaseException) -> None:  # learned meanwhile (the idle pass), or the store is gone
+            reply.show_learned(LearnNote(reply.episode_id, problem=f"It could not be tried again: {exc}."))
+        self.turns.retry_learning(reply.episode_id, on_error=failed)

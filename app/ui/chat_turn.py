@@ -20,11 +20,12 @@ from typing import Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.ui.chat_learning import LearnNote, learn_note, learned_ids, plain_problem
+from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem
 from app.ui.chat_model import load_problem, model_name
 from core.assistant import BUSY
 from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
+from core.store import turn_learning
 from core.store.memories import get_memories
 from core.store.sessions import discard_if_empty
 
@@ -174,15 +175,20 @@ class TurnController(QObject):
         episode_id = getattr(record, "episode_id", None)
 
         def work() -> tuple[Any, LearnNote]:
-            report = self._assistant("model").learn(record, busy=self._reply_first.is_set)
-            found = get_memories(self.services.learning_db, learned_ids(report))  # this lane's own connection
+            db = self.services.learning_db  # this lane's own connection
+            try:
+                report = self._assistant("model").learn(record, busy=self._reply_first.is_set)
+            except Exception as exc:  # noqa: BLE001 - counted by the store: the note says if Engram tries again
+                gave_up = episode_id is not None and bool(turn_learning.given_up(db, [episode_id]))
+                return None, failure_note(episode_id, str(exc), gave_up)
+            found = get_memories(db, learned_ids(report))
             return report, learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
 
         def ended(result: tuple[Any, LearnNote] | None) -> None:
             self.learning = None
             if gate is not None:
                 gate.chat_finished()
-            if result is not None and result[0].skipped == BUSY:
+            if result is not None and result[0] is not None and result[0].skipped == BUSY:
                 self.to_learn.appendleft(record)  # a reply came first: learned when the chat is quiet again
             elif result is not None:
                 self.learned.emit(*result)
@@ -192,6 +198,18 @@ class TurnController(QObject):
             self.learned.emit(None, LearnNote(episode_id, problem=plain_problem(str(exc))))
             ended(None)
         self.runner.submit("model", work, on_done=ended, on_error=failed)
+
+    def retry_learning(self, episode_id: int, *, on_error: Callable[[BaseException], None]) -> None:
+        """Try again to learn a turn Engram stopped trying on: back in the store's queue with fresh tries, then in
+        this chat's, learned through the same claim as any other turn (never twice) once the chat is quiet."""
+        def requeue() -> Any:
+            turn_learning.requeue(self.services.learning_db, [episode_id])
+            return self._assistant("model").stored_turn(episode_id)
+
+        def queued(record: Any) -> None:
+            self.to_learn.append(record)
+            self.learn_when_quiet()
+        self.runner.submit("model", requeue, on_done=queued, on_error=on_error)
 
     def _store(self, turn: _Turn, reason: str) -> Any:
         return self._assistant("db").finish(turn.prepared, "".join(turn.streamed), reason,

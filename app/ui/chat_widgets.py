@@ -191,6 +191,7 @@ class MessageWidget(QFrame):
     regenerate_requested = Signal()
     cancelled = Signal()  # a waiting message taken back before it was sent
     question_opened = Signal()  # the question a conflicting fact raised, answered in Hypotheses
+    learning_retried = Signal()  # Try again: learn this turn, which Engram had stopped trying to learn
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
@@ -276,8 +277,15 @@ class MessageWidget(QFrame):
         self.question_button.setAutoRaise(True)
         self.question_button.setStyleSheet("QToolButton { color: palette(link); }")
         self.question_button.clicked.connect(self.question_opened)
+        self.retry_button = QToolButton()
+        self.retry_button.setText("Try again")
+        self.retry_button.setToolTip("Have Engram read this turn once more and learn what it says")
+        self.retry_button.setAutoRaise(True)
+        self.retry_button.setStyleSheet("QToolButton { color: palette(link); }")
+        self.retry_button.clicked.connect(self._on_retry)
         self.learned_list.addWidget(self.learned_note)
         self.learned_list.addWidget(self.question_button)
+        self.learned_list.addWidget(self.retry_button)
         layout.addWidget(self.chips_box)
         layout.addWidget(self.learned_box)
         layout.addLayout(footer)
@@ -335,12 +343,18 @@ class MessageWidget(QFrame):
             row = LearnedRow(fact)
             row.opened.connect(self.memory_opened)
             row.undo_requested.connect(self.learned_undo)
-            self.learned_list.insertWidget(self.learned_list.count() - 2, row)
+            self.learned_list.insertWidget(self.learned_list.indexOf(self.learned_note), row)
         words = " ".join(filter(None, (note.problem, note.asked)))
         self.learned_note.setText(words)
         self.learned_note.setVisible(bool(words))
         self.question_button.setVisible(bool(note.asked))
+        self.retry_button.setVisible(note.retry)
         self.learned_box.setVisible(bool(note.facts or words))
+
+    def _on_retry(self) -> None:
+        self.retry_button.setVisible(False)  # one click is one more try
+        self.learned_note.setText("Trying again to learn from this…")
+        self.learning_retried.emit()
 
     def learned_rows(self) -> list[LearnedRow]:
         widgets = (self.learned_list.itemAt(i).widget() for i in range(self.learned_list.count()))
