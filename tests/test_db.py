@@ -171,3 +171,25 @@ def test_vectors_of_another_embedder_are_refused(db):
         vectors.bind_embedder(db, "model-b", 16)
     with pytest.raises(EmbedderMismatch):
         vectors.upsert_vectors(db, "memory", [1], np.ones(16, dtype=np.float32))
+
+
+def test_a_staging_copy_far_older_than_any_creation_is_cleared_whatever_its_pid_says(tmp_path):
+    """A crash left it, and the pid in its name now belongs to another live process (pids are reused)."""
+    import os
+    import time
+    from core.store.db import STAGING_STALE
+    path = tmp_path / "engram.db"
+    open_db(path).close()
+    live = f".engram.db.new-{os.getpid()}-12345"
+    old = [live, f"{live}-wal", f"{live}-shm"]
+    fresh = f".engram.db.new-{os.getpid()}-67890"  # a live process's, made just now: left alone
+    unrelated = [".engram.db.new-notapid-1", "engram.db.new-1-1", ".other.db.new-1-1"]
+    for name in old + [fresh] + unrelated:
+        (tmp_path / name).write_bytes(b"")
+    then = time.time() - STAGING_STALE - 60
+    for name in old + unrelated:
+        os.utime(tmp_path / name, (then, then))
+    open_db(path).close()
+    left = {p.name for p in tmp_path.iterdir()}
+    assert not left & set(old)
+    assert {fresh, *unrelated} <= left

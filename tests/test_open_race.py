@@ -2,6 +2,9 @@
 on a fresh data folder) or one an update must migrate — both open it, and each migration is applied once."""
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -9,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.store.db import open_db, schema_version
+from core.store.db import STAGING_GRACE, open_db, schema_version
 from core.store.migrations import LATEST_VERSION, MIGRATIONS, Migration
 from tests.processkit import at_once
 
@@ -128,3 +131,69 @@ def test_a_migration_failing_on_a_new_store_leaves_no_file_behind(tmp_path):
     with pytest.raises(RuntimeError, match="disk gone"):
         open_db(tmp_path / "engram.db", migrations=(MIGRATIONS[0], Migration(2, "broken", broken)))
     assert list(tmp_path.iterdir()) == []
+
+
+# Creates the store at {path!r} and stops inside its last migration (the store is mid-creation under its private
+# name): says "building", then waits for a line on stdin before finishing.
+BUILDER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from core.store.db import open_db
+    from core.store.migrations import MIGRATIONS, Migration
+    last = MIGRATIONS[-1]
+    def held(conn):
+        last.apply(conn)
+        print("building", flush=True)
+        sys.stdin.readline()
+    open_db({path!r}, migrations=(*MIGRATIONS[:-1], Migration(last.version, last.name, held))).close()
+    print("opened", flush=True)
+""")
+
+
+def _builder(path: Path) -> subprocess.Popen:
+    child = subprocess.Popen([sys.executable, "-c", BUILDER.format(root=str(ROOT), path=str(path))],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert child.stdout.readline().strip() == "building", child.stderr.read()
+    return child
+
+
+def _staging(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.iterdir() if ".new-" in p.name)
+
+
+def _age(folder: Path, seconds: float) -> None:
+    """Set every staging file's times `seconds` back, as if it had been left that long ago."""
+    then = time.time() - seconds
+    for name in _staging(folder):
+        os.utime(folder / name, (then, then))
+
+
+def test_what_a_crash_while_creating_the_store_left_is_cleared_on_the_next_open(tmp_path):
+    path = tmp_path / "engram.db"
+    child = _builder(path)
+    child.kill()  # the process dies mid-creation: its private copy stays behind
+    child.wait()
+    left = _staging(tmp_path)
+    assert left and left[0].startswith(f".engram.db.new-{child.pid}-")
+    _age(tmp_path, STAGING_GRACE + 5)
+    open_db(path).close()
+    assert _staging(tmp_path) == []
+    assert _applied(path) == [m.version for m in MIGRATIONS]
+
+
+def test_a_store_another_live_process_is_building_is_left_to_it(tmp_path):
+    path = tmp_path / "engram.db"
+    child = _builder(path)
+    try:
+        building = _staging(tmp_path)
+        assert building
+        _age(tmp_path, STAGING_GRACE + 5)  # slow, but its process is alive: not ours to clear
+        open_db(path).close()  # this process creates the store meanwhile, and sweeps
+        assert set(building) <= set(_staging(tmp_path))
+    finally:
+        child.stdin.write("go\n")
+        child.stdin.flush()
+        out, err = child.communicate(timeout=60)
+    assert child.returncode == 0 and out.strip() == "opened", err  # it finished, and found this process's store
+    assert _staging(tmp_path) == []  # and cleared its own copy
+    assert _applied(path) == [m.version for m in MIGRATIONS]

@@ -26,6 +26,12 @@ PENDING_SCRUB = "pending_wal_scrub"  # meta key: a purge could not truncate the 
 BUSY_RETRIES = (0.05, 0.2, 0.5, 1.0, 2.0)  # seconds between whole retries, after each busy timeout ran out
 BACKUPS_KEPT = 5
 MMAP_BYTES = 1 << 30
+# A new store is built under ".<name>.new-<pid>-<ns>" (see _create); a crash leaves that copy behind. Creating a
+# store takes well under a second, so a copy whose process is gone is cleared after STAGING_GRACE (not at once: a
+# pid from another host or container sharing the folder means nothing here), and any copy after STAGING_STALE
+# (its pid may have been reused by a live process since).
+STAGING_GRACE = 60.0
+STAGING_STALE = 24 * 3600.0
 
 
 @dataclass
@@ -175,6 +181,7 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
         database.scrub_wal()
     if not existed:
         _make_private(path)  # only what Engram created: a file the user made keeps the mode they gave it
+    _clear_stale_staging(path)
     return database
 
 
@@ -332,6 +339,41 @@ def _create(path: Path, migrations: Sequence[Migration], clock: Callable[[], flo
     finally:
         for leftover in (staging, Path(f"{staging}-wal"), Path(f"{staging}-shm")):
             leftover.unlink(missing_ok=True)
+
+
+def _clear_stale_staging(path: Path) -> None:
+    """Remove the private copies (and their -wal/-shm) a crash while creating the store left beside it: those
+    whose process is gone, or older than STAGING_STALE — never one a live process is still building."""
+    prefix = f".{path.name}.new-"
+    copies: dict[str, list[Path]] = {}
+    try:
+        for entry in path.parent.iterdir():
+            if entry.name.startswith(prefix):
+                copies.setdefault(entry.name.removesuffix("-wal").removesuffix("-shm"), []).append(entry)
+    except OSError:
+        return  # an unreadable folder: the store itself opened, the leftovers wait for another open
+    now = time.time()
+    for name, files in copies.items():
+        pid, _, stamp = name[len(prefix):].partition("-")
+        if not (pid.isdigit() and stamp.isdigit()):
+            continue  # not a name _create writes
+        try:
+            age = now - max(f.stat().st_mtime for f in files)
+            if age > STAGING_STALE or (age > STAGING_GRACE and _process_gone(int(pid))):
+                for f in files:
+                    f.unlink(missing_ok=True)
+        except OSError:
+            continue  # removed meanwhile, or not ours to remove
+
+
+def _process_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except (PermissionError, OverflowError):  # another user's live process, or no pid at all
+        return False
+    return False
 
 
 def _make_private(path: Path) -> None:
