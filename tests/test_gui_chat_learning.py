@@ -47,8 +47,8 @@ def test_a_waiting_message_is_answered_before_the_turn_before_it_is_learned(qtbo
     assert events[events.index("reply 1") + 1] == "chunk"  # its first words came right after the first reply
     first, second = panel.replies()
     qtbot.waitUntil(lambda: bool(first.learned_rows()) and bool(second.learned_rows()), timeout=10000)
-    assert [r.open_button.text() for r in first.learned_rows()] == ["User plays the cello"]  # under its own reply
-    assert [r.open_button.text() for r in second.learned_rows()] == ["User owns a red bicycle"]
+    assert [r.open_button.text() for r in first.learned_rows()] == ["You play the cello"]  # under its own reply
+    assert [r.open_button.text() for r in second.learned_rows()] == ["You own a red bicycle"]
     assert not panel.turns.to_learn and panel.turns.learning is None
 
 
@@ -94,8 +94,24 @@ def test_a_turn_engram_stopped_trying_to_learn_says_so_and_try_again_learns_it(q
     qtbot.mouseClick(reply.retry_button, Qt.LeftButton)
     assert not reply.retry_button.isVisibleTo(reply)  # one click: no second try queued behind it
     qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=TURN_MS)
-    assert [r.open_button.text() for r in reply.learned_rows()] == ["User plays the cello"]
+    assert [r.open_button.text() for r in reply.learned_rows()] == ["You play the cello"]
     assert not reply.learned_note.isVisibleTo(reply)
     assert on_db_lane(window, lambda db: turn_learning.given_up(db)) == []
     assert on_db_lane(window, lambda db: db.scalar(
         "SELECT count(*) FROM memories WHERE statement = 'User plays the cello'")) == 1
+
+
+@pytest.mark.parametrize("stored, shown", [
+    ("User plays the cello", "You play the cello"),
+    ("The user's sister Ana lives in Porto", "Your sister Ana lives in Porto"),
+    ("User preferences include dark mode", "User preferences include dark mode"),  # not plainly a verb: as stored
+    ("Ana adopted a grey kitten", "Ana adopted a grey kitten"),
+])
+def test_remembered_under_a_reply_is_said_to_you_as_about_you_says_it(qtbot, stored, shown):
+    from app.ui.chat_learning import LearnedFact, LearnedRow
+    row = LearnedRow(LearnedFact(1, stored, True))
+    qtbot.addWidget(row)
+    assert row.open_button.text() == shown
+    assert row.open_button.toolTip().startswith(shown + "\n")
+    row.show_memory(type("Shown", (), {"statement": "User owns a red bicycle", "deleted": False})())
+    assert row.open_button.text() == "You own a red bicycle"  # edited elsewhere: said to you too

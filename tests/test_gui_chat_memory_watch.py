@@ -18,6 +18,7 @@ from tests.fakes import ScriptedStructuredModel  # noqa: E402
 from tests.test_gui_chat import TURN_MS, _fact, scalar, window  # noqa: E402,F401
 
 EDITED = "User plays the cello in an orchestra"
+EDITED_SHOWN = "You play the cello in an orchestra"  # the chat's row says it to you (core.second_person)
 
 
 def _remembered_row(qtbot, window):
@@ -33,7 +34,7 @@ def _remembered_row(qtbot, window):
     reply = panel.replies()[-1]
     qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=10000)
     [row] = reply.learned_rows()
-    assert row.caption.text() == "Remembered:" and row.open_button.text() == "User plays the cello"
+    assert row.caption.text() == "Remembered:" and row.open_button.text() == "You play the cello"
     return panel, row
 
 
@@ -45,15 +46,15 @@ def test_the_remembered_row_follows_an_edit_and_a_delete_in_memories(qtbot, wind
     qtbot.waitUntil(lambda: memories.selected_ids() == [memory], timeout=20000)
     monkeypatch.setattr(QInputDialog, "getMultiLineText", staticmethod(lambda *a, **k: (EDITED, True)))
     qtbot.mouseClick(memories.buttons["edit"], Qt.LeftButton)
-    qtbot.waitUntil(lambda: row.open_button.text() == EDITED, timeout=30000)  # the chat's row has the new words
-    assert row.caption.text() == "Remembered:" and EDITED in row.open_button.toolTip()
+    qtbot.waitUntil(lambda: row.open_button.text() == EDITED_SHOWN, timeout=30000)  # the chat's row: the new words
+    assert row.caption.text() == "Remembered:" and EDITED_SHOWN in row.open_button.toolTip()
 
     qtbot.waitUntil(lambda: EDITED in [m.statement for m in memories.model.memories], timeout=20000)  # reloaded
     memories.select_memory(memory)  # as a click on its row would
     assert memories.buttons["delete"].isEnabled()
     qtbot.mouseClick(memories.buttons["delete"], Qt.LeftButton)
     qtbot.waitUntil(lambda: row.caption.text() == "Deleted:", timeout=20000)
-    assert row.undo_button.text() == "Restore" and row.open_button.text() == EDITED
+    assert row.undo_button.text() == "Restore" and row.open_button.text() == EDITED_SHOWN
 
     window.show_panel("chat")  # Restore, from the chat's row: back from the trash
     qtbot.mouseClick(row.undo_button, Qt.LeftButton)

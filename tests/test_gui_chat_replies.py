@@ -45,7 +45,7 @@ def test_what_a_turn_taught_shows_under_the_reply_opens_and_undoes(qtbot, window
     qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=10000)
     [row] = reply.learned_rows()
     memory = scalar(window, "SELECT id FROM memories WHERE statement = 'User plays the cello'")
-    assert row.memory_id == memory and row.open_button.text() == "User plays the cello"
+    assert row.memory_id == memory and row.open_button.text() == "You play the cello"
     assert row.caption.text() == "Remembered:" and row.isVisibleTo(reply)
     qtbot.mouseClick(row.open_button, Qt.LeftButton)  # opens it, as a chip does
     memories = window.panels["memories"]

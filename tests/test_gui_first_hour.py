@@ -100,7 +100,8 @@ def test_a_first_hour(qtbot, tmp_path, tiny_model_dir, embedder, monkeypatch):
     assert all(r.text and r.episode_id for r in replies)  # each reply streamed from the tiny model and was stored
     qtbot.waitUntil(lambda: bool(replies[1].learned_rows()), timeout=10000)
     [row] = replies[1].learned_rows()
-    assert row.caption.text() == "Remembered:" and row.open_button.text() == CELLO and row.isVisibleTo(replies[1])
+    assert row.caption.text() == "Remembered:" and row.open_button.text() == "You play the cello"
+    assert row.isVisibleTo(replies[1])
     assert replies[0].learned_rows() == [] and replies[2].learned_rows() == []
     memory_id = row.memory_id
 

@@ -1,6 +1,7 @@
-"""What Engram learned from a turn, shown under the reply ("Remembered: …" with Undo), why it could not learn
-(and whether Engram tries again later or has stopped trying: then the note offers Try again), and the quiet note an
-idle-time job leaves (reflection, consolidation, forgetting) once it has finished.
+"""What Engram learned from a turn, shown under the reply ("Remembered: You play the cello" with Undo, said to you
+as About you says it: core.second_person), why it could not learn (and whether Engram tries again later or has
+stopped trying: then the note offers Try again), and the quiet note an idle-time job leaves (reflection,
+consolidation, forgetting) once it has finished.
 
 The words come from what the turn already returned (core.assistant.LearnReport: reconcile outcomes and errors),
 from the store's record of a turn given up (core.store.turn_learning) and from the finished job's own progress
@@ -16,6 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
+from core.second_person import to_second_person
 from core.store import turn_learning
 from core.store.jobs import list_jobs
 from core.words import counted
@@ -220,9 +222,12 @@ class LearnedRow(QWidget):
         return "Remembered:" if self.undoable else "Updated:"
 
     def set_statement(self, statement: str) -> None:
-        text = " ".join(statement.split())
+        """Said to you, as About you says it ("You play the cello" for the stored "User plays the cello"): display
+        only, the memory keeps its words."""
+        shown = to_second_person(statement)
+        text = " ".join(shown.split())
         self.open_button.setText(text if len(text) <= ROW_CHARS else text[: ROW_CHARS - 1] + "…")
-        self.open_button.setToolTip(f"{statement}\n\nOpen this memory in Memories")
+        self.open_button.setToolTip(f"{shown}\n\nOpen this memory in Memories")
 
     def set_undone(self, undone: bool, caption: str = "Not remembered:") -> None:
         self.undone = undone
