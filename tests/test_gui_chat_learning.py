@@ -115,3 +115,39 @@ def test_remembered_under_a_reply_is_said_to_you_as_about_you_says_it(qtbot, sto
     assert row.open_button.toolTip().startswith(shown + "\n")
     row.show_memory(type("Shown", (), {"statement": "User owns a red bicycle", "deleted": False})())
     assert row.open_button.text() == "You own a red bicycle"  # edited elsewhere: said to you too
+
+
+def _given_up_in_a_conversation(db, embedder) -> tuple[int, int]:
+    """A stored chat turn Engram stopped trying to learn (three failures), in a conversation of its own."""
+    from core.store import turn_learning
+    from core.store.episodes import add_episode
+    from core.store.sessions import create_session
+    session = create_session(db, "Music")
+    episode = add_episode(db, "I play the cello every evening", "Lovely!", session_id=session,
+                          metadata={"learning": "pending"})
+    for n in range(turn_learning.MAX_ATTEMPTS):
+        claim = turn_learning.claim(db, episode, f"test:{n}")
+        turn_learning.failed(db, claim, RuntimeError("[METAL] Insufficient Memory"))
+    assert [g.episode_id for g in turn_learning.given_up(db)] == [episode]
+    return session, episode
+
+
+def test_try_again_without_a_model_says_so_and_changes_nothing(qtbot, tmp_path, embedder):
+    from core.store import turn_learning
+    from tests.guikit import on_db_lane
+    from tests.test_gui_chat import _window
+    window = _window(qtbot, tmp_path, embedder=embedder)  # no chat model chosen
+    try:
+        session, episode = on_db_lane(window, _given_up_in_a_conversation, embedder)
+        panel = window.show_panel("chat")
+        panel.open_session(session)
+        qtbot.waitUntil(lambda: bool(panel.replies()) and panel.replies()[-1].retry_button.isVisibleTo(
+            panel.replies()[-1]), timeout=10000)
+        reply = panel.replies()[-1]
+        qtbot.mouseClick(reply.retry_button, Qt.LeftButton)
+        qtbot.waitUntil(lambda: reply.learned_note.text().startswith("It could not be tried again"), timeout=20000)
+        assert [g.episode_id for g in on_db_lane(window, lambda db: turn_learning.given_up(db))] == [episode]
+    finally:
+        window.panels["chat"].shutdown()
+        window.runner.shutdown(wait=True)
+        window.services.close()

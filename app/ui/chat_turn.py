@@ -203,8 +203,9 @@ class TurnController(QObject):
         """Try again to learn a turn Engram stopped trying on: back in the store's queue with fresh tries, then in
         this chat's, learned through the same claim as any other turn (never twice) once the chat is quiet."""
         def requeue() -> Any:
+            assistant = self._assistant("model")  # no model to learn with: said, and nothing changed
             turn_learning.requeue(self.services.learning_db, [episode_id])
-            return self._assistant("model").stored_turn(episode_id)
+            return assistant.stored_turn(episode_id)
 
         def queued(record: Any) -> None:
             self.to_learn.append(record)
