@@ -1,20 +1,22 @@
 """Forgetting with fixed vs learnt weights for a simulated user over 90 days: `python -m bench.forgetting [--json]`.
 
-The user has a hidden preference: they keep restoring forgotten memories about their family, and never one about
-errands. Both arms replay the same 90 days (the same seed) through the real store and the real forgetting:
+The user (bench/forgetting_plan.py) has a hidden preference: they keep restoring forgotten memories about their
+family, and never one about errands. Both arms replay the same 90 days (the same seed) through the real store and the real forgetting:
 
 - each day the user chats (4 turns in a conversation) and Engram keeps 2 facts, on family, errands, work and
   hobbies (30/20/25/25 %); every text is embedded with the real MiniLM embedder;
 - from day 10, twice a day the user asks about something said at least 5 days before (family 60 %, work and
-  hobbies 20 % each, never an errand) through core.memory.recall (top 10); a hit counts as a use, as the turn
-  pipeline records it (hebbian.touch, turns.touch_episodes); when the thing asked for was forgotten, the user
-  restores it (forget.undo) if it is about family (work and hobbies one time in four);
+  hobbies 20 % each, never an errand) through core.memory.recall (top 10); a hit counts as a use of the thing
+  asked for, recorded as the turn pipeline records what a reply used (hebbian.touch, turns.touch_episodes: the
+  access counts, which forgetting reads as "asked about and found"); when the thing asked for was forgotten, the
+  user restores it (forget.undo) if it is about family (work and hobbies one time in four);
 - once a week the user reads the forgetting log of the past week and restores half of the family items in it
   (work and hobbies one in twenty, errands never);
 - every night the idle pass runs: core.memory.importance.update_importance, then core.memory.forget.forgetting_pass.
 
 The arms differ only in settings.forgetting.learn: the learnt arm learns α, β, γ, the bias and δ, the weight of
-preference (core.memory.preference: what the user's restores and silences say about items like this one), which
+preference (core.memory.preference: what the user's restores, silences and the memories their replies used say
+about items like this one), which
 the fixed arm does not use (its δ is reported but unused). Reported per arm: wrongful forgets (forgetting events of
 family items) per month, recall@10 of what the user asked for, the store's size (active memories, summaries
 included, and turns: at the end and the daily mean), restores, and the weights at the end. Target: learnt weights
@@ -26,7 +28,6 @@ judged on the sum: one user's draw can be lucky or unlucky, the habit is what th
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import sys
 import tempfile
@@ -40,6 +41,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from bench.forgetting_plan import (ASK_SHARE, PREDICATES, RESTORE_ON_MISS, RESTORE_ON_REVIEW,  # noqa: E402,F401
+                                   SUBJECTS, TOPIC_SHARE, Item, Plan, chance, make_plan)
 from bench.meta import load_average, stamp  # noqa: E402
 from core.config import ForgettingSettings, Settings  # noqa: E402
 from core.memory import forget, hebbian, importance, learned  # noqa: E402
@@ -53,90 +56,7 @@ from core.store.sessions import create_session  # noqa: E402
 
 DAY = 86400.0
 START = 1_700_000_000.0
-SUBJECTS = {
-    "family": ["My sister Ana", "My brother Tom", "My mother", "My father", "My daughter Mia", "My son Leo",
-               "Grandma Rose", "My cousin Sam", "Aunt Clara", "My nephew Ben", "My wife Elena", "Uncle Victor"],
-    "errands": ["The dry cleaning", "The parcel at the post office", "The car's oil change", "The electricity bill",
-                "The library books", "The broken toaster", "The gym membership renewal", "The dentist appointment",
-                "The recycling bins", "The passport photos", "The bike tyre", "The printer ink"],
-    "work": ["My manager Paula", "My colleague Raj", "The design team", "The client from Berlin", "My intern Jonas",
-             "The finance department", "Our new CTO", "The support team", "My desk neighbour Kim",
-             "The project lead Omar", "The marketing group", "The hiring committee"],
-    "hobbies": ["My sourdough baking", "My vegetable garden", "My chess practice", "My guitar playing",
-                "My running", "My watercolour painting", "My book club", "My bird watching", "My climbing",
-                "My photography", "My model railway", "My yoga"],
-}
-PREDICATES = {  # (what is said, how the user asks about it later; {s} is the subject)
-    "family": [("is starting a pottery class on Thursday evenings.", "What class is {s} taking?"),
-               ("moved into a new flat near the river.", "Where does {s} live now?"),
-               ("would love a warm scarf for the coming birthday.", "What birthday gift would {s} like?"),
-               ("has been unwell and saw a doctor this week.", "How is {s}'s health?"),
-               ("got a new job at the hospital as a nurse.", "Where does {s} work now?"),
-               ("is planning a summer trip to Portugal.", "Where is {s} travelling this summer?"),
-               ("adopted a grey kitten called Pepper.", "What pet does {s} have?"),
-               ("is learning to play the violin.", "What instrument is {s} learning?"),
-               ("called me about our childhood holidays by the sea.", "What did {s} call me about?"),
-               ("is getting married next spring in the countryside.", "When is {s} getting married?"),
-               ("started training for a half marathon.", "What is {s} training for?"),
-               ("is worried about the exams at university.", "What is {s} worried about?")],
-    "errands": [("has to be sorted out before Friday.", "When is {s} due?"),
-                ("must be handled on Tuesday morning.", "When do I handle {s}?"),
-                ("keeps slipping my mind this week.", "What keeps slipping my mind?"),
-                ("needs doing on the way home from work.", "When should I do {s}?"),
-                ("should be done this weekend.", "What is planned for the weekend?"),
-                ("costs about twenty euros, I checked.", "How much does {s} cost?"),
-                ("has to wait until payday.", "What waits until payday?"),
-                ("is on my to-do list for tomorrow.", "What is on tomorrow's list?"),
-                ("needs a quick phone call first.", "What needs a phone call?"),
-                ("can be done near the supermarket.", "What can I do near the supermarket?"),
-                ("is overdue by a few days now.", "What is overdue?"),
-                ("needs to happen before the holidays.", "What must happen before the holidays?")],
-    "work": [("wants the quarterly report rewritten by Monday.", "What does {s} want rewritten?"),
-             ("moved the product launch to next month.", "When is the launch that {s} moved?"),
-             ("asked me to review the onboarding slides.", "What did {s} ask me to review?"),
-             ("is unhappy with the database migration plan.", "What is {s} unhappy with?"),
-             ("scheduled a workshop on customer interviews.", "What workshop did {s} schedule?"),
-             ("approved the budget for new laptops.", "What budget did {s} approve?"),
-             ("needs the test results before the release.", "What does {s} need before the release?"),
-             ("is reorganising the team into two squads.", "How is {s} reorganising the team?"),
-             ("praised my presentation on pricing.", "Which presentation did {s} praise?"),
-             ("requested a weekly status email.", "What did {s} request every week?"),
-             ("is hiring two more engineers.", "Who is {s} hiring?"),
-             ("raised concerns about the security audit.", "What concerns did {s} raise?")],
-    "hobbies": [("is going better since I changed the schedule.", "How is {s} going?"),
-                ("needs new equipment, the old one wore out.", "What does {s} need?"),
-                ("gave me a great result last Sunday.", "What happened with {s} last Sunday?"),
-                ("takes about an hour every morning now.", "How long does {s} take?"),
-                ("got me talking to a friendly group of people.", "Who did I meet through {s}?"),
-                ("was frustrating this week, nothing worked.", "Why was {s} frustrating?"),
-                ("is something I want to do on holiday too.", "What do I want to do on holiday?"),
-                ("taught me a new technique from a video.", "What technique did I learn for {s}?"),
-                ("costs more than I expected this year.", "How expensive is {s}?"),
-                ("is my favourite way to relax after work.", "How do I relax after work?"),
-                ("won me a small prize at a local contest.", "What prize did {s} win me?"),
-                ("is on pause because of my sore wrist.", "Why is {s} on pause?")],
-}
-TOPIC_SHARE = {"family": 0.30, "errands": 0.20, "work": 0.25, "hobbies": 0.25}  # what the user talks about
-ASK_SHARE = {"family": 0.60, "work": 0.20, "hobbies": 0.20}  # what the user asks about later: never errands
-RESTORE_ON_MISS = {"family": 1.0, "work": 0.25, "hobbies": 0.25, "errands": 0.0}
-RESTORE_ON_REVIEW = {"family": 0.5, "work": 0.05, "hobbies": 0.05, "errands": 0.0}
 
-
-@dataclass(frozen=True)
-class Item:
-    key: str  # stable across arms
-    kind: str  # memory / episode
-    topic: str
-    text: str
-    question: str
-    day: int
-
-
-@dataclass
-class Plan:
-    days: int
-    said: list[list[Item]]  # per day
-    asks: list[list[Item]]  # per day
 
 
 @dataclass
@@ -149,51 +69,6 @@ class Arm:
     found: int = 0
     sizes: list[int] = field(default_factory=list)
     seen_events: int = 0
-
-
-def make_plan(days: int, seed: int, turns_per_day: int = 4, facts_per_day: int = 2) -> Plan:
-    """What the user says and asks each day: drawn once from the seed, the same for both arms."""
-    rng = np.random.default_rng(seed)
-    pools = {(kind, topic): [(s, p) for s in range(len(SUBJECTS[topic])) for p in range(len(PREDICATES[topic]))]
-             for kind in ("episode", "memory") for topic in TOPIC_SHARE}
-    for pool in pools.values():
-        rng.shuffle(pool)
-    topics, share = list(TOPIC_SHARE), np.array(list(TOPIC_SHARE.values()))
-    said, asks, past = [], [], []
-    for day in range(days):
-        today = []
-        for kind, n in (("episode", turns_per_day), ("memory", facts_per_day)):
-            for _ in range(n):
-                topic = next(t for t in rng.choice(topics, size=8, p=share) if pools[(kind, t)])
-                s, p = pools[(kind, topic)].pop()
-                today.append(_item(kind, topic, s, p, day))
-        said.append(today)
-        askable = [i for i in past if i.day <= day - 5]
-        asks.append([_pick(rng, askable) for _ in range(2)] if day >= 10 and askable else [])
-        past.extend(today)
-    return Plan(days, said, asks)
-
-
-def _item(kind: str, topic: str, s: int, p: int, day: int) -> Item:
-    subject, (predicate, question) = SUBJECTS[topic][s], PREDICATES[topic][p]
-    statement = f"{subject} {predicate}"
-    text = statement if kind == "episode" else f"The user said: {statement[0].lower()}{statement[1:]}"
-    return Item(f"{kind}:{topic}:{s}:{p}", kind, topic, text, question.format(s=subject[0].lower() + subject[1:]),
-                day)
-
-
-def _pick(rng: np.random.Generator, askable: list[Item]) -> Item:
-    topics = [t for t in ASK_SHARE if any(i.topic == t for i in askable)]
-    share = np.array([ASK_SHARE[t] for t in topics])
-    topic = rng.choice(topics, p=share / share.sum())
-    chosen = [i for i in askable if i.topic == topic]
-    return chosen[int(rng.integers(len(chosen)))]
-
-
-def chance(seed: int, *parts: object) -> float:
-    """A deterministic coin for the user's choices, the same in both arms for the same item and moment."""
-    digest = hashlib.sha256(":".join(map(str, (seed, *parts))).encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2 ** 64
 
 
 class Clock:
@@ -258,15 +133,21 @@ def _ask(db, embedder, settings: Settings, arm: Arm, item: Item, seed: int, day:
     arm.asked += 1
     if row in hits.ids(item.kind):
         arm.found += 1
-        if item.kind == "memory":
-            hebbian.touch(db, [row], at=db.now())
-        else:
-            turns.touch_episodes(db, [row], at=db.now())
+        _use(db, item, row)
         return
     table = "memories" if item.kind == "memory" else "episodes"
     forgotten = db.scalar(f"SELECT forgotten_at IS NOT NULL FROM {table} WHERE id = ?", (row,))
     if forgotten and chance(seed, "miss", item.key, day, n) < RESTORE_ON_MISS[item.topic]:
         _restore(db, settings, arm, item, row)
+
+
+def _use(db, item: Item, row: int) -> None:
+    """The reply used what was found: recorded as Assistant.finish records the memories and turns a reply put in
+    its context (hebbian.touch, turns.touch_episodes: the access counts forgetting reads as uses)."""
+    if item.kind == "memory":
+        hebbian.touch(db, [row], at=db.now())
+    else:
+        turns.touch_episodes(db, [row], at=db.now())
 
 
 def _review(db, settings: Settings, arm: Arm, seed: int, day: int) -> None:

@@ -267,7 +267,8 @@ def test_the_command_line_shows_and_resets_the_learnt_weights(tmp_path, capsys):
     db.close()
     assert run_cli(["--data-dir", home, "forget", "--weights"]) == 0
     out = capsys.readouterr().out
-    assert "Learnt from 1 restore and 2 forgettings left alone" in out and "recency 3.50 (default 3.00)" in out
+    assert "Learnt from 1 restore, 2 forgettings left alone and 0 memories and turns your replies used" in out
+    assert "recency 3.50 (default 3.00)" in out
     assert run_cli(["--data-dir", home, "forget", "--weights", "--json"]) == 0
     shown = json.loads(capsys.readouterr().out)
     assert (shown["alpha"], shown["signals"], shown["defaults"]["alpha"]) == (3.5, 3, 3.0)

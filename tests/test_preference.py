@@ -79,6 +79,20 @@ def test_an_item_is_not_its_own_neighbour():
 
 
 # -- δ and the pass's step ---------------------------------------------------------------------------------
+def test_an_item_is_measured_against_the_rate_of_its_own_kind():
+    # facts mostly kept (uses), turns mostly let go: a turn whose neighbours are as mixed as turns usually are is
+    # neither liked nor disliked, though against all the labels together it would look unwanted
+    labels = fake_labels([FAMILY, [1, 0.1, 0], [1, 0, 0.1], [0.9, 0.1, 0.1], ERRANDS, [0.1, 1, 0], [0, 1, 0.1],
+                          [0.1, 0.9, 0.1]], [1, 1, 1, 0, 1, 0, 0, 0])
+    labels = replace(labels, keys=(*labels.keys[:4], *(("episode", n) for n in range(5, 9))))
+    assert (labels.rate_of("memory"), labels.rate_of("episode"), labels.rate) == (0.75, 0.25, 0.5)
+    turn = np.array([unit([0.05, 1, 0.05])])
+    own_kind, overall = pref.vote(turn @ labels.vectors.T, labels, kind="episode")[0], pref.vote(
+        turn @ labels.vectors.T, labels)[0]
+    assert overall < own_kind
+    assert labels.rate_of("summary") == labels.rate  # a kind without labels: the overall rate
+
+
 def test_delta_rises_when_restored_items_are_liked_more_than_silenced_ones_and_stays_in_bounds():
     weights = learned.defaults(SETTINGS)
     for _ in range(200):
@@ -178,3 +192,68 @@ def test_a_fresh_user_is_scored_as_before_and_a_pinned_errand_is_never_forgotten
     learned.save(db, replace(FORGET_ALL, delta=learned.BOUNDS["delta"][1]))  # preference at its strongest
     forget.forgetting_pass(db, SETTINGS.replace(forgetting=ForgettingSettings(strength="strong")))
     assert get_memory(db, errands[0]).forgotten_at is None
+
+
+# -- what the user asked about and found (a reply used it, the user kept it) -----------------------------------
+def _reply_using(assistant, memory_ids, clock) -> int:
+    """A turn as the chat stores it (Assistant.finish): the reply put these memories in its context."""
+    from core.assistant import PreparedTurn, UsedMemory
+    used = tuple(UsedMemory(i, get_memory(assistant.db, i).statement, "recalled", 0.5) for i in memory_ids)
+    prepared = PreparedTurn(None, "What did I tell you about that?", (), used, clock())
+    return assistant.finish(prepared, "You told me about it.").episode_id
+
+
+def test_a_memory_a_reply_used_and_the_user_kept_counts_as_wanted(db, clock, embedder):
+    from core.assistant import Assistant
+    from core.store import turns
+    ana, tom, mother = facts(db, embedder, FAMILY_FACTS[:3])
+    cleaning, bill, books = facts(db, embedder, ERRAND_FACTS[:3])
+    clock.advance(days=200)
+    assistant = Assistant(db, embedder, None, None, SETTINGS, clock)
+    _reply_using(assistant, [ana, tom], clock)  # asked about and found: kept
+    rated = _reply_using(assistant, [mother], clock)
+    turns.set_useful(db, rated, [mother], [])  # the usefulness rating says the reply did not use it
+    vetoed = _reply_using(assistant, [cleaning], clock)
+    assistant.veto(vetoed, cleaning)  # the user removed it from the reply
+    forget.forgetting_pass(db, SETTINGS)  # the two errands no reply used have faded: they go
+    assert {e.item_id for e in forget.list_events(db)} == {bill, books}
+    clock.advance(days=learned.SILENCE_DAYS + 1)  # and nobody asks for them back
+    labelled = pref.labels(db, db.now())
+    assert labelled is not None and labelled.informative  # without a single restore
+    assert dict(zip(labelled.keys, labelled.kept)) == {("memory", ana): 1.0, ("memory", tom): 1.0,
+                                                      ("memory", bill): 0.0, ("memory", books): 0.0}
+    new_family, new_errand = facts(db, embedder, FAMILY_FACTS[3:])[0], facts(db, embedder, ERRAND_FACTS[3:])[0]
+    family_vote, errand_vote = pref.of_items(db, labelled, "memory", np.array([new_family, new_errand]))
+    assert family_vote > 0 > errand_vote
+
+
+def test_a_kept_memory_forgotten_later_and_left_alone_is_let_go(db, clock, embedder):
+    from core.assistant import Assistant
+    ana, cleaning = facts(db, embedder, [FAMILY_FACTS[0], ERRAND_FACTS[0]])
+    assistant = Assistant(db, embedder, None, None, SETTINGS, clock)
+    _reply_using(assistant, [ana, cleaning], clock)
+    clock.advance(days=200)
+    learned.save(db, FORGET_ALL)
+    forget.forgetting_pass(db, SETTINGS)  # both go; the reply's label stands while the forgetting awaits an answer
+    waiting = pref.labels(db, db.now())
+    assert waiting is not None and set(waiting.kept) == {1.0}
+    forget.undo(db, next(e.id for e in forget.list_events(db) if (e.item_type, e.item_id) == ("memory", ana)))
+    clock.advance(days=learned.SILENCE_DAYS + 1)
+    labelled = pref.labels(db, db.now())
+    assert {k: y for k, y in zip(labelled.keys, labelled.kept) if k[0] == "memory"} == {("memory", ana): 1.0,
+                                                                                      ("memory", cleaning): 0.0}
+
+
+def test_turns_a_reply_quoted_count_as_wanted_too(db, clock, embedder):
+    from core.memory.index import index_episodes
+    from core.store import turns
+    from core.store.episodes import add_episode
+    texts = ("My sister Ana got a kitten.", "My brother Tom is learning the violin.", "The dry cleaning is due Friday.")
+    ana, tom, cleaning = (add_episode(db, text, "Thanks for telling me.") for text in texts)
+    index_episodes(db, embedder, [ana, tom, cleaning])
+    turns.touch_episodes(db, [ana, tom], at=clock.advance(days=1))  # what Assistant.finish records of quoted turns
+    assert turns.used_turns(db) == [(tom, clock()), (ana, clock())]
+    labelled = pref.labels(db, db.now())
+    assert labelled is not None and dict(zip(labelled.keys, labelled.kept)) == {("episode", ana): 1.0,
+                                                                               ("episode", tom): 1.0}
+    assert not labelled.informative  # uses alone, with nothing let go: every vote would be the rate itself

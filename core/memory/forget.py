@@ -19,7 +19,7 @@ The API (helper D2's timeline panel and the CLI build on it):
   forgetting_events row with its retention and reason.
 - `undo(db, event_id)`: restores the item (until it is purged); the undo counts as a use, so the next pass
   does not take it straight back, and the next pass learns from it (`learn_from_signals`, core.memory.learned
-  for the weights, core.memory.preference for what the restores and silences say about content).
+  for the weights, core.memory.preference for what the restores, silences and uses say about content).
 - `list_events(db)`: the log, newest first.
 
 B1's bench/turn.py times `forgetting_pass` (and core.memory.consolidate.consolidation_pass) at 100k memories.

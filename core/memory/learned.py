@@ -22,8 +22,8 @@ penalises memory size. Until the first signal the weights are exactly the defaul
 moves them at most μ/4λ from where the signals put them. The signals are taken at each pass
 (core.memory.forget.learn_from_signals), with the recency and importance the item was forgotten with and its
 relevance and preference at that pass.
-δ weighs preference (core.memory.preference: what the user's restores and silences say about items like this
-one), the only term about content: α, β, γ and the bias move one boundary for the whole store, while what a user
+δ weighs preference (core.memory.preference: what the user's restores, silences and the memories their replies
+used say about items like this one), the only term about content: α, β, γ and the bias move one boundary for the whole store, while what a user
 asks back is usually a topic (their family, not their errands). Preference is 0 for a user without both kinds of
 answer, so δ's default can be 1, the neighbours' log-odds as they are (a fresh user is unaffected); learnt, it stays
 in its BOUNDS, and 0 turns it off.
@@ -43,6 +43,7 @@ import numpy as np
 
 from core.config import Settings
 from core.memory import online_logistic as ol
+from core.store import turns
 from core.store.db import Database
 from core.words import counted
 
@@ -145,8 +146,10 @@ def describe(db: Database, settings: Settings) -> str:
         return "Nothing learnt yet: forgetting uses the default weights until you restore something it forgot."
     terms = ", ".join(f"{label} {getattr(weights, name):.2f} (default {getattr(start, name):.2f})"
                       for name, label in zip(NAMES, LABELS))
-    return (f"Learnt from {counted(weights.kept_signals, 'restore')} and "
-            f"{counted(weights.forgot_signals, 'forgetting')} left alone: {terms}.")
+    used = len(turns.kept_by_replies(db)) + len(turns.used_turns(db))  # preference's third kind of answer
+    return (f"Learnt from {counted(weights.kept_signals, 'restore')}, "
+            f"{counted(weights.forgot_signals, 'forgetting')} left alone and "
+            f"{counted(used, 'memory or turn', 'memories and turns')} your replies used: {terms}.")
 
 
 def effective(db: Database, settings: Settings) -> Settings:

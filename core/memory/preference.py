@@ -2,10 +2,14 @@
 
 α, β, γ and the bias move one boundary for the whole store, but what a user asks back is usually about content
 (their family, not their errands). Every item the user answered about is a labelled point: restored (y = 1), or
-forgotten and left alone for learned.SILENCE_DAYS (y = 0), the newest LABEL_LIMIT of them. An item's preference
+forgotten and left alone for learned.SILENCE_DAYS (y = 0), or a memory a reply used that the user kept — not vetoed,
+not rated useless (y = 1: asked about and found, core.store.turns.kept_by_replies) — each item's latest answer, the
+newest LABEL_LIMIT of them. Uses count because what the user keeps asking about is kept by the forgetting it helps:
+with restores alone the labels near family thinned out as forgetting got better at keeping it. An item's preference
 is the vote of its NEIGHBOURS nearest labelled items by their stored vectors, each weighted by how much closer
 than usual it is (the cosine rescaled so the labelled items' median pairwise cosine counts 0, an identical one 1),
-shrunk towards the user's overall restore rate r by PRIOR_STRENGTH pseudo-neighbours, as log-odds against r:
+shrunk towards r, the share of the labelled items of its kind that say "keep" (Labels.rate_of), by PRIOR_STRENGTH
+pseudo-neighbours, as log-odds against r:
 
     v = (Σ wᵢ·yᵢ + s·r) / (Σ wᵢ + s),   preference = logit(v) − logit(r),  within ±learned.PREFERENCE_LIMIT
 
@@ -26,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.memory.learned import PREFERENCE_LIMIT, SILENCE_DAYS
-from core.store import vectors
+from core.store import turns, vectors
 from core.store.db import Database
 
 SECONDS_PER_DAY = 86400.0
@@ -39,13 +43,22 @@ PRIOR_STRENGTH = 1.0  # s: pseudo-neighbours at the user's rate; one close neigh
 class Labels:
     keys: tuple[tuple[str, int], ...]  # (item type, id) of each labelled item
     vectors: np.ndarray  # unit rows, one per key
-    kept: np.ndarray  # 1.0 restored, 0.0 left alone
+    kept: np.ndarray  # 1.0 restored or used, 0.0 left alone
     usual: float  # the median cosine between two labelled items: closer than this counts
     column: dict[tuple[str, int], int] = field(default_factory=dict)  # key -> row of vectors
 
     @property
     def rate(self) -> float:
         return float(self.kept.mean()) if len(self.kept) else 0.0
+
+    def rate_of(self, kind: str) -> float:
+        """The rate among the labelled items of one kind (memory / episode), what an item of that kind is measured
+        against: turns fade three times faster than facts and replies use them differently, so the two kinds'
+        labels mix differently, and an item's nearest labelled items are mostly of its own kind. The overall rate
+        when that kind has no labels or only one answer."""
+        mine = np.array([k[0] == kind for k in self.keys], dtype=bool)
+        rate = float(self.kept[mine].mean()) if mine.any() else self.rate
+        return rate if 0.0 < rate < 1.0 else self.rate
 
     @property
     def informative(self) -> bool:
@@ -56,13 +69,10 @@ class Labels:
 def labels(db: Database, now: float) -> Labels | None:
     """The user's labels from the forgetting log: per item its latest answer (a restore, or a silence that has
     lasted SILENCE_DAYS; a newer forgetting still waiting for an answer leaves the earlier one standing)."""
-    rows = db.query("SELECT item_type, item_id, restored_at IS NOT NULL AS kept FROM forgetting_events "
-                    "WHERE restored_at IS NOT NULL OR at <= ? ORDER BY id", (now - SILENCE_DAYS * SECONDS_PER_DAY,))
     latest: dict[tuple[str, int], float] = {}
-    for row in rows:
-        key = (row["item_type"], int(row["item_id"]))
+    for _, key, kept in sorted(_answers(db, now) + _used(db), key=lambda a: a[0]):
         latest.pop(key, None)  # re-inserted: the dict's order is the order of the latest answers
-        latest[key] = float(row["kept"])
+        latest[key] = kept
     newest = list(latest.items())[-LABEL_LIMIT:]
     found = {kind: vectors.get_vectors(db, kind, [i for (k, i), _ in newest if k == kind])  # type: ignore[arg-type]
              for kind in ("memory", "episode")}
@@ -77,10 +87,27 @@ def labels(db: Database, now: float) -> Labels | None:
                   {key: n for n, key in enumerate(keys)})
 
 
-def vote(cosine: np.ndarray, labelled: Labels, own: np.ndarray | None = None) -> np.ndarray:
+def _answers(db: Database, now: float) -> list[tuple[float, tuple[str, int], float]]:
+    """(when, item, label) of each answer to the forgetting log: a restore when it was made, a silence when it had
+    lasted SILENCE_DAYS."""
+    rows = db.query("SELECT item_type, item_id, restored_at, at FROM forgetting_events "
+                    "WHERE restored_at IS NOT NULL OR at <= ?", (now - SILENCE_DAYS * SECONDS_PER_DAY,))
+    return [(float(r["restored_at"]) if r["restored_at"] is not None else float(r["at"]) + SILENCE_DAYS
+             * SECONDS_PER_DAY, (r["item_type"], int(r["item_id"])), float(r["restored_at"] is not None))
+            for r in rows]
+
+
+def _used(db: Database) -> list[tuple[float, tuple[str, int], float]]:
+    """(when, item, 1) of each memory and turn the user's replies used and the user kept, at its last use
+    (core.store.turns.kept_by_replies, used_turns): asked about and found."""
+    memories = [(at, ("memory", int(i)), 1.0) for i, at in turns.kept_by_replies(db, LABEL_LIMIT)]
+    return memories + [(at, ("episode", int(i)), 1.0) for i, at in turns.used_turns(db, LABEL_LIMIT)]
+
+
+def vote(cosine: np.ndarray, labelled: Labels, own: np.ndarray | None = None, kind: str | None = None) -> np.ndarray:
     """Each row's preference (log-odds, within ±PREFERENCE_LIMIT) from its cosines to the labelled items
     (columns); own[i] is row i's own column among them (−1: not labelled), left out of its vote. A row of NaN (no
-    vector) scores 0."""
+    vector) scores 0. `kind`: the rows' kind, whose labels' rate they are measured against (None: all labels')."""
     if not labelled.informative or cosine.size == 0:
         return np.zeros(len(cosine))
     close = np.clip((np.nan_to_num(cosine, nan=-1.0) - labelled.usual) / (1.0 - labelled.usual), 0.0, 1.0)
@@ -90,7 +117,7 @@ def vote(cosine: np.ndarray, labelled: Labels, own: np.ndarray | None = None) ->
     if close.shape[1] > NEIGHBOURS:  # only the nearest vote: a topic is a neighbourhood, not the whole log
         far = np.argpartition(-close, NEIGHBOURS, axis=1)[:, NEIGHBOURS:]
         np.put_along_axis(close, far, 0.0, axis=1)
-    rate = labelled.rate
+    rate = labelled.rate if kind is None else labelled.rate_of(kind)
     v = (close @ labelled.kept + PRIOR_STRENGTH * rate) / (close.sum(axis=1) + PRIOR_STRENGTH)
     return np.clip(_logit(v) - _logit(np.asarray(rate)), -PREFERENCE_LIMIT, PREFERENCE_LIMIT)
 
@@ -117,4 +144,4 @@ def of_items(db: Database, labelled: Labels | None, kind: str, ids: np.ndarray) 
         if int(i) in found:
             v = found[int(i)].astype(np.float64)
             cosine[n] = labelled.vectors @ (v / max(float(np.linalg.norm(v)), 1e-12))
-    return vote(cosine, labelled, own_columns(labelled, kind, ids))
+    return vote(cosine, labelled, own_columns(labelled, kind, ids), kind)

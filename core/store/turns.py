@@ -39,6 +39,27 @@ def replies_using(db: Database, memory_id: int) -> list[EpisodeId]:
         "SELECT episode_id FROM reply_memories WHERE memory_id = ? ORDER BY episode_id DESC", (int(memory_id),))]
 
 
+def kept_by_replies(db: Database, limit: int | None = None) -> list[tuple[MemoryId, float]]:
+    """The memories the user's replies used and the user kept: used (an access count, as Assistant.finish records
+    the memories it put in a reply's context, or an undo of their forgetting), and neither vetoed nor rated useless
+    in the latest reply that used them; each with its last use, the newest `limit` (None: all) first. What the user
+    asked about and found: forgetting counts it as wanted (core.memory.preference)."""
+    return [(MemoryId(r[0]), float(r[1])) for r in db.execute(
+        "SELECT m.id, m.last_access FROM memories m WHERE m.access_count > 0 AND m.last_access IS NOT NULL "
+        "AND m.deleted_at IS NULL AND NOT EXISTS (SELECT 1 FROM reply_memories r WHERE r.memory_id = m.id "
+        "AND (r.vetoed_at IS NOT NULL OR r.useful = 0) AND r.episode_id = "
+        "(SELECT max(q.episode_id) FROM reply_memories q WHERE q.memory_id = m.id)) "
+        "ORDER BY m.last_access DESC, m.id DESC LIMIT ?", (-1 if limit is None else int(limit),))]
+
+
+def used_turns(db: Database, limit: int | None = None) -> list[tuple[EpisodeId, float]]:
+    """The earlier turns replies quoted (an access count, as Assistant.finish records them with touch_episodes, or
+    an undo of their forgetting), each with its last use, the newest `limit` (None: all) first."""
+    return [(EpisodeId(r[0]), float(r[1])) for r in db.execute(
+        "SELECT id, last_access FROM episodes WHERE access_count > 0 AND last_access IS NOT NULL AND deleted_at IS NULL "
+        "ORDER BY last_access DESC, id DESC LIMIT ?", (-1 if limit is None else int(limit),))]
+
+
 def set_useful(db: Database, episode_id: int, rated: Iterable[int], useful: Iterable[int]) -> None:
     chosen = {int(i) for i in useful}
     for memory_id in rated:
