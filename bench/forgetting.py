@@ -1,7 +1,8 @@
 """Forgetting with fixed vs learnt weights for a simulated user over 90 days: `python -m bench.forgetting [--json]`.
 
 The user (bench/forgetting_plan.py) has a hidden preference: they keep restoring forgotten memories about their
-family, and never one about errands. Both arms replay the same 90 days (the same seed) through the real store and the real forgetting:
+family, and never one about errands. Both arms replay the same 90 days (the same seed) through the real store and
+the real forgetting:
 
 - each day the user chats (4 turns in a conversation) and Engram keeps 2 facts, on family, errands, work and
   hobbies (30/20/25/25 %); every text is embedded with the real MiniLM embedder;

@@ -23,10 +23,10 @@ moves them at most μ/4λ from where the signals put them. The signals are taken
 (core.memory.forget.learn_from_signals), with the recency and importance the item was forgotten with and its
 relevance and preference at that pass.
 δ weighs preference (core.memory.preference: what the user's restores, silences and the memories their replies
-used say about items like this one), the only term about content: α, β, γ and the bias move one boundary for the whole store, while what a user
-asks back is usually a topic (their family, not their errands). Preference is 0 for a user without both kinds of
-answer, so δ's default can be 1, the neighbours' log-odds as they are (a fresh user is unaffected); learnt, it stays
-in its BOUNDS, and 0 turns it off.
+used say about items like this one), the only term about content: α, β, γ and the bias move one boundary for the
+whole store, while what a user asks back is usually a topic (their family, not their errands). Preference is 0 for
+a user without both kinds of answer, so δ's default can be 1, the neighbours' log-odds as they are (a fresh user
+is unaffected); learnt, it stays in its BOUNDS, and 0 turns it off.
 No policy gradient: there is no episode return to estimate, only a label per item, and a logistic update is
 stable with a handful of signals. τ itself stays the user's strength dial: it and the bias move the same
 boundary, so learning both would be unidentifiable. Pinned, protected, permanent and critical memories are never

@@ -10,7 +10,8 @@
 - importance = core.memory.importance: PageRank share + log(1 + access count) + evidence for a hypothesis
   (for a memory, the larger of its stored importance and today's earned score) + freshness;
 - preference = what the user's restores, silences and the memories their replies used say about items like this
-  one (core.memory.preference), as log-odds within ±3, 0 without such signals; only while forgetting learns (with learning off δ·preference is 0).
+  one (core.memory.preference), as log-odds within ±3, 0 without such signals; only while forgetting learns
+  (with learning off δ·preference is 0).
 
 α, β, γ, δ and the bias are learnt from the user's signals when learning is on (core.memory.learned). Never
 scored at all: pinned, protected, permanent or critical memories, protected episodes, anything younger than

@@ -56,8 +56,8 @@ def used_turns(db: Database, limit: int | None = None) -> list[tuple[EpisodeId, 
     """The earlier turns replies quoted (an access count, as Assistant.finish records them with touch_episodes, or
     an undo of their forgetting), each with its last use, the newest `limit` (None: all) first."""
     return [(EpisodeId(r[0]), float(r[1])) for r in db.execute(
-        "SELECT id, last_access FROM episodes WHERE access_count > 0 AND last_access IS NOT NULL AND deleted_at IS NULL "
-        "ORDER BY last_access DESC, id DESC LIMIT ?", (-1 if limit is None else int(limit),))]
+        "SELECT id, last_access FROM episodes WHERE access_count > 0 AND last_access IS NOT NULL "
+        "AND deleted_at IS NULL ORDER BY last_access DESC, id DESC LIMIT ?", (-1 if limit is None else int(limit),))]
 
 
 def set_useful(db: Database, episode_id: int, rated: Iterable[int], useful: Iterable[int]) -> None:
