@@ -69,8 +69,8 @@ def test_a_turn_engram_stopped_trying_to_learn_says_so_and_try_again_learns_it(q
     _type_and_send(qtbot, panel, "I play the cello every evening")
     qtbot.waitUntil(lambda: bool(panel.replies()) and bool(panel.replies()[-1].learned_note.text()), timeout=TURN_MS)
     reply = panel.replies()[-1]
-    assert reply.learned_note.text() == ("Nothing was learned from this yet: something went wrong while reading it. "
-                                         "Engram will try again later.")
+    assert reply.learned_note.text() == ("Nothing was learned from this yet: the computer ran out of memory while "
+                                         "reading it. Engram will try again later.")
     assert not reply.retry_button.isVisibleTo(reply)
 
     def fail_again(db):  # the idle pass's two later tries fail the same way
@@ -86,8 +86,8 @@ def test_a_turn_engram_stopped_trying_to_learn_says_so_and_try_again_learns_it(q
     qtbot.waitUntil(lambda: bool(panel.replies()) and bool(panel.replies()[-1].learned_note.text()), timeout=10000)
     reply = panel.replies()[-1]
     assert reply.learned_note.text() == (
-        "Nothing was learned from this: something went wrong while reading it. Engram tried 3 times and stopped "
-        "trying.")
+        "Nothing was learned from this: the computer ran out of memory while reading it. Engram tried 3 times and "
+        "stopped trying.")
     assert reply.retry_button.isVisibleTo(reply) and reply.retry_button.text() == "Try again"
 
     failing["now"] = False
@@ -130,6 +130,17 @@ def _given_up_in_a_conversation(db, embedder) -> tuple[int, int]:
         turn_learning.failed(db, claim, RuntimeError("[METAL] Insufficient Memory"))
     assert [g.episode_id for g in turn_learning.given_up(db)] == [episode]
     return session, episode
+
+
+@pytest.mark.parametrize("error, reason", [
+    ("RuntimeError: [METAL] Command buffer execution failed: Insufficient Memory",
+     "the computer ran out of memory while reading it"),
+    ("MemoryError: ", "the computer ran out of memory while reading it"),
+    ("ValueError: something else", "something went wrong while reading it"),
+])
+def test_why_learning_failed_is_said_plainly(error, reason):
+    from app.ui.chat_learning import plain_reason
+    assert plain_reason(error) == reason
 
 
 def test_try_again_without_a_model_says_so_and_changes_nothing(qtbot, tmp_path, embedder):

@@ -73,6 +73,8 @@ PROBLEMS = (  # (words found in the technical message, what a person is told)
     (("no chat model", "not installed", "could not be found", "no model"), "there is no chat model to read it with"),
     (("busy", "locked"), "the memory file was busy"),
     (("disk", "space", "permission", "read-only"), "the memory file could not be written"),
+    (("insufficient memory", "out of memory", "memoryerror", "cannot allocate"),
+     "the computer ran out of memory while reading it"),
 )
 
 

@@ -180,7 +180,7 @@ class TurnController(QObject):
                 report = self._assistant("model").learn(record, busy=self._reply_first.is_set)
             except Exception as exc:  # noqa: BLE001 - counted by the store: the note says if Engram tries again
                 gave_up = episode_id is not None and bool(turn_learning.given_up(db, [episode_id]))
-                return None, failure_note(episode_id, str(exc), gave_up)
+                return None, failure_note(episode_id, f"{type(exc).__name__}: {exc}", gave_up)
             found = get_memories(db, learned_ids(report))
             return report, learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
 
