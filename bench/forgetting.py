@@ -42,8 +42,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.forgetting_plan import (ASK_SHARE, PREDICATES, RESTORE_ON_MISS, RESTORE_ON_REVIEW,  # noqa: E402,F401
-                                   SUBJECTS, TOPIC_SHARE, Item, Plan, chance, make_plan)
+from bench.forgetting_plan import (RESTORE_ON_MISS, RESTORE_ON_REVIEW, TOPIC_SHARE, Item, Plan,  # noqa: E402
+                                   chance, make_plan)
 from bench.meta import load_average, stamp  # noqa: E402
 from core.config import ForgettingSettings, Settings  # noqa: E402
 from core.memory import forget, hebbian, importance, learned  # noqa: E402
