@@ -2,9 +2,9 @@
 
 α, β, γ and the bias move one boundary for the whole store, but what a user asks back is usually about content
 (their family, not their errands). Every item the user answered about is a labelled point: restored (y = 1), or
-forgotten and left alone for learned.SILENCE_DAYS (y = 0), or a memory a reply used that the user kept — not vetoed,
-not rated useless (y = 1: asked about and found, core.store.turns.kept_by_replies) — each item's latest answer, the
-newest LABEL_LIMIT of them. Uses count because what the user keeps asking about is kept by the forgetting it helps:
+forgotten and left alone for learned.SILENCE_DAYS (y = 0), or a memory or turn a reply used that the user kept (y = 1:
+asked about and found; a memory not vetoed nor rated useless; core.store.turns.kept_by_replies, used_turns) — each
+item's latest answer, the newest LABEL_LIMIT of them. Uses count because what the user keeps asking about is kept by the forgetting it helps:
 with restores alone the labels near family thinned out as forgetting got better at keeping it. An item's preference
 is the vote of its NEIGHBOURS nearest labelled items by their stored vectors, each weighted by how much closer
 than usual it is (the cosine rescaled so the labelled items' median pairwise cosine counts 0, an identical one 1),
@@ -67,8 +67,9 @@ class Labels:
 
 
 def labels(db: Database, now: float) -> Labels | None:
-    """The user's labels from the forgetting log: per item its latest answer (a restore, or a silence that has
-    lasted SILENCE_DAYS; a newer forgetting still waiting for an answer leaves the earlier one standing)."""
+    """The user's labels from the forgetting log and their replies: per item its latest answer (a restore, a use, or
+    a silence that has lasted SILENCE_DAYS; a newer forgetting still waiting for an answer leaves the earlier one
+    standing)."""
     latest: dict[tuple[str, int], float] = {}
     for _, key, kept in sorted(_answers(db, now) + _used(db), key=lambda a: a[0]):
         latest.pop(key, None)  # re-inserted: the dict's order is the order of the latest answers
