@@ -93,7 +93,7 @@ def test_the_answer_turn_after_a_matching_question_is_recalled(db, embedder, clo
     index_episodes(db, embedder, ids)
     hits = recall(db, embedder, "What is the name of Ana's dog?", k=2, kinds=("episode",)).hits
     answer = next(h for h in hits if h.id == ids[1])
-    assert answer.breakdown["neighbour"] > 0 and f"next to matching turn #{ids[0]}" in answer.why
+    assert answer.breakdown["neighbour"] > 0 and f"the reply to matching question #{ids[0]}" in answer.why
     assert answer.text.startswith("Ana: We called her Biscuit")
     in_prompt = recall(db, embedder, "puppy name", session_id=session, kinds=("episode",))
     assert in_prompt.hits == []  # the conversation's newest turns are already in the prompt

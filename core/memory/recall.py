@@ -209,11 +209,24 @@ def _episode_context(db: Database, vector: np.ndarray | None, found: dict[int, C
             session_best[session] = max(session_best.get(session, 0.0), own.get(i, 0.0))
     context: dict[int, dict] = {}
     for i, candidate in found.items():
-        near = [(own.get(n, 0.0), n) for n in neighbours.get(i, []) if n in found]
-        best_near = max(near, default=(0.0, 0))
+        near = [(scoring.neighbour_share(replies, weights) * own.get(n, 0.0), own.get(n, 0.0), n, replies)
+                for n in neighbours.get(i, []) if n in found
+                for replies in [_replies_to(candidate.row, found[n].row)]]
+        _, score, best, replies = max(near, default=(0.0, 0.0, 0, False))
         session = session_best.get(candidate.row.get("session_id"), 0.0)
-        context[i] = {"neighbour": best_near[0], "neighbour_id": best_near[1], "session": session}
+        context[i] = {"neighbour": score, "neighbour_id": best, "replies": replies, "session": session}
     return context
+
+
+def _asks_only(row: dict) -> bool:
+    """A turn that is a question with no reply inside it (a conversation between people, or an imported
+    chat); an exchange with the assistant holds its own answer."""
+    return str(row.get("user_text") or "").rstrip().endswith("?") and not row.get("assistant_text")
+
+
+def _replies_to(row: dict, neighbour: dict) -> bool:
+    """Whether `neighbour` is a question said just before this turn, so this turn is its reply."""
+    return _asks_only(neighbour) and (neighbour["created_at"], neighbour["id"]) < (row["created_at"], row["id"])
 
 
 def _both_ways(neighbours: dict[int, list[int]]) -> dict[int, list[int]]:
@@ -265,7 +278,9 @@ def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.S
     neighbour, session, graph = context.get("neighbour", 0.0), context.get("session", 0.0), context.get("graph", 0.0)
     speaker = scoring.speaker_bonus(own, context.get("speaker", False), weights)
     when = TIME_WEIGHT * own if context.get("in_window") else 0.0
-    relevance = scoring.with_context(own, neighbour, session, weights) + graph + speaker + when
+    relevance = scoring.with_context(own, neighbour, session, weights, context.get("replies", False))
+    asks = candidate.kind == "episode" and _asks_only(row)
+    relevance = scoring.as_asked(relevance + graph + speaker + when, asks, weights)
     last_seen = max(row["created_at"] or 0.0, row["last_access"] or 0.0)
     recency = scoring.recency(now - last_seen, settings.recall.recency_half_life_days, weights.recency_cap)
     type_weight = weights.type_weights.get(row["type"], 1.0)
@@ -275,10 +290,11 @@ def _rescore(candidate: Candidate, own: float, context: dict, weights: scoring.S
         "similarity": round(_similarity(candidate, weights), 4),
         "bm25": float(-candidate.bm25) if candidate.bm25 is not None else 0.0,
         "own": own, "neighbour": neighbour, "session": session, "graph": graph, "speaker": speaker, "time": when,
-        "relevance": relevance,
+        "asks": float(asks), "relevance": relevance,
         "recency": recency, "type_weight": type_weight, "importance": float(row["importance"]),
         "confidence": float(row["confidence"]), "score": score}
-    links = {"neighbour_id": context.get("neighbour_id", 0), "graph_from": context.get("graph_from", 0)}
+    links = {"neighbour_id": context.get("neighbour_id", 0), "graph_from": context.get("graph_from", 0),
+             "replies": int(bool(context.get("replies")))}
     return _Scored(candidate, score, breakdown, links | {"edge": context.get("edge_weight", 0.0)})
 
 
@@ -315,7 +331,8 @@ def explain(scored: _Scored, analysis: QueryAnalysis, text: str, window: TimeWin
     if b["similarity"] > 0:
         parts.append(f"close in meaning ({1.0 - (scored.candidate.distance or 0.0):.2f} cosine)")
     if b["neighbour"] > 0 and scored.links["neighbour_id"]:
-        parts.append(f"next to matching turn #{scored.links['neighbour_id']}")
+        relation = "the reply to matching question" if scored.links.get("replies") else "next to matching turn"
+        parts.append(f"{relation} #{scored.links['neighbour_id']}")
     if b["graph"] > 0:
         parts.append(f"linked to memory #{scored.links['graph_from']} (edge {scored.links['edge']:.2f})")
     if b.get("speaker", 0) > 0:

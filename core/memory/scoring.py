@@ -24,6 +24,8 @@ class ScoringWeights:
     bm25_weight: float = 0.4  # share of the normalised BM25 score in the fused score
     similarity_floor: float = 0.1  # cosine below this counts as no semantic match at all
     neighbour_weight: float = 0.6  # share of the best adjacent turn's score an episode inherits
+    answer_weight: float = 0.9  # that share when the adjacent turn is the question this turn replies to
+    question_share: float = 0.8  # share of its relevance a turn that only asks keeps (its reply inherits it)
     session_weight: float = 0.35  # share of its session's best score an episode inherits
     speaker_weight: float = 0.3  # bonus share for a turn whose speaker the query names ("what did Ana say...")
     graph_weight: float = 0.3  # share of a seed memory's score passed along a strong edge (× edge weight)
@@ -74,9 +76,23 @@ def fused(similarity: float, bm25: float, weights: ScoringWeights) -> float:
     return (weights.vector_weight * similarity + weights.bm25_weight * bm25) / total if total else 0.0
 
 
-def with_context(own: float, neighbour: float, session: float, weights: ScoringWeights) -> float:
-    """An episode's relevance: its own score plus a share of its best adjacent turn's and its session's."""
-    return own + weights.neighbour_weight * neighbour + weights.session_weight * session
+def with_context(own: float, neighbour: float, session: float, weights: ScoringWeights,
+                 replies: bool = False) -> float:
+    """An episode's relevance: its own score plus a share of its best adjacent turn's and its session's.
+    `replies`: that adjacent turn is a question just before this one, which this turn answers."""
+    return own + neighbour_share(replies, weights) * neighbour + weights.session_weight * session
+
+
+def neighbour_share(replies: bool, weights: ScoringWeights) -> float:
+    """What a turn inherits of an adjacent turn's score: more from the question it replies to, since the
+    reply holds what the question matched only in words (LoCoMo dev R@10 +0.007 with question_share)."""
+    return weights.answer_weight if replies else weights.neighbour_weight
+
+
+def as_asked(relevance: float, asks_only: bool, weights: ScoringWeights) -> float:
+    """A turn that only asks ("What did you buy?") is rarely what a later query wants, its reply is: it keeps
+    `question_share` of its relevance (LoCoMo dev: 4% of such turns in a top 10 are evidence, 12% of others)."""
+    return weights.question_share * relevance if asks_only else relevance
 
 
 def speaker_bonus(own: float, named: bool, weights: ScoringWeights) -> float:
