@@ -79,7 +79,7 @@ def test_a_chip_shows_new_words_and_a_struck_out_deleted_memory(qtbot):
     chip = MemoryChip(7, "User likes jasmine tea", why="about tea")
     qtbot.addWidget(chip)
     chip.show_memory(ShownMemory("User likes green tea", deleted=False))
-    assert chip.open_button.text() == "User likes green tea" and not chip.open_button.font().strikeOut()
+    assert chip.open_button.text() == "You like green tea" and not chip.open_button.font().strikeOut()
     assert chip.veto_button.isVisibleTo(chip) and "Why: about tea" in chip.open_button.toolTip()
     chip.show_memory(ShownMemory("User likes green tea", deleted=True))
     assert chip.open_button.font().strikeOut() and not chip.veto_button.isVisibleTo(chip)

@@ -5,7 +5,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
-from app.ui.chat_widgets import MessageWidget
+from app.ui.chat_widgets import MessageWidget, discard
 
 
 class MessageThread(QWidget):
@@ -24,6 +24,7 @@ class MessageThread(QWidget):
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
         self.scroll.setFrameShape(QFrame.NoFrame)
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # messages wrap to the width; never sideways
         self.scroll.setWidget(holder)
         self.scroll.setVisible(False)
         layout = QVBoxLayout(self)
@@ -42,14 +43,14 @@ class MessageThread(QWidget):
 
     def remove(self, message: MessageWidget) -> None:
         self.messages.removeWidget(message)
-        message.hide()
-        message.deleteLater()
+        discard(message)
 
     def clear(self) -> None:
+        """The old conversation is gone at once: a new one added before deferred deletes run shows alone."""
         while self.messages.count():
             widget = self.messages.takeAt(0).widget()
             if widget is not None:
-                widget.deleteLater()
+                discard(widget)
         self.empty.setVisible(True)
         self.scroll.setVisible(False)
 

@@ -9,6 +9,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from app.ui.chat_learning import LearnedRow, LearnNote
+from core.second_person import to_second_person
 
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
 CHIP_CHARS = 42
@@ -107,13 +108,20 @@ def unique_memories(used: Sequence[Any]) -> list[Any]:
     return kept
 
 
+def discard(widget: QWidget) -> None:
+    """Gone for the user at once: hidden now, deleted when Qt next gets to it (until then it would still paint)."""
+    widget.hide()
+    widget.deleteLater()
+
+
 def chip_label(text: str) -> str:
     text = " ".join(text.split())
     return text if len(text) <= CHIP_CHARS else text[: CHIP_CHARS - 1] + "…"
 
 
 class MemoryChip(QFrame):
-    """One memory a reply used: click the text to open it, ✕ to veto it for this answer."""
+    """One memory a reply used: click the text to open it, ✕ to veto it for this answer. Its words are said to you
+    ("You play the cello"), as the Remembered row says them; the tooltip keeps the memory as stored."""
     opened = Signal(int)
     vetoed = Signal(int)
 
@@ -139,7 +147,7 @@ class MemoryChip(QFrame):
         row.addWidget(self.veto_button)
 
     def show_text(self, text: str, note: str = "") -> None:
-        self.open_button.setText(chip_label(text))
+        self.open_button.setText(chip_label(to_second_person(text)))  # display only: `text` stays the record
         parts = [text, f"Why: {self.why}" if self.why else "", note]
         self.open_button.setToolTip("\n\n".join(p for p in parts if p))
 
@@ -261,6 +269,8 @@ class MessageWidget(QFrame):
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.status = QLabel("")
         self.status.setForegroundRole(QPalette.PlaceholderText)
+        self.status.setWordWrap(True)  # a long error wraps beside the buttons instead of widening the thread
+        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # even a word longer than the row
         footer = QHBoxLayout()
         for button in (self.thumb_up, self.thumb_down, self.copy_button, self.regenerate_button):
             footer.addWidget(button)
@@ -317,7 +327,7 @@ class MessageWidget(QFrame):
         while self.chips.count():
             item = self.chips.takeAt(0)
             if item.widget() is not None:
-                item.widget().deleteLater()
+                discard(item.widget())
         self.used = unique_memories(used)
         if self.used:
             caption = QLabel("Memories used:")
@@ -338,7 +348,7 @@ class MessageWidget(QFrame):
         """What was learned from this turn ("Remembered: …", each with Undo), or why nothing was."""
         for row in self.learned_rows():
             self.learned_list.removeWidget(row)
-            row.deleteLater()
+            discard(row)
         for fact in note.facts:
             row = LearnedRow(fact)
             row.opened.connect(self.memory_opened)
