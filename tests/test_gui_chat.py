@@ -13,6 +13,7 @@ from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.conditions import ModelGate  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
+from core.errors import ModelError  # noqa: E402
 from core.memory import recall_learning  # noqa: E402
 from core.memory.conversation import load_conversation  # noqa: E402
 from core.store.db import open_db  # noqa: E402
@@ -352,3 +353,27 @@ def test_quitting_mid_reply_stores_what_was_said(qtbot, tmp_path, tiny_engine, e
 
 
 # -- issue 14: what a person sees in the first hour ---------------------------------------------------------
+
+
+class _TooLongForTheModel:
+    """A chat model whose every reply fails before its first token, as an over-long context does."""
+
+    def stream(self, messages, sampling, *, cancel=None):
+        raise ModelError("The message and memory context need 9000 tokens but only 6992 fit in this model's "
+                         "context window; shorten the message.")
+
+    def count_tokens(self, text: str) -> int:
+        return len(text) // 4 + 1
+
+
+def test_a_reply_that_failed_before_its_first_word_says_there_is_no_reply(qtbot, tmp_path, embedder):
+    win = _window(qtbot, tmp_path, chat=_TooLongForTheModel(), embedder=embedder)
+    panel = win.show_panel("chat")
+    with qtbot.waitSignal(panel.turns.idle, timeout=TURN_MS):
+        panel.send("hello?")
+    reply = panel.replies()[-1]
+    assert reply.status.text()  # the reason, in plain words, stays under the reply
+    assert reply.text == "_No reply._"  # not "…", which reads as still thinking
+    win.panels["chat"].shutdown()
+    win.runner.shutdown(wait=True)
+    win.services.close()

@@ -344,8 +344,8 @@ class ChatPanel(QWidget):
         target = self.reply
         if target is not None:
             target.set_status(message)
-            if not target.text and no_model:
-                target.set_text("_No reply: there is no chat model to answer with._")
+            if not target.text:  # "…" would read as still thinking; the reason is in the status line
+                target.set_text("_No reply: there is no chat model to answer with._" if no_model else "_No reply._")
         else:
             self._notice(message)
         if self._fresh_session is not None:  # set only until the conversation's first turn is stored
