@@ -1,9 +1,11 @@
-"""The MLX chat engine over mlx-lm: load/unload, chat template, sampling, streaming, prompt-cache reuse,
+"""The MLX chat engine over mlx-lm's model code: load/unload, chat template, sampling, streaming, prompt-cache reuse,
 context budget and LoRA adapters. Implements core.protocols.ChatModel.
 
 All MLX work runs on one MLXWorker thread. The KV cache of the previous turn is kept with a mirror of the
 token ids it holds: a new prompt reuses the longest common prefix and the rest is trimmed, so a long
-conversation is not re-read every turn; the output is the same as a run without the cache.
+conversation is not re-read every turn; the output is the same as a run without the cache. Loading and
+generating import no transformers (models.mlx_loader, chat_tokenizer, generation): a cold start pays ~0.05 s of
+imports for them, not the ~0.8 s of `import mlx_lm`.
 """
 from __future__ import annotations
 
@@ -17,7 +19,10 @@ from typing import Any, Callable, Iterator, Sequence
 from core.errors import ModelError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 from models import lora
+from models.chat_tokenizer import load_tokenizer
 from models.checks import check_model_folder
+from models.generation import new_stream, stream_pieces
+from models.mlx_loader import load_model, tokenizer_defaults
 from models.prompt_cache import common_prefix
 from models.prompt_text import ThinkFilter, control_markers, render_prompt
 from models.worker import MLXWorker
@@ -36,6 +41,7 @@ class _Loaded:
     adapter: Path | None = None
     markers: tuple[str, ...] = ()  # the tokenizer's control markers, broken wherever they appear in content
     thinks: bool = False  # a reasoning model (Qwen3): <think> blocks are taken out of the reply
+    stream: Any = None  # the MLX stream generation runs on (made on the worker thread)
 
 
 class ChatEngine:
@@ -135,6 +141,11 @@ class ChatEngine:
     def tokenizer(self) -> Any:
         return self._require_loaded().tokenizer
 
+    @property
+    def generation_stream(self) -> Any:
+        """The MLX stream this engine generates on; use it only on the worker (run, stream)."""
+        return self._require_loaded().stream
+
     # -- lifetime ------------------------------------------------------------------------------------
 
     @property
@@ -159,8 +170,7 @@ class ChatEngine:
     def _generate(self, loaded: _Loaded, prompt: list[int], sampling: SamplingParams, max_tokens: int,
                   cancel: threading.Event, stop: threading.Event) -> Iterator[GenerationChunk]:
         import mlx.core as mx
-        from mlx_lm import stream_generate
-        from mlx_lm.sample_utils import make_sampler
+        from mlx_lm.sample_utils import make_sampler  # mlx only (models.mlx_lm_package keeps mlx-lm's __init__ out)
 
         if sampling.seed is not None:
             mx.random.seed(sampling.seed)
@@ -169,18 +179,18 @@ class ChatEngine:
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.temperature else 0.0)
         generated: list[int] = []
         shown = ThinkFilter() if loaded.thinks else None
-        steps = stream_generate(loaded.model, loaded.tokenizer, mx.array(suffix), max_tokens=max_tokens,
-                                sampler=sampler, prompt_cache=loaded.cache)
+        steps = stream_pieces(loaded.model, loaded.tokenizer, mx.array(suffix), cache=loaded.cache,
+                              stream=loaded.stream, max_tokens=max_tokens, sampler=sampler)
         started = time.perf_counter()
         try:
-            for response in steps:
-                generated.append(response.token)
+            for piece in steps:
+                generated.append(piece.token)
                 rate = len(generated) / max(time.perf_counter() - started, 1e-9)
-                text = _visible(shown, response.text, final=response.finish_reason is not None)
+                text = _visible(shown, piece.text, final=piece.finish_reason is not None)
                 if cancel.is_set() or stop.is_set():
                     yield GenerationChunk(text, len(prompt), len(generated), rate, "cancelled")
                     return
-                yield GenerationChunk(text, len(prompt), len(generated), rate, response.finish_reason)
+                yield GenerationChunk(text, len(prompt), len(generated), rate, piece.finish_reason)
         finally:
             steps.close()
             self.last_reply_tokens = [t for t in generated if t not in loaded.tokenizer.eos_token_ids]
@@ -188,14 +198,15 @@ class ChatEngine:
 
 
 def _load(folder: Path) -> _Loaded:
-    from mlx_lm import load
     try:
-        model, tokenizer, config = load(str(folder), return_config=True)
-    except Exception as exc:  # mlx-lm raises several types for a bad folder
+        model, config = load_model(folder)
+        tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
+    except Exception as exc:  # a bad folder raises several types (ValueError, KeyError, OSError...)
         raise ModelError(f"The model in {folder} could not be loaded: {exc}") from exc
     markers = control_markers(tokenizer)
     thinks = "<think>" in markers or "<think>" in str(getattr(tokenizer, "chat_template", "") or "")
-    return _Loaded(model=model, tokenizer=tokenizer, config=config, markers=markers, thinks=thinks)
+    return _Loaded(model=model, tokenizer=tokenizer, config=config, markers=markers, thinks=thinks,
+                   stream=new_stream())
 
 
 def _visible(shown: ThinkFilter | None, text: str, *, final: bool) -> str:

@@ -30,9 +30,9 @@ def read_config(folder: Path) -> dict:
 
 
 def check_architecture(config: dict) -> None:
-    from mlx_lm.utils import _get_classes  # the loader's own lookup, so the answer matches what load() does
+    from models.mlx_loader import model_classes  # the loader's own lookup, so the answer matches what it loads
     try:
-        _get_classes(config)
+        model_classes(config)
     except (ValueError, KeyError) as exc:
         raise ModelError(f"This model's architecture ({config.get('model_type')!r}) is not supported by "
                          f"the installed mlx-lm.") from exc
@@ -91,11 +91,12 @@ def check_model_folder(folder: Path | str, *, total_ram: int | None = None) -> d
 
 def verify_loads(folder: Path | str) -> None:
     """Build the model and bind every weight lazily: shapes and names must match, no memory is filled."""
-    from mlx_lm.utils import load_model, load_tokenizer
+    from models.chat_tokenizer import load_tokenizer
+    from models.mlx_loader import load_model, tokenizer_defaults
     folder = Path(folder)
     try:
         model, config = load_model(folder, lazy=True)
-        load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"))
+        load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
     except Exception as exc:  # mlx-lm raises ValueError, KeyError, RuntimeError... for a bad folder
         raise ModelError(f"The model in {folder} does not load: {exc}") from exc
     del model

@@ -1,6 +1,6 @@
-"""JSON-Schema-constrained generation: llguidance masks the logits token by token through mlx-lm's
-`logits_processors` hook, so every object handed on parses and matches the schema. Implements
-core.protocols.StructuredModel.
+"""JSON-Schema-constrained generation: llguidance masks the logits token by token through the generation loop's
+`logits_processors` hook (models.generation, as mlx-lm's), so every object handed on parses and matches the
+schema. Implements core.protocols.StructuredModel.
 
 Every string without a bound gets one (a small model otherwise rambles until the token limit), and running out
 of tokens raises StructuredOutputError instead of passing on a fragment. Whitespace between JSON tokens is
@@ -19,6 +19,7 @@ import numpy as np
 from core.errors import StructuredOutputError
 from core.protocols import ChatMessage
 from models.chat import ChatEngine
+from models.generation import stream_pieces
 from models.prompt_cache import PrefixCaches
 
 DEFAULT_MAX_STRING = 256
@@ -52,7 +53,7 @@ def _bound_in_place(node: Any, max_length: int) -> None:
 
 
 class GrammarProcessor:
-    """An mlx-lm logits processor: consumes the last sampled token, then masks what the grammar forbids."""
+    """A logits processor: consumes the last sampled token, then masks what the grammar forbids."""
 
     def __init__(self, matcher: Any, vocab_size: int) -> None:
         from llguidance.numpy import allocate_token_bitmask
@@ -126,7 +127,6 @@ class StructuredGenerator:
                   weights: Any) -> list[int]:
         import mlx.core as mx
         from llguidance import LLMatcher
-        from mlx_lm import stream_generate
         from mlx_lm.sample_utils import make_sampler
 
         if self.seed is not None:
@@ -136,14 +136,12 @@ class StructuredGenerator:
         if self.use_prompt_cache:
             cache, suffix = self._caches.take(model, prompt, weights)
         else:
-            cache, suffix = None, prompt
+            cache, suffix = _new_cache(model), prompt
         self.last_reused_tokens = len(prompt) - len(suffix)
-        tokens: list[int] = []
-        for response in stream_generate(model, tokenizer, mx.array(suffix), max_tokens=max_tokens,
-                                        sampler=make_sampler(temp=self.temperature),
-                                        logits_processors=[processor], prompt_cache=cache):
-            tokens.append(response.token)
-        if cache is not None:  # only a generation that ran to its end leaves its cache for the next call
+        tokens = [piece.token for piece in stream_pieces(
+            model, tokenizer, mx.array(suffix), cache=cache, stream=self.engine.generation_stream,
+            max_tokens=max_tokens, sampler=make_sampler(temp=self.temperature), logits_processors=[processor])]
+        if self.use_prompt_cache:  # only a generation that ran to its end leaves its cache for the next call
             self._caches.give_back(cache, prompt + tokens, weights)
         return [t for t in tokens if t not in tokenizer.eos_token_ids]
 
@@ -166,10 +164,15 @@ class StructuredGenerator:
         return value
 
 
+def _new_cache(model: Any) -> list:
+    from mlx_lm.models.cache import make_prompt_cache
+    return make_prompt_cache(model)
+
+
 def llguidance_tokenizer(model: Any, tokenizer: Any) -> Any:
     """An llguidance tokenizer over the model's Hugging Face tokenizer, sized to the model's logits."""
     from llguidance import LLTokenizer
-    backend = copy.copy(tokenizer._tokenizer.backend_tokenizer)
+    backend = copy.copy(tokenizer.backend_tokenizer)  # models.chat_tokenizer's, or through mlx-lm's wrapper
     backend.no_padding()
     backend.no_truncation()
     vocab_size = _logits_width(model, tokenizer)

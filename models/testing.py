@@ -1,20 +1,23 @@
 """Builds real, tiny MLX chat-model folders for tests and benchmarks, with no network.
 
 The folder holds a byte-level BPE tokenizer trained here (special tokens and a ChatML chat template in
-tokenizer_config.json), random qwen2 weights saved through mlx-lm's own save utilities, and a 4-bit copy made
-with mlx-lm's quantizer. Everything that loads a real model (chat, structured output, adapters) runs on it.
+tokenizer_config.json), random qwen2 weights saved as mlx-lm saves them, and a 4-bit copy quantized as
+mlx-lm's quantizer does (models.mlx_saving, which imports no transformers). Everything that loads a real model
+(chat, structured output, adapters) runs on it.
 """
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 EOS_TOKEN = "<|im_end|>"
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|"
+               r"\s*[\r\n]+|\s+(?!\S)|\s+")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja")
 
 # ChatML, as Qwen models use it; mlx-lm applies it through the Hugging Face tokenizer.
 CHAT_TEMPLATE = (
@@ -65,8 +68,7 @@ def build_tokenizer(folder: Path, vocab_size: int, *, corpus_lines: int = 2000, 
     `extra_words` adds that many programmatic pseudo-words, so a large vocabulary (100k+) can be reached
     without any downloaded text.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -77,20 +79,27 @@ def build_tokenizer(folder: Path, vocab_size: int, *, corpus_lines: int = 2000, 
     if extra_words:
         lines.extend(_pseudo_words(extra_words, seed))
     tokenizer.train_from_iterator(lines, trainer=trainer)
-    wrapped = PreTrainedTokenizerFast(tokenizer_object=tokenizer, eos_token=EOS_TOKEN, pad_token="<|endoftext|>",
-                                      bos_token=None, unk_token=None)
-    wrapped.chat_template = CHAT_TEMPLATE
+    # Saved with Qwen2's normalizer and split, which transformers 5 puts in place of the file's for any qwen2
+    # folder: the file then says what mlx-lm reads through transformers (models.chat_tokenizer reads the file)
+    tokenizer.normalizer = normalizers.NFC()
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(QWEN2_SPLIT), "isolated"),
+                                                       pre_tokenizers.ByteLevel(add_prefix_space=False,
+                                                                                use_regex=False)])
+    # as transformers' save writes it: no bos, no eos added
+    tokenizer.post_processor = processors.TemplateProcessing(single="$A:0", pair="$A:0 $B:1", special_tokens=[])
     folder.mkdir(parents=True, exist_ok=True)
-    wrapped.save_pretrained(str(folder))
-    _write_template_into_config(folder)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    _write_tokenizer_config(folder)
 
 
-def _write_template_into_config(folder: Path) -> None:
-    # Older transformers read the template only from tokenizer_config.json; keep it there too.
-    path = folder / "tokenizer_config.json"
-    config = json.loads(path.read_text(encoding="utf-8"))
-    config["chat_template"] = CHAT_TEMPLATE
-    path.write_text(json.dumps(config, indent=2), encoding="utf-8")
+def _write_tokenizer_config(folder: Path) -> None:
+    """What transformers 5's save_pretrained writes beside tokenizer.json (no transformers import: `--self-check`
+    builds this model), with the template in tokenizer_config.json too, where older transformers read it."""
+    config = {"backend": "tokenizers", "bos_token": None, "eos_token": EOS_TOKEN, "model_max_length": int(1e30),
+              "pad_token": "<|endoftext|>", "tokenizer_class": "TokenizersBackend", "unk_token": None,
+              "chat_template": CHAT_TEMPLATE}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2), encoding="utf-8")
+    (folder / "chat_template.jinja").write_text(CHAT_TEMPLATE, encoding="utf-8")
 
 
 def _is_matrix(path: str) -> bool:
@@ -131,26 +140,30 @@ def build_tiny_model(folder: Path | str, spec: TinyModelSpec = TinyModelSpec(), 
     """
     import mlx.core as mx
     from mlx.utils import tree_map_with_path
+    from tokenizers import Tokenizer
+
+    from models import mlx_lm_package
+    from models.mlx_saving import quantize, save_config, save_model
+    mlx_lm_package.install()  # the model module without mlx-lm's __init__ (and transformers)
     from mlx_lm.models import qwen2
-    from mlx_lm.utils import quantize_model, save_config, save_model
-    from transformers import AutoTokenizer
 
     folder = Path(folder)
     if tokenizer_dir is None:
         build_tokenizer(folder, spec.vocab_size, corpus_lines=spec.corpus_lines, seed=spec.seed)
         tokenizer_dir = folder
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
-    if tokenizer_dir != folder:
-        tokenizer.save_pretrained(str(folder))
-    config = qwen2_config(spec, vocab_size=len(tokenizer))
+    if Path(tokenizer_dir) != folder:
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in (n for n in TOKENIZER_FILES if (Path(tokenizer_dir) / n).is_file()):
+            shutil.copyfile(Path(tokenizer_dir) / name, folder / name)
+    vocab_size = Tokenizer.from_file(str(folder / "tokenizer.json")).get_vocab_size(with_added_tokens=True)
+    config = qwen2_config(spec, vocab_size=vocab_size)
     mx.random.seed(spec.seed)
     model = qwen2.Model(qwen2.ModelArgs.from_dict(config))
     model.update(tree_map_with_path(
         lambda path, value: value * spec.weight_scale if _is_matrix(path) else value, model.parameters()))
     mx.eval(model.parameters())
     if quantize_bits:
-        with contextlib.redirect_stdout(io.StringIO()):  # quantize_model prints bits-per-weight
-            model, config = quantize_model(model, config, group_size=32, bits=quantize_bits)
+        config = quantize(model, config, group_size=32, bits=quantize_bits)
     save_model(folder, model)
     save_config(config, folder / "config.json")
     return folder

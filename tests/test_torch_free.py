@@ -2,9 +2,11 @@
 
 Each check runs the real thing in a fresh interpreter and reads its sys.modules at the end. The CLI verbs that
 embed (`memory add`, `search`, `import`) run with torch installed (it is here, as the tests' reference), so its
-absence is the code's doing. `--self-check` and the window answering a turn also load the chat model, and mlx-lm's
-tokenizer imports transformers, which imports torch whenever torch is installed; those two run as Engram is
-installed without the `st` extra — torch unavailable — and must succeed without reaching for sentence-transformers.
+absence is the code's doing. `--self-check` and the window answering a turn also load the chat model; they run as
+Engram is installed without the `st` extra — torch unavailable — and must succeed without reaching for
+sentence-transformers. None of them imports transformers either (0.7 s of a cold start, and torch with it where
+torch is installed): the chat path reads mlx-lm's model code and the tokenizer without it (models.mlx_lm_package,
+models.chat_tokenizer).
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from tests.test_cli_imports import PROBE
 
 ROOT = Path(__file__).resolve().parents[1]
 TORCH = {"torch", "sentence_transformers"}
+NOT_ON_THE_CHAT_PATH = {"transformers", "sentence_transformers"}
 # As an install without the `st` extra: `import torch` fails, and transformers' find_spec check sees no torch.
 WITHOUT_TORCH = "import sys\nsys.modules['torch'] = None\n"
 
@@ -75,10 +78,37 @@ def test_the_cli_verbs_that_embed_never_import_torch(tmp_path):
 
 def test_the_self_check_never_imports_torch():
     loaded = set(json.loads(_run(WITHOUT_TORCH + PROBE, json.dumps([["--self-check"]]))))
-    assert {"mlx", "tokenizers"} <= loaded and "sentence_transformers" not in loaded
+    assert {"mlx", "mlx_lm", "tokenizers", "llguidance"} <= loaded
+    assert not loaded & NOT_ON_THE_CHAT_PATH, sorted(loaded & NOT_ON_THE_CHAT_PATH)
+
+
+def test_the_self_check_with_torch_installed_imports_neither_torch_nor_transformers():
+    loaded = set(json.loads(_run(PROBE, json.dumps([["--self-check"]]))))
+    assert "mlx_lm" in loaded and not loaded & (TORCH | NOT_ON_THE_CHAT_PATH)
+
+
+CHAT_PROBE = """
+import json, sys
+from pathlib import Path
+from core.protocols import ChatMessage, SamplingParams
+from models.chat import ChatEngine
+from models.testing import build_tiny_model
+
+engine = ChatEngine.load(build_tiny_model(Path(sys.argv[1]) / "tiny-4bit"), context_tokens=2048)
+chunks = list(engine.stream([ChatMessage("user", "Where does Ana live?")], SamplingParams.greedy(16)))
+engine.unload()
+print(json.dumps({"streamed": chunks[-1].finish_reason in ("stop", "length"),
+                  "modules": sorted({name.split('.')[0] for name in sys.modules})}))
+"""
+
+
+def test_loading_the_chat_model_and_streaming_a_reply_never_imports_transformers(tmp_path):
+    result = json.loads(_run(CHAT_PROBE, str(tmp_path)))
+    assert result["streamed"] and "mlx_lm" in result["modules"]
+    assert not set(result["modules"]) & (TORCH | NOT_ON_THE_CHAT_PATH), result["modules"]
 
 
 def test_the_window_answers_a_turn_without_importing_torch(tmp_path):
     result = json.loads(_run(WITHOUT_TORCH + GUI_PROBE, str(tmp_path)))
     assert result["answered"] and result["embedder"] == "BertEmbedder"
-    assert "PySide6" in result["modules"] and "sentence_transformers" not in result["modules"]
+    assert "PySide6" in result["modules"] and not set(result["modules"]) & NOT_ON_THE_CHAT_PATH

@@ -1,0 +1,255 @@
+"""A model folder's tokenizer over the `tokenizers` library and jinja2, without transformers (0.7 s of imports).
+
+It offers what Engram uses of mlx-lm's TokenizerWrapper, with the same results: encode/decode, the chat template
+rendered as transformers renders it, the eos ids mlx-lm gathers, the special and added tokens, the vocabulary,
+the backend `tokenizers.Tokenizer` (for llguidance) and a streaming detokenizer (models.detokenize). The backend
+is tokenizer.json as saved; transformers 5 rebuilds some families' pipelines in code (Qwen2Tokenizer, ...) from
+the same vocabulary and merges. A folder this cannot read the same way — no tokenizer.json, mlx-lm's own chat
+renderers (`chat_template_type`), custom tokenizer code — gets mlx-lm's tokenizer instead (`load_tokenizer`).
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from models.detokenize import StreamingDetokenizer, detokenizer_factory
+
+NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
+_OWN_TOKENIZER_CLASSES = ("NewlineTokenizer",)  # mlx-lm's subclass that rewrites newlines
+
+
+class ChatTokenizer:
+    def __init__(self, backend: Any, config: Mapping[str, Any], *, chat_template: Any,
+                 eos_token_ids: Iterable[int], detokenizer_class: Any) -> None:
+        self.backend_tokenizer = backend
+        self.chat_template = chat_template
+        self._named = {key: _token_text(config.get(key)) for key in NAMED_SPECIAL if config.get(key) is not None}
+        self._named.update(_model_specific_tokens(config))
+        self._extra = [_token_text(t) for t in _extra_special(config)]
+        self._add_missing_special_tokens()
+        self._clean_up_spaces = bool(config.get("clean_up_tokenization_spaces", False))
+        self._eos_token_ids = set(eos_token_ids)
+        if self.eos_token_id is not None:
+            self._eos_token_ids.add(self.eos_token_id)
+        self._template: Any = None
+        self._detokenizer = detokenizer_class(self)
+
+    # -- encoding ------------------------------------------------------------------------------------
+
+    def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
+        return self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+
+    def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False) -> str:
+        ids = [ids] if isinstance(ids, int) else [int(i) for i in ids]
+        text = self.backend_tokenizer.decode(ids, skip_special_tokens=skip_special_tokens)
+        if self._clean_up_spaces and type(self.backend_tokenizer.model).__name__ != "BPE":  # as transformers 5
+            text = clean_up_tokenization(text)
+        return text
+
+    def convert_ids_to_tokens(self, ids: Iterable[int] | int) -> Any:
+        if isinstance(ids, int):
+            return self.backend_tokenizer.id_to_token(ids)
+        return [self.backend_tokenizer.id_to_token(int(i)) for i in ids]
+
+    def convert_tokens_to_ids(self, token: str) -> int | None:
+        return self.backend_tokenizer.token_to_id(token)
+
+    def apply_chat_template(self, messages: list[Mapping[str, Any]], *, add_generation_prompt: bool = False,
+                            tokenize: bool = True, **kwargs: Any) -> Any:
+        """The conversation through the chat template (special tokens as variables, extra kwargs such as
+        enable_thinking passed on), encoded without adding special tokens, as transformers does."""
+        if self._template is None:
+            self._template = compile_template(self._default_template())
+        rendered = self._template.render(messages=[_without_none(m) for m in messages], tools=None, documents=None,
+                                         add_generation_prompt=add_generation_prompt,
+                                         **{**self.special_tokens_map, **kwargs})
+        return self.encode(rendered, add_special_tokens=False) if tokenize else rendered
+
+    def _default_template(self) -> str:
+        template = self.chat_template
+        if isinstance(template, dict):
+            if "default" not in template:
+                raise ValueError("This model has several chat templates and none is named 'default'.")
+            template = template["default"]
+        if not template:
+            raise ValueError("This tokenizer has no chat template.")
+        return template
+
+    # -- special tokens ------------------------------------------------------------------------------
+
+    @property
+    def special_tokens_map(self) -> dict[str, str]:
+        return dict(self._named)
+
+    @property
+    def all_special_tokens(self) -> list[str]:
+        return list(dict.fromkeys([*self._named.values(), *self._extra]))
+
+    @property
+    def all_special_ids(self) -> list[int | None]:
+        return [self.convert_tokens_to_ids(t) for t in self.all_special_tokens]
+
+    @property
+    def added_tokens_decoder(self) -> dict[int, Any]:
+        return self.backend_tokenizer.get_added_tokens_decoder()
+
+    def _add_missing_special_tokens(self) -> None:
+        """transformers adds any special token tokenizer_config names that tokenizer.json lacks."""
+        from tokenizers import AddedToken
+        known = {token.content for token in self.added_tokens_decoder.values()}
+        missing = [t for t in self.all_special_tokens if t not in known]
+        if missing:
+            self.backend_tokenizer.add_special_tokens([AddedToken(t, special=True, normalized=False)
+                                                       for t in missing])
+
+    def __getattr__(self, name: str) -> Any:
+        # bos_token, eos_token_id, pad_token... as transformers names them; None when the config names none
+        base = name.removesuffix("_id")
+        if base in NAMED_SPECIAL or base in self.__dict__.get("_named", {}):
+            token = self._named.get(base)
+            return token if base == name or token is None else self.convert_tokens_to_ids(token)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # -- vocabulary, eos, streaming ------------------------------------------------------------------
+
+    @property
+    def eos_token_ids(self) -> set[int]:
+        return self._eos_token_ids
+
+    @property
+    def vocab(self) -> dict[str, int]:
+        return self.backend_tokenizer.get_vocab(with_added_tokens=True)
+
+    def get_vocab(self) -> dict[str, int]:
+        return self.vocab
+
+    @property
+    def vocab_size(self) -> int:
+        return self.backend_tokenizer.get_vocab_size(with_added_tokens=False)
+
+    def __len__(self) -> int:
+        return self.backend_tokenizer.get_vocab_size(with_added_tokens=True)
+
+    @property
+    def detokenizer(self) -> StreamingDetokenizer:
+        """A fresh streaming detokenizer (a copy of one built once: building the token map is costly)."""
+        import copy
+        detokenizer = copy.copy(self._detokenizer)
+        detokenizer.reset()
+        return detokenizer
+
+
+def load_tokenizer(folder: Path | str, eos_token_ids: Any = None, defaults: Mapping[str, Any] | None = None) -> Any:
+    """The folder's tokenizer as mlx_lm.utils.load_tokenizer gives it: eos ids from the model config (else the model
+    module's TOKENIZER_DEFAULTS) plus the tokenizer's own eos token."""
+    folder = Path(folder)
+    config = _read_json(folder / "tokenizer_config.json")
+    defaults = defaults or {}
+    if not _readable_here(folder, config, defaults):
+        from mlx_lm.utils import load_tokenizer as mlx_lm_load_tokenizer
+        return mlx_lm_load_tokenizer(folder, eos_token_ids=eos_token_ids)
+    from tokenizers import Tokenizer
+    backend = Tokenizer.from_file(str(folder / "tokenizer.json"))  # truncation and padding as the file sets them
+    decoder = json.loads(backend.decoder.__getstate__()) if backend.decoder is not None else None
+    if eos_token_ids is None:
+        eos_token_ids = defaults.get("eos_token_ids")
+    if isinstance(eos_token_ids, int):
+        eos_token_ids = [eos_token_ids]
+    return ChatTokenizer(backend, config, chat_template=_chat_template(folder, config),
+                         eos_token_ids=eos_token_ids or [], detokenizer_class=detokenizer_factory(decoder))
+
+
+def _readable_here(folder: Path, config: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:
+    return ((folder / "tokenizer.json").is_file() and "auto_map" not in config
+            and not config.get("chat_template_type", defaults.get("chat_template_type"))
+            and config.get("tokenizer_class") not in _OWN_TOKENIZER_CLASSES)
+
+
+def _chat_template(folder: Path, config: Mapping[str, Any]) -> Any:
+    """chat_template.jinja (and additional_chat_templates/*.jinja) before tokenizer_config's, as transformers."""
+    templates = {}
+    if (folder / "chat_template.jinja").is_file():
+        templates["default"] = (folder / "chat_template.jinja").read_text(encoding="utf-8")
+    for path in sorted((folder / "additional_chat_templates").glob("*.jinja")):
+        templates[path.stem] = path.read_text(encoding="utf-8")
+    if templates:
+        return templates["default"] if list(templates) == ["default"] else templates
+    template = config.get("chat_template")
+    if isinstance(template, list):
+        return {entry["name"]: entry["template"] for entry in template}
+    return template
+
+
+def compile_template(source: str) -> Any:
+    """A chat template compiled in the environment transformers gives it."""
+    import jinja2
+    from jinja2.ext import Extension, loopcontrols
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(Extension):  # `{% generation %}…{% endgeneration %}` marks the assistant's part: kept as is
+        tags = {"generation"}
+
+        def parse(self, parser: Any) -> Any:
+            lineno = next(parser.stream).lineno
+            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+            return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
+
+        def _render(self, caller: Any) -> str:
+            return caller()
+
+    def raise_exception(message: str) -> None:
+        raise jinja2.exceptions.TemplateError(message)
+
+    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
+               sort_keys: bool = False) -> str:
+        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
+    env.filters["tojson"] = tojson
+    env.globals["raise_exception"] = raise_exception
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env.from_string(source)
+
+
+def clean_up_tokenization(text: str) -> str:
+    """transformers' clean-up of spaces before punctuation and contractions (WordPiece-era decoders)."""
+    for before, after in ((" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"),
+                          (" 'm", "'m"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re")):
+        text = text.replace(before, after)
+    return text
+
+
+def _token_text(value: Any) -> str:
+    return value["content"] if isinstance(value, Mapping) else str(value)
+
+
+def _extra_special(config: Mapping[str, Any]) -> list[Any]:
+    extra = config.get("extra_special_tokens", config.get("additional_special_tokens")) or []
+    return list(extra) if isinstance(extra, (list, tuple)) else []
+
+
+def _model_specific_tokens(config: Mapping[str, Any]) -> dict[str, str]:
+    """Named tokens beyond the standard ones (`image_token`, or extra_special_tokens given as a dict)."""
+    named = {k: _token_text(v) for k, v in config.items()
+             if k.endswith("_token") and k not in NAMED_SPECIAL and isinstance(v, (str, Mapping))
+             and (isinstance(v, str) or "content" in v)}
+    extra = config.get("extra_special_tokens", config.get("additional_special_tokens"))
+    if isinstance(extra, Mapping):
+        named.update({k: _token_text(v) for k, v in extra.items()})
+    return named
+
+
+def _without_none(message: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in message.items() if value is not None}
+
+
+def _read_json(path: Path) -> dict:
+    if not path.is_file():
+        return {}
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}

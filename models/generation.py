@@ -1,0 +1,114 @@
+"""Token generation as mlx-lm's generate_step and stream_generate do it, without their module (which imports
+transformers): the prompt is read into the KV cache in chunks, then each step samples a token while the next
+step is already queued (mx.async_eval), so the device never waits for Python. Logits processors (llguidance's
+grammar mask) see every token so far. Greedy output is token for token mlx-lm's (tests/test_generation.py).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
+
+PREFILL_STEP = 2048  # prompt tokens per forward pass while reading the prompt (mlx-lm's default)
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One generated token and the text it made readable; the last piece has a finish_reason."""
+    token: int
+    text: str
+    finish_reason: str | None = None
+
+
+def new_stream() -> Any:
+    """A stream on the default device for generation, as mlx-lm keeps one (made on the thread that generates)."""
+    import mlx.core as mx
+    return mx.new_thread_local_stream(mx.default_device())
+
+
+def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_tokens: int,
+                    sampler: Callable | None = None,
+                    logits_processors: Sequence[Callable] = ()) -> Iterator[int]:
+    """Token ids after `prompt` (an mx.array of the ids the cache has not read yet), at most max_tokens."""
+    import mlx.core as mx
+    sampler = sampler or (lambda logprobs: mx.argmax(logprobs, axis=-1))
+    seen = None  # every token so far, for the logits processors
+
+    def step(tokens: Any) -> tuple[Any, Any]:
+        nonlocal seen
+        with mx.stream(stream):
+            logits = model(tokens[None], cache=cache)[:, -1, :]
+            if logits_processors:
+                seen = mx.concat([seen, tokens]) if seen is not None else tokens
+                for processor in logits_processors:
+                    logits = processor(seen, logits)
+            logprobs = logits - mx.logsumexp(logits, keepdims=True)
+            return sampler(logprobs), logprobs.squeeze(0)
+
+    with mx.stream(stream):
+        while len(prompt) > 1:  # all but the last prompt token, a chunk at a time
+            chunk = prompt[: min(PREFILL_STEP, len(prompt) - 1)]
+            model(chunk[None], cache=cache)
+            mx.eval([c.state for c in cache])
+            if logits_processors:
+                seen = mx.concat([seen, chunk]) if seen is not None else chunk
+            prompt = prompt[len(chunk):]
+            mx.clear_cache()
+        y, logprobs = step(prompt)
+        mx.async_eval(y, logprobs)
+        n = 0
+        while True:
+            if n != max_tokens:
+                next_y, next_logprobs = step(y)
+                mx.async_eval(next_y, next_logprobs)
+            if n == 0:
+                mx.eval(y)
+            if n == max_tokens:
+                break
+            yield y.item()
+            if n % 256 == 0:
+                mx.clear_cache()
+            y, logprobs = next_y, next_logprobs
+            n += 1
+
+
+def stream_pieces(model: Any, tokenizer: Any, prompt: Any, *, cache: list, stream: Any, max_tokens: int,
+                  sampler: Callable | None = None, logits_processors: Sequence[Callable] = ()) -> Iterator[Piece]:
+    """What mlx_lm.stream_generate yields, token and text: generation stops at an eos token (yielded last, with no
+    text, finish "stop") or after max_tokens (finish "length")."""
+    detokenizer = tokenizer.detokenizer
+    eos = tokenizer.eos_token_ids
+    token, n = None, 0
+    with _wired_limit(model, stream):
+        tokens = generate_tokens(model, prompt, cache=cache, stream=stream, max_tokens=max_tokens, sampler=sampler,
+                                 logits_processors=logits_processors)
+        try:
+            for n, token in enumerate(tokens):
+                if token in eos:
+                    break
+                detokenizer.add_token(token)
+                if n + 1 == max_tokens:
+                    break
+                yield Piece(token, detokenizer.last_segment)
+        finally:
+            tokens.close()
+        if token is None:
+            return
+        detokenizer.finalize()
+        yield Piece(token, detokenizer.last_segment, "stop" if token in eos else "length")
+
+
+@contextlib.contextmanager
+def _wired_limit(model: Any, stream: Any) -> Iterator[None]:
+    """On a Mac, keep the model's memory wired while generating (mlx-lm's wired_limit); elsewhere nothing."""
+    import mlx.core as mx
+    limit = mx.device_info().get("max_recommended_working_set_size")
+    if limit is None:
+        yield
+        return
+    old = mx.set_wired_limit(limit)
+    try:
+        yield
+    finally:
+        mx.synchronize(stream)
+        mx.set_wired_limit(old)

@@ -1,0 +1,110 @@
+"""models.chat_tokenizer reads a folder's tokenizer as mlx-lm's TokenizerWrapper (over transformers) does: the same
+prompt ids for the same chat, the same control markers and eos ids, the same decoded and streamed text. On the
+tiny test model, the real SmolLM2 conversion, tokenizers carrying four families' special tokens and chat
+templates, and tokenizers written from GGUF metadata (models.gguf_tokenizer) with each pre-tokenizer it knows.
+"""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from models.chat_tokenizer import ChatTokenizer, load_tokenizer
+from models.gguf_tokenizer import PRE_TOKENIZERS, write_tokenizer
+from models.prompt_text import control_ids, control_markers, render_prompt
+from tests.test_prompt_tokens import FAMILIES, HOSTILE, _tokenizer
+
+TEXTS = ("Hello, world!", " leading space", "a ,b", "Ünïcødé — naïve café, 東京, 😀👍🏽", "x\n\ny  z\t",
+         '{"facts": [{"subject": "Ana", "confidence": 90}]}', "It's 12:45 and I'm fine; aren't you?", "")
+CHATS = (
+    [{"role": "user", "content": "hello"}],
+    [{"role": "system", "content": "You remember things."}, {"role": "user", "content": "Where does Ana live?"},
+     {"role": "assistant", "content": "In Lisbon."}, {"role": "user", "content": TEXTS[3]}],
+    [{"role": "system", "content": f"Memories:\n{HOSTILE}"}, {"role": "user", "content": HOSTILE}],
+)
+
+
+def _pair(folder: Path) -> tuple[ChatTokenizer, object]:
+    from mlx_lm.utils import load_tokenizer as mlx_lm_load_tokenizer
+    from models.mlx_loader import load_config
+    eos = load_config(folder).get("eos_token_id") if (folder / "config.json").is_file() else None
+    ours = load_tokenizer(folder, eos_token_ids=eos)
+    assert isinstance(ours, ChatTokenizer)  # not mlx-lm's, which it falls back to for folders it cannot read
+    return ours, mlx_lm_load_tokenizer(folder, eos_token_ids=eos)
+
+
+def _streamed(tokenizer, ids: list[int]) -> list[str]:
+    detokenizer = tokenizer.detokenizer
+    pieces = []
+    for token in ids:
+        detokenizer.add_token(token)
+        pieces.append(detokenizer.last_segment)
+    detokenizer.finalize()
+    return pieces + [detokenizer.last_segment]
+
+
+def _assert_same(folder: Path) -> None:
+    ours, theirs = _pair(folder)
+    markers = control_markers(theirs)
+    assert control_markers(ours) == markers
+    assert set(control_ids(ours)) == set(control_ids(theirs))
+    assert ours.eos_token_ids == theirs.eos_token_ids and ours.eos_token_id == theirs.eos_token_id
+    assert (ours.bos_token, ours.eos_token, ours.pad_token) == (theirs.bos_token, theirs.eos_token, theirs.pad_token)
+    assert ours.vocab == theirs.vocab and len(ours) == len(theirs)
+    assert type(ours.detokenizer).__name__ == type(theirs.detokenizer).__name__
+    for chat in CHATS:
+        assert render_prompt(ours, chat, markers) == render_prompt(theirs, chat, markers)
+        assert ours.apply_chat_template(chat, add_generation_prompt=True, tokenize=False) == \
+            theirs.apply_chat_template(chat, add_generation_prompt=True, tokenize=False)
+    rng = random.Random(7)
+    for text in TEXTS:
+        for special in (True, False):
+            assert ours.encode(text, add_special_tokens=special) == list(theirs.encode(text,
+                                                                                  add_special_tokens=special))
+        ids = ours.encode(text, add_special_tokens=False)
+        assert ours.decode(ids) == theirs.decode(ids)
+        assert _streamed(ours, ids) == _streamed(theirs, ids)
+        noise = [rng.randrange(len(ours)) for _ in range(40)]  # any ids a sampler may pick, split bytes included
+        assert _streamed(ours, noise) == _streamed(theirs, noise)
+        assert ours.decode(noise, skip_special_tokens=True) == theirs.decode(noise, skip_special_tokens=True)
+
+
+def test_the_tiny_models_tokenizer_reads_the_same(tiny_model_dir):
+    _assert_same(tiny_model_dir)
+
+
+def test_the_real_models_tokenizer_reads_the_same(real_model_dir):
+    _assert_same(real_model_dir)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_familys_tokens_and_template_read_the_same(family, tmp_path):
+    _tokenizer(family).save_pretrained(str(tmp_path))
+    _assert_same(tmp_path)
+
+
+@pytest.mark.parametrize("pre", PRE_TOKENIZERS)
+def test_a_tokenizer_written_from_gguf_metadata_reads_the_same(pre, tiny_model_dir, tmp_path):
+    raw = json.loads((tiny_model_dir / "tokenizer.json").read_text())
+    vocab = raw["model"]["vocab"]
+    tokens = sorted(vocab, key=vocab.get)
+    specials = {t["content"] for t in raw["added_tokens"]}
+    meta = {"tokenizer.ggml.model": "gpt2", "tokenizer.ggml.pre": pre, "tokenizer.ggml.tokens": tokens,
+            "tokenizer.ggml.merges": [m if isinstance(m, str) else " ".join(m) for m in raw["model"]["merges"]],
+            "tokenizer.ggml.token_type": [3 if t in specials else 1 for t in tokens],
+            "tokenizer.ggml.eos_token_id": tokens.index("<|im_end|>"), "tokenizer.ggml.bos_token_id": 1,
+            "tokenizer.ggml.add_bos_token": pre == "llama-bpe", "general.architecture": "qwen2",
+            "tokenizer.chat_template": (tiny_model_dir / "chat_template.jinja").read_text()}
+    write_tokenizer(tmp_path, meta)
+    _assert_same(tmp_path)
+
+
+def test_a_folder_it_cannot_read_gets_mlx_lms_tokenizer(tiny_model_dir, tmp_path):
+    for path in tiny_model_dir.iterdir():
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    config = json.loads((tmp_path / "tokenizer_config.json").read_text())
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template_type": "deepseek_v32"}))
+    tokenizer = load_tokenizer(tmp_path)
+    assert not isinstance(tokenizer, ChatTokenizer) and type(tokenizer).__name__ == "TokenizerWrapper"
