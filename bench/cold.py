@@ -3,8 +3,8 @@
 1. Whole-process wall time of `engram --help`, `memory add`, `memory search`, `memory list` and `--self-check`,
    each run beside `python -c pass` (the interpreter's own start) in the same round, so a busy machine slows both.
    The store is a fresh folder; search and list run on what the adds wrote. `--self-check` runs twice: as this
-   checkout is installed (with the tests' torch, which transformers imports when mlx-lm loads a tokenizer) and as
-   Engram is installed without the `st` extra (torch unavailable).
+   checkout is installed (the tests' torch is here; nothing on the chat path imports it or transformers since
+   81840b8) and as Engram is installed without the `st` extra (torch unavailable).
 2. Embedder import + load, each in a fresh process: the default (the torch-free BERT) and sentence-transformers.
 3. One new query's embedding, p50/p95 over distinct queries (no cache hits), each embedder in its own process,
    the two alternating.
@@ -12,8 +12,8 @@
    (models/testing.py) chosen; a message is sent on the event loop's first turn after the window is shown, as a
    user who types at once, and the time to the first streamed token is taken where the chat panel receives it.
    The embedder and the model load from the moment the window is shown, so this is the wait they leave. Timed
-   twice, like `--self-check`: as this checkout is installed (the tests' torch, which transformers imports when
-   mlx-lm loads, ~0.8 s of the wait) and as Engram installs by default and bundles (torch unavailable).
+   twice, like `--self-check`: as this checkout is installed (the tests' torch present) and as Engram installs by
+   default and bundles (torch unavailable).
 Prints JSON; the target is ≤ 1 s for every verb on an idle core.
 """
 from __future__ import annotations
