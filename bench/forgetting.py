@@ -4,24 +4,30 @@ The user (bench/forgetting_plan.py) has a hidden preference: they keep restoring
 family, and never one about errands. Both arms replay the same 90 days (the same seed) through the real store and
 the real forgetting:
 
-- each day the user chats (4 turns in a conversation) and Engram keeps 2 facts, on family, errands, work and
-  hobbies (30/20/25/25 %); every text is embedded with the real MiniLM embedder;
-- from day 10, twice a day the user asks about something said at least 5 days before (family 60 %, work and
-  hobbies 20 % each, never an errand) through core.memory.recall (top 10); a hit counts as a use of the thing
-  asked for, recorded as the turn pipeline records what a reply used (hebbian.touch, turns.touch_episodes: the
-  access counts, which forgetting reads as "asked about and found"); when the thing asked for was forgotten, the
-  user restores it (forget.undo) if it is about family (work and hobbies one time in four);
+- each day the user chats (4 turns in the day's conversation) and Engram keeps 2 facts, on family, errands, work
+  and hobbies (30/20/25/25 %); every text is embedded with the real MiniLM embedder;
+- from day 10, twice a day (in the same conversation) the user asks about something said at least 5 days before
+  (family 60 %, work and hobbies 20 % each, never an errand); when the thing asked for was forgotten, the user
+  restores it (forget.undo) if it is about family (work and hobbies one time in four);
+- every chat turn and every question goes through the app's own turn: core.assistant.Assistant.reply (prepare:
+  recall into the context, settings.recall.k on the normal dial; finish: the stored turn, reply_memories, the access
+  counts of every memory and earlier turn in the context; learn: the turn's vector) with a scripted chat model and
+  no structured model, so no facts are extracted from turns and no usefulness rating is made. "Found" means the
+  thing asked for was in the reply's context (prepared.used / used_episodes); every other memory or turn recall
+  put there is touched too, as in the app — forgetting reads those access counts as uses;
 - once a week the user reads the forgetting log of the past week and restores half of the family items in it
   (work and hobbies one in twenty, errands never);
 - every night the idle pass runs: core.memory.importance.update_importance, then core.memory.forget.forgetting_pass.
 
 The arms differ only in settings.forgetting.learn: the learnt arm learns α, β, γ, the bias and δ, the weight of
 preference (core.memory.preference: what the user's restores, silences and the memories their replies used say
-about items like this one), which
-the fixed arm does not use (its δ is reported but unused). Reported per arm: wrongful forgets (forgetting events of
-family items) per month, recall@10 of what the user asked for, the store's size (active memories, summaries
-included, and turns: at the end and the daily mean), restores, and the weights at the end. Target: learnt weights
-cut wrongful forgets by at least half with a store no larger (end and mean), weights within learned.BOUNDS.
+about items like this one), which the fixed arm does not use (its δ is reported but unused); `--strength` sets the
+user's forgetting dial in both. Reported per arm: wrongful forgets (forgetting events of family items) per month,
+recall of what the user asked for (in the reply's context), the uses (memories and turns put in the replies'
+contexts) and the share of what the user said that some reply used, the store's size (active memories, summaries
+included, and turns, the questions' turns among them: at the end and the daily mean), restores, and the weights at
+the end. Target: learnt weights cut wrongful forgets by at least half with a store no larger (end and mean),
+weights within learned.BOUNDS; not passed when the fixed arm forgets nothing of the family's.
 Each seed draws another user with the same habits; `--seeds 3,7,11` picks them (default SEEDS, five), and the
 result gives each seed's arms (`per_seed`) and the arms over all seeds (`arms`: forgets summed, sizes averaged),
 judged on the sum: one user's draw can be lucky or unlucky, the habit is what the learner must find.
@@ -45,19 +51,19 @@ if str(ROOT) not in sys.path:
 from bench.forgetting_plan import (RESTORE_ON_MISS, RESTORE_ON_REVIEW, TOPIC_SHARE, Item, Plan,  # noqa: E402
                                    chance, make_plan)
 from bench.meta import load_average, stamp  # noqa: E402
-from core.config import ForgettingSettings, Settings  # noqa: E402
-from core.memory import forget, hebbian, importance, learned  # noqa: E402
-from core.memory.index import index_episodes, index_memories  # noqa: E402
-from core.memory.recall import recall  # noqa: E402
-from core.store import turns  # noqa: E402
+from core.assistant import Assistant  # noqa: E402
+from core.config import STRENGTH_SCALE, ForgettingSettings, Settings  # noqa: E402
+from core.memory import forget, importance, learned  # noqa: E402
+from core.memory.index import index_memories  # noqa: E402
 from core.store.db import open_db  # noqa: E402
-from core.store.episodes import add_episode  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
 from core.store.sessions import create_session  # noqa: E402
+from tests.fakes import ScriptedChatModel  # noqa: E402
 
 DAY = 86400.0
 START = 1_700_000_000.0
-
+CHAT_REPLY = "Thanks for telling me."
+ASK_REPLY = "Here is what I remember about that."
 
 
 @dataclass
@@ -68,6 +74,8 @@ class Arm:
     restores: dict[str, int] = field(default_factory=lambda: {t: 0 for t in TOPIC_SHARE})
     asked: int = 0
     found: int = 0
+    turns: int = 0
+    uses: int = 0  # memories and earlier turns the replies put in their context: each one an access count
     sizes: list[int] = field(default_factory=list)
     seen_events: int = 0
 
@@ -84,13 +92,15 @@ def simulate(plan: Plan, settings: Settings, embedder, seed: int, folder: Path, 
     clock = Clock()
     db = open_db(folder / f"{name}.db", clock=clock)
     arm = Arm()
+    assistant = Assistant(db, embedder, ScriptedChatModel(_scripted_reply), None, settings, clock)
     started = time.perf_counter()
     for day in range(plan.days):
         clock.now = START + day * DAY + 9 * 3600
-        _say(db, embedder, arm, plan.said[day], day)
+        session = create_session(db, f"day {day}")
+        _say(db, embedder, assistant, arm, session, plan.said[day])
         clock.now += 3 * 3600
         for n, item in enumerate(plan.asks[day]):
-            _ask(db, embedder, settings, arm, item, seed, day, n)
+            _ask(db, settings, assistant, arm, session, item, seed, day, n)
         if day % 7 == 6:
             _review(db, settings, arm, seed, day)
         clock.now = START + day * DAY + 23 * 3600  # the idle pass, at night
@@ -99,12 +109,14 @@ def simulate(plan: Plan, settings: Settings, embedder, seed: int, folder: Path, 
         _count_forgets(db, arm)
         arm.sizes.append(_size(db))
     weights = learned.load(db, settings)
+    used_share = _used_share(db, arm)
     db.close()
     months = plan.days / 30.0
     return {"wrongful_forgets": arm.forgets["family"],
             "wrongful_forgets_per_month": round(arm.forgets["family"] / months, 2),
             "forgets_by_topic": arm.forgets, "restores_by_topic": arm.restores,
-            "asked": arm.asked, "found": arm.found, "recall_at_10_of_asked": round(arm.found / max(arm.asked, 1), 4),
+            "asked": arm.asked, "found": arm.found, "recall_of_asked": round(arm.found / max(arm.asked, 1), 4),
+            "uses": arm.uses, "uses_per_turn": round(arm.uses / max(arm.turns, 1), 2), "said_items_used": used_share,
             "store_size_end": arm.sizes[-1], "store_size_mean": round(float(np.mean(arm.sizes)), 1),
             "weights": {n: round(getattr(weights, n), 4) for n in learned.NAMES},
             "signals": {"restores": weights.kept_signals, "silences": weights.forgot_signals},
@@ -112,43 +124,48 @@ def simulate(plan: Plan, settings: Settings, embedder, seed: int, folder: Path, 
             "seconds": round(time.perf_counter() - started, 1)}
 
 
-def _say(db, embedder, arm: Arm, items: list[Item], day: int) -> None:
-    session = create_session(db, f"day {day}")
+def _scripted_reply(messages) -> str:
+    """The chat model: a question gets an answer, anything else an acknowledgement (the reply's words are stored
+    with the turn; which memories it used is what the context held, as in the app)."""
+    return ASK_REPLY if messages[-1].content.rstrip().endswith("?") else CHAT_REPLY
+
+
+def _turn(assistant: Assistant, arm: Arm, session: int, text: str):
+    """One turn as the app makes it: prepare (recall into the context), the reply, finish (the stored turn and the
+    access counts of everything in the context), learn (the turn's vector; no structured model)."""
+    reply = assistant.reply(session, text)
+    arm.turns += 1
+    arm.uses += len(reply.prepared.used) + len(reply.prepared.used_episodes)
+    return reply
+
+
+def _say(db, embedder, assistant: Assistant, arm: Arm, session: int, items: list[Item]) -> None:
     episodes, memories = [], []
     for item in items:
         if item.kind == "episode":
-            row = add_episode(db, item.text, "Thanks for telling me.", session_id=session)
+            row = _turn(assistant, arm, session, item.text).record.episode_id
             episodes.append(row)
-        else:
+        else:  # the day's facts, kept as before: extraction is not what this bench measures
             row = add_memory(db, item.text, source_episode_ids=episodes[-1:])
             memories.append(row)
         arm.ids[item.key] = int(row)
         arm.items[(item.kind, int(row))] = item
-    index_episodes(db, embedder, episodes)
     index_memories(db, embedder, memories)
 
 
-def _ask(db, embedder, settings: Settings, arm: Arm, item: Item, seed: int, day: int, n: int) -> None:
+def _ask(db, settings: Settings, assistant: Assistant, arm: Arm, session: int, item: Item, seed: int, day: int,
+         n: int) -> None:
     row = arm.ids[item.key]
-    hits = recall(db, embedder, item.question, k=10, settings=settings)
+    prepared = _turn(assistant, arm, session, item.question).prepared
     arm.asked += 1
-    if row in hits.ids(item.kind):
+    context = {m.id for m in prepared.used} if item.kind == "memory" else set(prepared.used_episodes)
+    if row in context:
         arm.found += 1
-        _use(db, item, row)
         return
     table = "memories" if item.kind == "memory" else "episodes"
     forgotten = db.scalar(f"SELECT forgotten_at IS NOT NULL FROM {table} WHERE id = ?", (row,))
     if forgotten and chance(seed, "miss", item.key, day, n) < RESTORE_ON_MISS[item.topic]:
         _restore(db, settings, arm, item, row)
-
-
-def _use(db, item: Item, row: int) -> None:
-    """The reply used what was found: recorded as Assistant.finish records the memories and turns a reply put in
-    its context (hebbian.touch, turns.touch_episodes: the access counts forgetting reads as uses)."""
-    if item.kind == "memory":
-        hebbian.touch(db, [row], at=db.now())
-    else:
-        turns.touch_episodes(db, [row], at=db.now())
 
 
 def _review(db, settings: Settings, arm: Arm, seed: int, day: int) -> None:
@@ -179,6 +196,13 @@ def _count_forgets(db, arm: Arm) -> None:
         arm.seen_events = max(arm.seen_events, r["id"])
 
 
+def _used_share(db, arm: Arm) -> float:
+    """The share of what the user said (turns and facts) that some reply's context used at least once."""
+    used = sum(int(db.scalar(f"SELECT access_count > 0 FROM {'memories' if kind == 'memory' else 'episodes'} "
+                             "WHERE id = ?", (row,)) or 0) for kind, row in arm.items)
+    return round(used / max(len(arm.items), 1), 4)
+
+
 def _size(db) -> int:
     return int(db.scalar("SELECT (SELECT count(*) FROM memories WHERE forgotten_at IS NULL AND deleted_at IS NULL) "
                          "+ (SELECT count(*) FROM episodes WHERE forgotten_at IS NULL AND deleted_at IS NULL)"))
@@ -201,13 +225,14 @@ class CachedEmbedder:
         return np.stack([self.rows[t] for t in texts]) if texts else self.inner.embed(texts)
 
 
-def run_seed(days: int, seed: int, embedder, log=print) -> dict:
-    """Both arms for one simulated user: {'arms': {fixed, learned}, ratio, passed}."""
+def run_seed(days: int, seed: int, embedder, log=print, strength: str = "normal") -> dict:
+    """Both arms for one simulated user: {'arms': {fixed, learned}, ratio, passed}; `strength`: the user's
+    forgetting dial (settings.forgetting.strength), the same in both arms."""
     plan = make_plan(days, seed)
     result: dict = {"arms": {}}
     with tempfile.TemporaryDirectory() as folder:
         for name, learn in (("fixed", False), ("learned", True)):
-            settings = Settings().replace(forgetting=ForgettingSettings(learn=learn))
+            settings = Settings().replace(forgetting=ForgettingSettings(learn=learn, strength=strength))
             result["arms"][name] = simulate(plan, settings, embedder, seed, Path(folder), name)
             log(f"seed {seed} {name}: {json.dumps(result['arms'][name])}")
     return _judged(result)
@@ -231,23 +256,25 @@ def aggregate(arms: list[dict], days: int) -> dict:
     return {"wrongful_forgets": total, "wrongful_forgets_per_month": round(total / months, 2),
             "forgets_by_topic": {t: sum(a["forgets_by_topic"][t] for a in arms) for t in TOPIC_SHARE},
             "restores_by_topic": {t: sum(a["restores_by_topic"][t] for a in arms) for t in TOPIC_SHARE},
-            "asked": asked, "found": found, "recall_at_10_of_asked": round(found / max(asked, 1), 4),
+            "asked": asked, "found": found, "recall_of_asked": round(found / max(asked, 1), 4),
+            "uses": sum(a["uses"] for a in arms),
             "store_size_end": round(float(np.mean([a["store_size_end"] for a in arms])), 1),
             "store_size_mean": round(float(np.mean([a["store_size_mean"] for a in arms])), 1),
             "weights_within_bounds": all(a["weights_within_bounds"] for a in arms),
             "seconds": round(sum(a["seconds"] for a in arms), 1)}
 
 
-def run(days: int = 90, seeds=SEEDS, embedder=None, log=print) -> dict:
+def run(days: int = 90, seeds=SEEDS, embedder=None, log=print, strength: str = "normal") -> dict:
     """Every seed's two arms, then the arms over all seeds (`arms`, the figures BENCHMARKS.md shows)."""
     if embedder is None:
         from models.embeddings import load_embedder
         embedder = load_embedder()
     embedder = CachedEmbedder(embedder)
     seeds = [int(s) for s in seeds]
-    result = {**stamp("forgetting"), "days": days, "seeds": seeds}
+    result = {**stamp("forgetting"), "days": days, "seeds": seeds, "context_k": Settings().recall.k,
+              "strength": strength}
     started = time.perf_counter()
-    per_seed = {str(seed): run_seed(days, seed, embedder, log) for seed in seeds}
+    per_seed = {str(seed): run_seed(days, seed, embedder, log, strength) for seed in seeds}
     result["arms"] = {name: aggregate([r["arms"][name] for r in per_seed.values()], days)
                       for name in ("fixed", "learned")}
     result = _judged(result)
@@ -275,9 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--days", type=int, default=90)
     parser.add_argument("--seeds", type=_seeds, default=list(SEEDS),
                         help=f"comma-separated users to simulate (default {','.join(map(str, SEEDS))})")
+    parser.add_argument("--strength", choices=sorted(STRENGTH_SCALE), default="normal",
+                        help="the user's forgetting dial in both arms (default normal)")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args(argv)
-    result = run(args.days, args.seeds, log=(lambda *_: None) if args.json else print)
+    result = run(args.days, args.seeds, log=(lambda *_: None) if args.json else print, strength=args.strength)
     print(json.dumps(result, indent=1, ensure_ascii=False))
     return 0
 
