@@ -240,8 +240,10 @@ def run_seed(days: int, seed: int, embedder, log=print, strength: str = "normal"
 
 def _judged(result: dict) -> dict:
     fixed, learnt = result["arms"]["fixed"], result["arms"]["learned"]
-    result["wrongful_forgets_ratio"] = round(learnt["wrongful_forgets"] / max(fixed["wrongful_forgets"], 1), 3)
-    result["passed"] = bool(result["wrongful_forgets_ratio"] <= 0.5 and fixed["wrongful_forgets"] > 0
+    # no ratio when the fixed arm forgets nothing of the family's: there is nothing to cut by half
+    result["wrongful_forgets_ratio"] = (round(learnt["wrongful_forgets"] / fixed["wrongful_forgets"], 3)
+                                        if fixed["wrongful_forgets"] else None)
+    result["passed"] = bool(fixed["wrongful_forgets"] > 0 and result["wrongful_forgets_ratio"] <= 0.5
                             and learnt["store_size_end"] <= fixed["store_size_end"]
                             and learnt["store_size_mean"] <= fixed["store_size_mean"]
                             and learnt["weights_within_bounds"])

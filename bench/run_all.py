@@ -189,8 +189,8 @@ def _locomo_summary(r: dict) -> str:
 
 def _forgetting_summary(r: dict) -> str:
     arms = r.get("arms", {})
-    return "; ".join(f"{name}: wrongful forgets {_get(a, 'wrongful_forgets_per_month')}/month, recall@10 of asked "
-                     f"{_get(a, 'recall_at_10_of_asked')}, store {_get(a, 'store_size_end')} at the end "
+    return "; ".join(f"{name}: wrongful forgets {_get(a, 'wrongful_forgets_per_month')}/month, recall of asked "
+                     f"{_get(a, 'recall_of_asked')}, store {_get(a, 'store_size_end')} at the end "
                      f"(mean {_get(a, 'store_size_mean')})" for name, a in arms.items()) + \
         f"; ratio {_get(r, 'wrongful_forgets_ratio')}"
 

@@ -72,6 +72,15 @@ def test_the_arms_over_seeds_sum_forgets_and_asks_and_average_sizes():
     assert whole["store_size_end"] == 450.0 and whole["store_size_mean"] == 225.0
 
 
+def test_no_ratio_and_no_pass_when_the_fixed_arm_forgets_no_family_item():
+    judged = forgetting._judged({"arms": {"fixed": _arm(0, 100, 90, 500, 250.0),
+                                          "learned": _arm(0, 100, 90, 400, 200.0)}})
+    assert judged["wrongful_forgets_ratio"] is None and judged["passed"] is False
+    judged = forgetting._judged({"arms": {"fixed": _arm(10, 100, 90, 500, 250.0),
+                                          "learned": _arm(5, 100, 90, 500, 250.0)}})
+    assert judged["wrongful_forgets_ratio"] == 0.5 and judged["passed"] is True
+
+
 def test_seeds_on_the_command_line():
     assert forgetting._seeds("3, 7,11") == [3, 7, 11]
     for bad in ("3,x", ","):
