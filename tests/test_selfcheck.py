@@ -14,7 +14,9 @@ from app.__main__ import main
 from core.errors import NotFound
 
 
-def test_self_check_passes_and_prints_versions(monkeypatch, embedder, capsys):
+def test_self_check_passes_and_prints_versions(monkeypatch, embedder, capsys, qapp):
+    # qapp: the check's Qt step reuses the application it finds; without pytest-qt's QApplication first it makes
+    # a bare QGuiApplication, and every widget test after it in this process aborts.
     monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: embedder)
     assert main(["--self-check"]) == 0
     out = capsys.readouterr().out
