@@ -117,6 +117,23 @@ def test_purge_asks_first_and_then_erases(qtbot, panel, seeded):
     assert panel.message.text() == "Purged 1 memory and 0 conversation turns for good."  # one, not "1 memories"
 
 
+def test_details_of_a_memory_gone_meanwhile_clear_quietly(qtbot, panel, seeded):
+    # After a purge the selection can still name the purged memory until the table reloads; its details must
+    # not replace "Purged 1 memory…" with "Could not do that: no memory with id 3" (seen in a loaded suite run).
+    _, (_, _, short) = seeded
+    panel.select_memory(short)
+    qtbot.waitUntil(lambda: "short answers" in panel.detail.toPlainText(), timeout=10000)
+    def gone(db):
+        manager = MemoryManager(db, None)
+        manager.delete(short)
+        manager.purge([short], [], reason="test")
+    on_db_lane(panel, gone)
+    panel.message.setText("Purged 1 memory and 0 conversation turns for good.")
+    panel._show_detail()
+    qtbot.waitUntil(lambda: panel.detail.toPlainText() == "", timeout=10000)
+    assert panel.message.text() == "Purged 1 memory and 0 conversation turns for good."
+
+
 def test_detail_pane_shows_history_and_source(qtbot, panel, seeded):
     _, (denver, _, _) = seeded
     panel.select_memory(denver)

@@ -20,6 +20,7 @@ from app.ui.memory_details import details_html
 from app.ui.memory_table import DeleteKeys, MemoryFilterProxy, MemoryTableModel
 from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.config import update_settings
+from core.errors import NotFound
 from core.store.episodes import get_episodes
 from core.words import counted
 
@@ -280,7 +281,15 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             details = self.services.manager().show(ids[0])
             sources = get_episodes(self.services.db, list(details.memory.source_episode_ids))
             return details_html(details, sources)
-        self.runner.submit("db", load, on_done=self.detail.setHtml, on_error=self._on_error)
+        self.runner.submit("db", load, on_done=self.detail.setHtml, on_error=self._on_detail_error)
+
+    def _on_detail_error(self, exc: BaseException) -> None:
+        # A memory purged or forgotten for good since it was selected: the table is reloading; say nothing, so
+        # the message of what was just done ("Purged 1 memory…") stays.
+        if isinstance(exc, NotFound):
+            self.detail.clear()
+        else:
+            self._on_error(exc)
 
     # --- actions ----------------------------------------------------------------------------------------
     def _apply(self, verb: str, ids: Sequence[int], fn: Callable[[Any, int], Any], *,
