@@ -12,18 +12,14 @@ pytest.importorskip("pytestqt")
 from app.ui.chat_memory_watch import ShownMemory  # noqa: E402
 from app.ui.chat_thread import MessageThread  # noqa: E402
 from app.ui.chat_widgets import MemoryChip, MessageWidget  # noqa: E402
+from tests.test_gui_chat_learning import SAID_TO_YOU  # noqa: E402
 
 # The words models/chat.py raises when the message and the recalled memories do not fit the context window.
 CONTEXT_ERROR = ("The message and memory context need 5231 tokens but only 4096 fit in this model's context window; "
                  "shorten the message.")
 
 
-@pytest.mark.parametrize("stored, shown", [
-    ("User plays the cello", "You play the cello"),
-    ("The user's sister Ana lives in Porto", "Your sister Ana lives in Porto"),
-    ("User preferences include dark mode", "User preferences include dark mode"),  # not plainly a verb: as stored
-    ("Ana adopted a grey kitten", "Ana adopted a grey kitten"),
-])
+@pytest.mark.parametrize("stored, shown", SAID_TO_YOU)
 def test_a_chip_says_the_memory_to_you_and_keeps_the_stored_words_behind_it(qtbot, stored, shown):
     chip = MemoryChip(7, stored, why="about music")
     qtbot.addWidget(chip)

@@ -101,12 +101,16 @@ def test_a_turn_engram_stopped_trying_to_learn_says_so_and_try_again_learns_it(q
         "SELECT count(*) FROM memories WHERE statement = 'User plays the cello'")) == 1
 
 
-@pytest.mark.parametrize("stored, shown", [
+# Stored wording -> what the chat shows (core.second_person); what it cannot surely turn stays as stored.
+SAID_TO_YOU = [
     ("User plays the cello", "You play the cello"),
     ("The user's sister Ana lives in Porto", "Your sister Ana lives in Porto"),
     ("User preferences include dark mode", "User preferences include dark mode"),  # not plainly a verb: as stored
     ("Ana adopted a grey kitten", "Ana adopted a grey kitten"),
-])
+]
+
+
+@pytest.mark.parametrize("stored, shown", SAID_TO_YOU)
 def test_remembered_under_a_reply_is_said_to_you_as_about_you_says_it(qtbot, stored, shown):
     from app.ui.chat_learning import LearnedFact, LearnedRow
     row = LearnedRow(LearnedFact(1, stored, True))
