@@ -283,8 +283,8 @@ def _dequantized(weights: dict) -> dict:
 
 def _build_model(config: dict, weights: dict) -> Any:
     import mlx.nn as nn
-    from mlx_lm.utils import _get_classes
-    model_class, args_class = _get_classes(config)
+    from models.mlx_loader import model_classes  # the lookup the chat engine loads with
+    model_class, args_class = model_classes(config)
     model = model_class(args_class.from_dict(config))
     quantization = config.get("quantization")
     if quantization:
