@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import tempfile
 import time
@@ -54,6 +55,7 @@ from bench.meta import load_average, stamp  # noqa: E402
 from core.assistant import Assistant  # noqa: E402
 from core.config import STRENGTH_SCALE, ForgettingSettings, Settings  # noqa: E402
 from core.memory import forget, importance, learned  # noqa: E402
+from core.memory.grounding import content_words  # noqa: E402
 from core.memory.index import index_memories  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
@@ -63,7 +65,9 @@ from tests.fakes import ScriptedChatModel  # noqa: E402
 DAY = 86400.0
 START = 1_700_000_000.0
 CHAT_REPLY = "Thanks for telling me."
-ASK_REPLY = "Here is what I remember about that."
+ASK_REPLY = "From what you told me:"
+NO_ANSWER = "I don't remember that."
+NOTE_LINE = re.compile(r"^\[[me]\d+[^\]]*\] (.+)$", re.MULTILINE)  # a remembered item as the context quotes it
 
 
 @dataclass
@@ -75,7 +79,8 @@ class Arm:
     asked: int = 0
     found: int = 0
     turns: int = 0
-    uses: int = 0  # memories and earlier turns the replies put in their context: each one an access count
+    in_context: int = 0  # memories and earlier turns the replies put in their context (the chips, the quotes)
+    uses: int = 0  # the access counts finish wrote: the ones the replies drew on
     sizes: list[int] = field(default_factory=list)
     seen_events: int = 0
 
@@ -116,6 +121,7 @@ def simulate(plan: Plan, settings: Settings, embedder, seed: int, folder: Path, 
             "wrongful_forgets_per_month": round(arm.forgets["family"] / months, 2),
             "forgets_by_topic": arm.forgets, "restores_by_topic": arm.restores,
             "asked": arm.asked, "found": arm.found, "recall_of_asked": round(arm.found / max(arm.asked, 1), 4),
+            "in_context": arm.in_context, "in_context_per_turn": round(arm.in_context / max(arm.turns, 1), 2),
             "uses": arm.uses, "uses_per_turn": round(arm.uses / max(arm.turns, 1), 2), "said_items_used": used_share,
             "store_size_end": arm.sizes[-1], "store_size_mean": round(float(np.mean(arm.sizes)), 1),
             "weights": {n: round(getattr(weights, n), 4) for n in learned.NAMES},
@@ -125,25 +131,41 @@ def simulate(plan: Plan, settings: Settings, embedder, seed: int, folder: Path, 
 
 
 def _scripted_reply(messages) -> str:
-    """The chat model: a question gets an answer, anything else an acknowledgement (the reply's words are stored
-    with the turn; which memories it used is what the context held, as in the app)."""
-    return ASK_REPLY if messages[-1].content.rstrip().endswith("?") else CHAT_REPLY
+    """The chat model: a statement gets an acknowledgement; a question is answered from the remembered item of the
+    context that shares most words with it, quoted (what an instruct model does with a note that answers it), or
+    "I don't remember that." when none shares one. Finish counts as used only what the reply drew on."""
+    question = messages[-1].content
+    if not question.rstrip().endswith("?"):
+        return CHAT_REPLY
+    asked = content_words(question)
+    notes = NOTE_LINE.findall(messages[0].content)
+    best = max(notes, key=lambda note: len(content_words(note) & asked), default=None)
+    if best is None or not content_words(best) & asked:
+        return NO_ANSWER
+    return f"{ASK_REPLY} {best}"
 
 
-def _turn(assistant: Assistant, arm: Arm, session: int, text: str):
+def _turn(db, assistant: Assistant, arm: Arm, session: int, text: str):
     """One turn as the app makes it: prepare (recall into the context), the reply, finish (the stored turn and the
-    access counts of everything in the context), learn (the turn's vector; no structured model)."""
+    access counts of what the reply drew on), learn (the turn's vector; no structured model)."""
+    before = _accesses(db)
     reply = assistant.reply(session, text)
     arm.turns += 1
-    arm.uses += len(reply.prepared.used) + len(reply.prepared.used_episodes)
+    arm.in_context += len(reply.prepared.used) + len(reply.prepared.used_episodes)
+    arm.uses += _accesses(db) - before
     return reply
+
+
+def _accesses(db) -> int:
+    return int(db.scalar("SELECT (SELECT coalesce(sum(access_count), 0) FROM memories) "
+                         "+ (SELECT coalesce(sum(access_count), 0) FROM episodes)"))
 
 
 def _say(db, embedder, assistant: Assistant, arm: Arm, session: int, items: list[Item]) -> None:
     episodes, memories = [], []
     for item in items:
         if item.kind == "episode":
-            row = _turn(assistant, arm, session, item.text).record.episode_id
+            row = _turn(db, assistant, arm, session, item.text).record.episode_id
             episodes.append(row)
         else:  # the day's facts, kept as before: extraction is not what this bench measures
             row = add_memory(db, item.text, source_episode_ids=episodes[-1:])
@@ -156,7 +178,7 @@ def _say(db, embedder, assistant: Assistant, arm: Arm, session: int, items: list
 def _ask(db, settings: Settings, assistant: Assistant, arm: Arm, session: int, item: Item, seed: int, day: int,
          n: int) -> None:
     row = arm.ids[item.key]
-    prepared = _turn(assistant, arm, session, item.question).prepared
+    prepared = _turn(db, assistant, arm, session, item.question).prepared
     arm.asked += 1
     context = {m.id for m in prepared.used} if item.kind == "memory" else set(prepared.used_episodes)
     if row in context:
@@ -259,7 +281,7 @@ def aggregate(arms: list[dict], days: int) -> dict:
             "forgets_by_topic": {t: sum(a["forgets_by_topic"][t] for a in arms) for t in TOPIC_SHARE},
             "restores_by_topic": {t: sum(a["restores_by_topic"][t] for a in arms) for t in TOPIC_SHARE},
             "asked": asked, "found": found, "recall_of_asked": round(found / max(asked, 1), 4),
-            "uses": sum(a["uses"] for a in arms),
+            "uses": sum(a["uses"] for a in arms), "in_context": sum(a.get("in_context", 0) for a in arms),
             "store_size_end": round(float(np.mean([a["store_size_end"] for a in arms])), 1),
             "store_size_mean": round(float(np.mean([a["store_size_mean"] for a in arms])), 1),
             "weights_within_bounds": all(a["weights_within_bounds"] for a in arms),

@@ -17,9 +17,9 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
   instructions and latest turns, confirmed hypotheses; it returns a PreparedTurn with the messages and `used`,
   the memories put in the context (UsedMemory: id, text, why, score, critical) — the chips under the reply.
 - The memory dial (off / light / normal / eager) scales how many memories are recalled; off reads no memory.
-- finish writes the episode, which memories it used (table reply_memories), their access counts and the
-  co-activation of their edges, in one transaction. `replaces=episode_id` rewrites that episode's reply instead
-  (a re-answer after a veto). Incognito writes nothing at all and returns episode_id None.
+- finish writes the episode, which memories it used (table reply_memories), the access counts of the memories
+  and turns the reply drew on (core.memory.attribution) and the co-activation of their edges, in one
+  transaction. `replaces=episode_id` rewrites that episode's reply instead (a re-answer after a veto). Incognito writes nothing at all and returns episode_id None.
 - learn (core.turn_learner) embeds the episode for later recall, then (with a structured model) extracts facts
   (core.memory.engram),
   reconciles each (core.memory.reconcile), rates which used memories were useful and strengthens their edges.
@@ -44,7 +44,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
-from core.memory import hebbian, recall_learning
+from core.memory import attribution, hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
 from core.memory.dates import iso_day
@@ -91,6 +91,7 @@ class PreparedTurn:
     context_tokens: int = 0
     left_out: tuple[int, ...] = ()  # memory ids recalled but cut by the token budget
     recall_terms: dict[str, Any] | None = None  # the used memories' recall terms (core.memory.recall_learning)
+    episode_texts: tuple[str, ...] = ()  # the quoted turns' text, as used_episodes orders them
 
 
 @dataclass(frozen=True)
@@ -221,8 +222,9 @@ class Assistant:
             episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces)
             turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used])
             recall_learning.remember_reply(self.db, episode_id, prepared.recall_terms)
-            hebbian.touch(self.db, used, at=prepared.at)
-            turns.touch_episodes(self.db, prepared.used_episodes, at=prepared.at)
+            drew_on_memories, drew_on_turns = _drawn_on(prepared, reply_text)
+            hebbian.touch(self.db, drew_on_memories, at=prepared.at)
+            turns.touch_episodes(self.db, drew_on_turns, at=prepared.at)
             hebbian.coactivate(self.db, used, at=prepared.at)
             if prepared.session_id is not None:
                 touch_session(self.db, prepared.session_id)
@@ -306,8 +308,18 @@ def _prepared(session_id: int | None, user_text: str, built: AssembledContext, n
               dial: str, exclude: tuple[MemoryId, ...], intents: list[str]) -> PreparedTurn:
     used = tuple(UsedMemory(MemoryId(i.id), i.text, i.why, i.score, i.critical)
                  for i in built.included if i.kind == "memory")
-    episodes = tuple(EpisodeId(i.id) for i in built.included if i.kind == "episode")
+    quoted = [i for i in built.included if i.kind == "episode"]
     left_out = tuple(i.id for i in built.left_out if i.kind == "memory")
     return PreparedTurn(None if session_id is None else SessionId(int(session_id)), user_text,
-                        tuple(built.messages), used, now, incognito, dial, exclude, episodes, tuple(intents),
-                        built.tokens, left_out)
+                        tuple(built.messages), used, now, incognito, dial, exclude,
+                        tuple(EpisodeId(i.id) for i in quoted), tuple(intents), built.tokens, left_out,
+                        episode_texts=tuple(i.text for i in quoted))
+
+
+def _drawn_on(prepared: PreparedTurn, reply_text: str) -> tuple[list[MemoryId], list[EpisodeId]]:
+    """The memories and earlier turns of the context the reply drew on (core.memory.attribution): only those count
+    as used — their access counts, which forgetting reads. The rest were recalled in case, and stay chips."""
+    quoted = list(prepared.episode_texts) + [""] * (len(prepared.used_episodes) - len(prepared.episode_texts))
+    drew = attribution.drawn_on(prepared.user_text, reply_text, [m.text for m in prepared.used] + quoted)
+    memories = [m.id for m, yes in zip(prepared.used, drew) if yes]
+    return memories, [e for e, yes in zip(prepared.used_episodes, drew[len(prepared.used):]) if yes]

@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from core.config import Settings
 from core.errors import EngramError
-from core.memory import hebbian, recall_learning
+from core.memory import attribution, hebbian, recall_learning
 from core.memory.engram import Extraction, Fact, extract_facts
 from core.memory.index import index_episodes
 from core.memory.reconcile import Outcome, reconcile_fact
@@ -143,9 +143,14 @@ class TurnLearner:
             return
         picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
         report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
+        # finish counted as used what the reply visibly drew on; the rating adds what it used in other words
+        drawn = attribution.drawn_on(turn.user_text, turn.reply_text, notes)
+        paraphrased = [MemoryId(r["memory_id"]) for r, seen in zip(candidates, drawn)
+                       if not seen and r["memory_id"] in report.useful]
         with self.db.transaction():
             turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
             report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
+            hebbian.touch(self.db, paraphrased, at=turn.at)
 
 
 def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:

@@ -48,12 +48,14 @@ def test_every_chat_turn_and_question_is_the_apps_turn(embedder, tmp_path):
         asked = [i.question for day in plan.asks for i in day]
         assert len(stored) == len(said) + len(asked) == 4 * 12 + 2 * 2  # asks from day 10
         assert {r["user_text"] for r in stored} == set(said) | set(asked)
-        assert {r["assistant_text"] for r in stored if r["user_text"] in asked} == {forgetting.ASK_REPLY}
+        answers = [r["assistant_text"] for r in stored if r["user_text"] in asked]
+        assert all(a == forgetting.NO_ANSWER or a.startswith(forgetting.ASK_REPLY) for a in answers)
         assert len({r["session_id"] for r in stored}) == 12  # one conversation a day
         used = db.scalar("SELECT count(*) FROM reply_memories")
         touched = db.scalar("SELECT sum(access_count) FROM memories") + db.scalar(
             "SELECT sum(access_count) FROM episodes")
-        assert touched >= arm["uses"] > used > 0  # finish's access counts (undo's too): all the context's items
+        # finish's access counts (undo's too): only what the answers drew on, far fewer than the context held
+        assert touched >= arm["uses"] > 0 and arm["in_context"] > used > arm["uses"]
     finally:
         db.close()
 

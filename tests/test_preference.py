@@ -196,11 +196,11 @@ def test_a_fresh_user_is_scored_as_before_and_a_pinned_errand_is_never_forgotten
 
 # -- what the user asked about and found (a reply used it, the user kept it) -----------------------------------
 def _reply_using(assistant, memory_ids, clock) -> int:
-    """A turn as the chat stores it (Assistant.finish): the reply put these memories in its context."""
+    """A turn as the chat stores it (Assistant.finish): the reply drew on these memories of its context."""
     from core.assistant import PreparedTurn, UsedMemory
     used = tuple(UsedMemory(i, get_memory(assistant.db, i).statement, "recalled", 0.5) for i in memory_ids)
     prepared = PreparedTurn(None, "What did I tell you about that?", (), used, clock())
-    return assistant.finish(prepared, "You told me about it.").episode_id
+    return assistant.finish(prepared, "You told me: " + " ".join(m.text for m in used)).episode_id
 
 
 def test_a_memory_a_reply_used_and_the_user_kept_counts_as_wanted(db, clock, embedder):

@@ -1,0 +1,76 @@
+"""What counts as a use: only the context items a reply drew on (core.memory.attribution), through the real turn."""
+from __future__ import annotations
+
+from core.assistant import Assistant
+from core.config import Settings
+from core.memory.attribution import drawn_on
+from core.memory.index import index_memories
+from core.store.memories import add_memory, get_memories
+from core.store.sessions import create_session
+from tests.fakes import ScriptedChatModel, ScriptedStructuredModel
+
+SISTER = "My sister Ana is learning to play the violin."
+FLAT = "My sister Ana moved into a new flat near the river."
+BILL = "The electricity bill has to be paid before Friday."
+
+
+def test_a_reply_that_repeats_an_items_own_word_drew_on_it_and_only_on_it():
+    assert drawn_on("What instrument is my sister Ana learning?", "She is learning the violin.",
+                    [SISTER, FLAT, BILL]) == [True, False, False]
+
+
+def test_words_the_user_brought_or_every_item_shares_are_no_evidence():
+    # "sister" and "Ana" came with the question; "week" is in both items, and half of neither
+    items = ["My sister Ana called about the holidays by the sea this week.",
+             "My brother Tom visited with his new dog this week."]
+    assert drawn_on("Did my sister Ana call?", "Yes, this week.", items) == [False, False]
+    assert drawn_on("Did my sister Ana call?", "Ana is fine.", [SISTER]) == [False]
+
+
+def test_a_reply_repeating_half_of_an_items_own_words_drew_on_it_even_when_they_are_shared():
+    items = ["Paula wants the quarterly report by Monday.", "Raj wants the quarterly report by Monday too."]
+    assert drawn_on("What does Paula want?", "The quarterly report, by Monday.", items) == [True, True]
+
+
+def test_nothing_to_draw_on_and_odd_text():
+    assert drawn_on("Hello", "Hi there!", []) == []
+    assert drawn_on("", "", ["", "   "]) == [False, False]
+    assert drawn_on("你好", "小提琴", ["她在学小提琴"]) == [True]  # unspaced scripts compare character pairs
+
+
+def _facts(db, embedder, texts):
+    ids = [add_memory(db, text) for text in texts]
+    index_memories(db, embedder, ids)
+    return ids
+
+
+def test_finish_counts_as_used_only_what_the_reply_drew_on(db, embedder, clock):
+    violin, flat, bill = _facts(db, embedder, [SISTER, FLAT, BILL])
+    assistant = Assistant(db, embedder, ScriptedChatModel(["Ana is learning the violin."]), None, Settings(), clock)
+    reply = assistant.reply(create_session(db, "chat"), "What is my sister Ana learning these days?")
+    assert {violin, flat} <= set(reply.used_ids)  # both were in the context: both are chips
+    counts = {i: m.access_count for i, m in get_memories(db, [violin, flat, bill]).items()}
+    assert counts == {violin: 1, flat: 0, bill: 0}
+
+
+def test_an_earlier_turn_counts_as_used_when_the_reply_quotes_it(db, embedder, clock):
+    chat = ScriptedChatModel(["Noted.", "Noted.", "You said the plumber comes on Thursday."])
+    assistant = Assistant(db, embedder, chat, None, Settings(), clock)
+    first = assistant.reply(create_session(db, "monday"), "The plumber comes on Thursday at nine.")
+    other = assistant.reply(create_session(db, "tuesday"), "I bought a blue umbrella today.")
+    later = assistant.reply(create_session(db, "wednesday"), "When does the plumber come?")
+    assert first.record.episode_id in later.prepared.used_episodes
+    counts = dict(db.execute("SELECT id, access_count FROM episodes WHERE id IN (?, ?)",
+                             (first.record.episode_id, other.record.episode_id)).fetchall())
+    assert counts == {first.record.episode_id: 1, other.record.episode_id: 0}
+
+
+def test_the_usefulness_rating_adds_a_use_the_words_did_not_show(db, embedder, clock):
+    violin, flat = _facts(db, embedder, [SISTER, FLAT])
+    rating = ScriptedStructuredModel({"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": [1, 2]}]})
+    assistant = Assistant(db, embedder, ScriptedChatModel(["She plays a string instrument."]), rating,
+                          Settings(), clock)
+    reply = assistant.reply(create_session(db, "chat"), "What is my sister Ana learning?")
+    assert set(reply.used_ids) >= {violin, flat}
+    rated = {i: m.access_count for i, m in get_memories(db, [violin, flat]).items()}
+    assert rated == {violin: 1, flat: 1}  # the rating called both useful; neither's words were in the reply
