@@ -26,6 +26,7 @@ DEFAULT_MAX_STRING = 256
 # At each place JSON allows whitespace: one space, or a newline and indentation, as pretty-printers write it.
 WHITESPACE = r"\n[ ]{0,12}|[ ]"
 # Whitespace costs tokens the caller's max_tokens did not count (it budgets compact JSON): this many more.
+REPLY_SHARE = 4  # of the window at least, kept for a reply whose worst case is larger than the window
 WHITESPACE_TOKENS = 64
 _BOUNDED_STRING_KEYS = ("maxLength", "enum", "const", "pattern", "format")
 
@@ -90,8 +91,12 @@ class StructuredGenerator:
     def generate_json(self, messages: Sequence[ChatMessage], schema: Mapping[str, Any], *,
                       max_tokens: int = 512) -> dict[str, Any]:
         grammar = self.compile(schema)
-        prompt = self.engine.prompt_tokens(messages, reserve=max_tokens)
-        room = self.engine.context_window - len(prompt) - max_tokens
+        window = self.engine.context_window
+        # max_tokens is often a worst case (every string at its bound, a token a character) larger than a small
+        # window: reserve at most a quarter of the window, then give the reply all the room the prompt leaves
+        prompt = self.engine.prompt_tokens(messages, reserve=min(max_tokens, window // REPLY_SHARE))
+        max_tokens = min(max_tokens, window - len(prompt))
+        room = window - len(prompt) - max_tokens
         limit = max_tokens + max(0, min(WHITESPACE_TOKENS, room))
         weights = self.engine.adapter  # a cache filled under another adapter is not reused
         tokens = self.engine.run(lambda model, tokenizer: self._generate(model, tokenizer, grammar, prompt,

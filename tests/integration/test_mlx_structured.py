@@ -76,3 +76,20 @@ def test_bound_strings_adds_limits_only_where_missing():
     assert props["a"]["maxLength"] == 64 and props["b"]["maxLength"] == 5
     assert "maxLength" not in props["c"] and props["d"]["items"]["maxLength"] == 64
     assert "maxLength" not in schema["properties"]["a"]  # the caller's schema is not modified
+
+
+def test_a_reply_budget_larger_than_the_window_is_fitted_to_it(tiny_engine):
+    """The facts' worst case (one token a character, core.prompts.engram.facts_max_tokens(6) = 3,184) is larger
+    than a 2,048-token window: the reply gets the room the prompt leaves, not an error before it starts."""
+    from core.prompts.engram import facts_max_tokens
+    assert facts_max_tokens(6) > tiny_engine.context_window
+    value = StructuredGenerator(tiny_engine).generate_json([ChatMessage("user", "I live in Oslo.")], FACT_SCHEMA,
+                                                           max_tokens=facts_max_tokens(6))
+    jsonschema.validate(value, FACT_SCHEMA)
+
+
+def test_a_prompt_that_leaves_no_room_for_the_reply_is_still_refused(tiny_engine):
+    from core.errors import ModelError
+    long = "word " * 3000
+    with pytest.raises(ModelError, match="context window"):
+        StructuredGenerator(tiny_engine).generate_json([ChatMessage("user", long)], FACT_SCHEMA, max_tokens=3184)
