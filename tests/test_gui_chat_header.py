@@ -62,3 +62,31 @@ def test_the_header_lists_the_usable_models_and_switches_to_one(qtbot, tmp_path,
     panel.shutdown()
     window.runner.shutdown(wait=True)
     services.close()
+
+
+def test_a_long_model_name_leaves_the_title_room_and_a_long_title_ends_in_an_ellipsis(qtbot, tmp_path,
+                                                                                      tiny_model_dir, embedder):
+    """Seen in a real window: "SmolLM2-135M-Instruct.Q4_1-…-q32" took the header's width and cut the title to
+    "What instrur" mid-word."""
+    home = tmp_path / "home"
+    long_name = tmp_path / ("SmolLM2-135M-Instruct.Q4_1-converted-from-gguf-" + "x" * 40 + "-q32")
+    shutil.copytree(tiny_model_dir, long_name)
+    services = Services.from_data_dir(home)
+    services._embedder = embedder
+    services.model_store().add_folder(long_name)
+    services.settings = update_settings(home, {"chat_model": str(long_name.resolve())})
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.resize(1100, 700)
+    window.show()
+    panel = window.show_panel("chat")
+    title = "What instrument is my sister learning these days, and since when?"
+    panel.title.setText(title)
+    qtbot.wait(50)
+    button = panel.model_button
+    assert "…" in button.text() and long_name.name in button.toolTip()
+    assert button.width() < 260 and panel.title.width() > 170  # the title keeps a good part of the row
+    assert panel.title.text() == title  # the whole title, for whoever reads it
+    shown = panel.title.shown_text()
+    assert shown == title or (shown.endswith("…") and title.startswith(shown[:-1]) and len(shown) > 15)
+    assert panel.title.fontMetrics().horizontalAdvance(shown) <= panel.title.width()

@@ -18,6 +18,7 @@ from PySide6.QtWidgets import QCheckBox, QComboBox, QHBoxLayout, QLabel, QMenu, 
 
 from app.ui.chat_model import ModelNotice
 from app.ui.chat_warmup import Warmup
+from app.ui.panel_widgets import ElidedLabel
 from core.config import update_settings
 
 DIALS = ("off", "light", "normal", "eager")
@@ -53,7 +54,7 @@ class ChatHeader(QWidget):
         self.menu.aboutToShow.connect(self.reload_choices)  # the next look is fresh (a model added meanwhile)
         self.model.button.setMenu(self.menu)
         self.model.button.setPopupMode(QToolButton.MenuButtonPopup)  # the name opens Models, the arrow switches
-        self.title = QLabel("New conversation")
+        self.title = ElidedLabel("New conversation")
         self.title.setStyleSheet("font-size: 15px; font-weight: 600;")
         self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # a long title never widens the window
         self.incognito = QCheckBox("Incognito")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
 
 from app.services.platform import this_machine
@@ -27,6 +27,10 @@ def load_problem(what: str, exc: BaseException) -> str:
     return f"Could not load {what}: {detail}."
 
 
+NAME_WIDTH = 170  # pixels: a long model name ends in "…" in its middle and leaves the conversation's title room
+BUTTON_TIP = "The model answering here: its arrow switches to another, a click opens Models"
+
+
 class ModelNotice(QObject):
     open_models = Signal()
 
@@ -36,7 +40,6 @@ class ModelNotice(QObject):
         self.runner = runner
         self.button = QToolButton()
         self.button.setAutoRaise(True)
-        self.button.setToolTip("The model answering here: its arrow switches to another, a click opens Models")
         self.button.clicked.connect(self.open_models)
         self.banner = QFrame()
         self.banner.setFrameShape(QFrame.StyledPanel)
@@ -53,7 +56,9 @@ class ModelNotice(QObject):
 
     def show_name(self) -> None:
         name = model_name(self.services)
-        self.button.setText(f"Model: {name}" if name else "No model")
+        shown = self.button.fontMetrics().elidedText(name, Qt.ElideMiddle, NAME_WIDTH) if name else ""
+        self.button.setText(f"Model: {shown}" if name else "No model")
+        self.button.setToolTip(f"{name}\n{BUTTON_TIP}" if name else BUTTON_TIP)
 
     def check(self) -> None:
         """Name the model, and show the banner when the chosen one cannot be found (hide it once it can)."""

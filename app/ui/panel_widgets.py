@@ -152,3 +152,33 @@ def accent(index: int) -> QColor:
     hues = (212, 140, 28, 340, 268, 180, 52, 0, 300, 100)
     return QColor.fromHsl(hues[index % len(hues)], 170, 165 if is_dark() else 120)
 
+
+
+class ElidedLabel(QLabel):
+    """One line that ends in "…" when it is wider than its room (never cut mid-letter); text() and the tooltip keep
+    the whole of it."""
+
+    def __init__(self, text: str = "", parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._full = ""
+        self.setText(text)
+
+    def setText(self, text: str) -> None:  # noqa: N802 - Qt's name
+        self._full = str(text)
+        self._elide()
+
+    def text(self) -> str:
+        return self._full
+
+    def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        self.ensurePolished()  # a style sheet's font, not the default one, measures the text
+        shown = self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(self.width(), 1))
+        super().setText(shown)
+        self.setToolTip(self._full if shown != self._full else "")
+
+    def shown_text(self) -> str:
+        return super().text()
