@@ -370,3 +370,16 @@ def test_a_pass_that_agrees_with_the_weights_moves_them_far_less_than_one_that_c
     contradicting = learned.batch_step(start, [far_below], [True], SETTINGS)
     assert abs(agreeing.bias - start.bias) < 0.05 * abs(contradicting.bias - start.bias)
     assert contradicting.bias > start.bias > agreeing.bias
+
+
+def test_before_any_restore_the_settings_line_says_the_replies_uses_already_steer(db, clock):
+    from core.assistant import Assistant, PreparedTurn, UsedMemory
+    from core.store.memories import add_memory
+    settings = Settings()
+    assert learned.describe(db, settings).startswith("Nothing learnt yet")
+    cello = add_memory(db, "The user plays the cello.")
+    used = (UsedMemory(cello, "The user plays the cello.", "recalled", 0.5),)
+    Assistant(db, None, None, None, settings, clock).finish(
+        PreparedTurn(None, "What do I play?", (), used, clock()), "You play the cello.")
+    line = learned.describe(db, settings)
+    assert line.startswith("No weight learnt yet") and "1 memory or turn your replies used" in line

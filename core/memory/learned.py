@@ -142,11 +142,15 @@ def describe(db: Database, settings: Settings) -> str:
     if not settings.forgetting.learn:
         return "Learning is off (forgetting.learn): forgetting uses the default weights."
     weights, start = load(db, settings), defaults(settings)
+    used = len(turns.kept_by_replies(db)) + len(turns.used_turns(db))  # preference's third kind of answer
+    if weights.signals == 0 and used:  # the uses already steer preference, at its default weight
+        return (f"No weight learnt yet (nothing restored or left alone): forgetting uses the default weights and "
+                f"keeps longer what is like the {counted(used, 'memory or turn', 'memories and turns')} your "
+                "replies used.")
     if weights.signals == 0:
         return "Nothing learnt yet: forgetting uses the default weights until you restore something it forgot."
     terms = ", ".join(f"{label} {getattr(weights, name):.2f} (default {getattr(start, name):.2f})"
                       for name, label in zip(NAMES, LABELS))
-    used = len(turns.kept_by_replies(db)) + len(turns.used_turns(db))  # preference's third kind of answer
     return (f"Learnt from {counted(weights.kept_signals, 'restore')}, "
             f"{counted(weights.forgot_signals, 'forgetting')} left alone and "
             f"{counted(used, 'memory or turn', 'memories and turns')} your replies used: {terms}.")
