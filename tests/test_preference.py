@@ -172,7 +172,7 @@ def test_restored_family_facts_keep_other_family_facts_and_errands_left_alone_le
     assert "likeness to what you restored" in learned.describe(db, SETTINGS)
     learned.reset(db)
     assert learned.load(db, SETTINGS) == learned.defaults(SETTINGS)
-    assert learned.describe(db, SETTINGS).startswith("Nothing learnt yet")
+    assert learned.describe(db, SETTINGS).startswith("No weight learnt yet")  # the restores' uses still count
 
 
 def test_a_fresh_user_is_scored_as_before_and_a_pinned_errand_is_never_forgotten(db, clock, embedder):
