@@ -218,17 +218,18 @@ class Assistant:
         if prepared.incognito:
             return record
         reply_text = clean_text(reply_text, "reply", allow_empty=True)
+        drew_on, drew_on_turns = _drawn_on(prepared, reply_text)
         with self.db.transaction():
             episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces)
-            turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used])
+            turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used], drew_on)
             recall_learning.remember_reply(self.db, episode_id, prepared.recall_terms)
-            drew_on_memories, drew_on_turns = _drawn_on(prepared, reply_text)
-            hebbian.touch(self.db, drew_on_memories, at=prepared.at)
+            hebbian.touch(self.db, drew_on, at=prepared.at)
             turns.touch_episodes(self.db, drew_on_turns, at=prepared.at)
             hebbian.coactivate(self.db, used, at=prepared.at)
             if prepared.session_id is not None:
                 touch_session(self.db, prepared.session_id)
-        return TurnRecord(episode_id, used, prepared.user_text, reply_text, finish_reason, prepared.at, False)
+        return TurnRecord(episode_id, used, prepared.user_text, reply_text, finish_reason, prepared.at, False,
+                          tuple(drew_on))
 
     def _write_episode(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None,
                        replaces: int | None) -> EpisodeId:

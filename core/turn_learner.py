@@ -40,6 +40,7 @@ class TurnRecord:
     finish_reason: str | None = None
     at: float = 0.0
     incognito: bool = False
+    drew_on: tuple[MemoryId, ...] = ()  # the used memories the reply drew on (core.memory.attribution)
 
 
 @dataclass
@@ -151,6 +152,7 @@ class TurnLearner:
             turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
             report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
             hebbian.touch(self.db, paraphrased, at=turn.at)
+            turns.mark_drew_on(self.db, turn.episode_id, paraphrased)
 
 
 def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:

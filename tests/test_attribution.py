@@ -74,3 +74,14 @@ def test_the_usefulness_rating_adds_a_use_the_words_did_not_show(db, embedder, c
     assert set(reply.used_ids) >= {violin, flat}
     rated = {i: m.access_count for i, m in get_memories(db, [violin, flat]).items()}
     assert rated == {violin: 1, flat: 1}  # the rating called both useful; neither's words were in the reply
+
+
+def test_the_command_line_chat_says_what_the_reply_drew_on():
+    from types import SimpleNamespace
+
+    from app.cli.chat import memory_note
+    used = [SimpleNamespace(id=3, text=FLAT), SimpleNamespace(id=4, text=SISTER)]
+    assert memory_note(used, [4]) == f"  [drew on #4 {SISTER} | also recalled #3 {FLAT}]"
+    assert memory_note(used, []) == f"  [also recalled #3 {FLAT}; #4 {SISTER}]"
+    assert memory_note(used, None) == f"  [used #3 {FLAT}; #4 {SISTER}]"  # incognito: nothing stored, not judged
+    assert memory_note([], [1]) == ""

@@ -11,7 +11,8 @@ pytest.importorskip("pytestqt")
 
 from app.ui.chat_memory_watch import ShownMemory  # noqa: E402
 from app.ui.chat_thread import MessageThread  # noqa: E402
-from app.ui.chat_widgets import MemoryChip, MessageWidget  # noqa: E402
+from app.ui.chat_chips import MemoryChip  # noqa: E402
+from app.ui.chat_widgets import MessageWidget  # noqa: E402
 from tests.test_gui_chat_learning import SAID_TO_YOU  # noqa: E402
 
 # The words models/chat.py raises when the message and the recalled memories do not fit the context window.

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QInputDialog  # noqa: E402
 
 from app.ui.chat_memory_watch import ShownMemory  # noqa: E402
-from app.ui.chat_widgets import MemoryChip  # noqa: E402
+from app.ui.chat_chips import MemoryChip  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.memories import trash_memory  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402

@@ -183,10 +183,12 @@ def test_thirty_days_of_learning_and_forgetting(db, clock, embedder, one_torch_t
     assert reflect.session_instructions(db) == ""
 
     # a year on without a word about them: the unpinned day-1 bike fact fades, the pinned passport note stays
-    bike_fact = next(m for m in _facts(db) if "bike" in m.statement)
+    # (under this user's strong dial it may fade within the month already: no reply ever drew on it)
+    bike_fact = next(m for m in _facts(db, everything=True)
+                     if m.statement == "The user's bike was stolen at the train station.")
     clock.advance(days=365)
     archived = forget.forgetting_pass(db, settings, embedder=embedder).archived
-    assert bike_fact.id in archived and get_memory(db, bike_fact.id).status == "forgotten"
+    assert get_memory(db, bike_fact.id).status == "forgotten"
     assert pinned.id not in archived and get_memory(db, pinned.id).is_active
     assert get_memory(db, allergy.id).is_active  # critical: never forgotten either
 

@@ -23,7 +23,7 @@ from core.store import turn_learning
 from core.store.db import open_db
 from core.store.episodes import add_episode, get_episode
 from core.store.memories import list_memories
-from core.store.migrations import MIGRATIONS
+from core.store.migrations import LATEST_VERSION, MIGRATIONS
 from tests.fakes import HashEmbedder, ScriptedStructuredModel
 from tests.test_assistant import fact_reply, make
 
@@ -160,7 +160,7 @@ def test_migration_7_indexes_the_turns_an_older_store_left_waiting(tmp_path, clo
     add_episode(older, "hello", metadata={"learning": "done"})
     older.close()
     migrated = open_db(path, clock=clock)
-    assert migrated.schema_version() == 7 and pending_learning(migrated) == [waiting]
+    assert migrated.schema_version() == LATEST_VERSION and pending_learning(migrated) == [waiting]
     assert migrated.scalar("SELECT count(*) FROM sqlite_master WHERE name IN ('episodes_learning_pending', "
                            "'turn_learning')") == 2
     migrated.close()
@@ -182,7 +182,7 @@ def test_a_migration_7_that_fails_half_way_leaves_nothing_behind_and_runs_again(
                        "'turn_learning')") == 0
     half.close()
     again = open_db(path, clock=clock)
-    assert again.schema_version() == 7 and pending_learning(again) == []
+    assert again.schema_version() == LATEST_VERSION and pending_learning(again) == []
     again.close()
 
 

@@ -14,7 +14,7 @@ import sys
 import threading
 from pathlib import Path
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, Protocol, TextIO
+from typing import TYPE_CHECKING, Any, Collection, Iterator, Protocol, TextIO
 
 from app.cli.arguments import count, real
 from app.cli.terminal import printable
@@ -142,17 +142,27 @@ class MemoryBackend:
         record = self.assistant.finish(self.prepared, reply, finish_reason)
         if self.learner is not None and record.episode_id is not None:
             self.learner.add(record)
-        return memory_note(self.prepared.used)
+        return memory_note(self.prepared.used, None if record.episode_id is None else record.drew_on)
 
     def notes(self) -> list[str]:
         return self.learner.take_notes() if self.learner is not None else []
 
 
-def memory_note(used: Any) -> str:
-    """One line under a reply: the memories it used (what it taught comes later: BackgroundLearner)."""
+def memory_note(used: Any, drew_on: Collection[int] | None = None) -> str:
+    """One line under a reply: the memories in its context, split by what it drew on when that is known (not in
+    incognito, where nothing is stored); what it taught comes later (BackgroundLearner)."""
     if not used:
         return ""
-    return "  [used " + "; ".join(f"#{m.id} {_short(m.text)}" for m in used) + "]"
+    if drew_on is None:
+        return "  [used " + _listed(used) + "]"
+    drawn = {int(i) for i in drew_on}
+    groups = (("drew on", [m for m in used if int(m.id) in drawn]),
+              ("also recalled", [m for m in used if int(m.id) not in drawn]))
+    return "  [" + " | ".join(f"{label} {_listed(memories)}" for label, memories in groups if memories) + "]"
+
+
+def _listed(memories: Any) -> str:
+    return "; ".join(f"#{m.id} {_short(m.text)}" for m in memories)
 
 
 def _short(text: str, limit: int = 60) -> str:

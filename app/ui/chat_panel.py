@@ -312,6 +312,8 @@ class ChatPanel(QWidget):
             return
         reply.render()
         reply.set_episode(getattr(record, "episode_id", None))
+        if getattr(record, "episode_id", None) is not None:  # stored: what it drew on is known (not incognito)
+            reply.show_drew_on(getattr(record, "drew_on", ()))
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
         notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit."}

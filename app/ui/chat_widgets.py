@@ -1,18 +1,19 @@
-"""The chat panel's pieces: the composer, a reply with its memory chips and thumbs, and a wrapping chip row."""
+"""The chat panel's pieces: the composer, a reply with its memory chips (app.ui.chat_chips) and thumbs, and a
+wrapping chip row."""
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication, QKeyEvent, QPalette, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
+from app.ui.chat_chips import (DREW_ON_CAPTION, RECALLED_CAPTION, USED_CAPTION, MemoryChip, stored_drew_on,
+                               unique_memories)
 from app.ui.chat_learning import LearnedRow, LearnNote
-from core.second_person import to_second_person
 
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
-CHIP_CHARS = 42
 
 
 class Composer(QPlainTextEdit):
@@ -95,73 +96,10 @@ class FlowLayout(QLayout):
         return y + line_height - rect.y()
 
 
-def unique_memories(used: Sequence[Any]) -> list[Any]:
-    """One chip per memory: the same id, or the same statement stored twice, shows once (the first, best ranked)."""
-    seen_ids, seen_texts, kept = set(), set(), []
-    for memory in used:
-        text = " ".join(str(memory.text).split()).casefold()
-        if int(memory.id) in seen_ids or text in seen_texts:
-            continue
-        seen_ids.add(int(memory.id))
-        seen_texts.add(text)
-        kept.append(memory)
-    return kept
-
-
 def discard(widget: QWidget) -> None:
     """Gone for the user at once: hidden now, deleted when Qt next gets to it (until then it would still paint)."""
     widget.hide()
     widget.deleteLater()
-
-
-def chip_label(text: str) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= CHIP_CHARS else text[: CHIP_CHARS - 1] + "…"
-
-
-class MemoryChip(QFrame):
-    """One memory a reply used: click the text to open it, ✕ to veto it for this answer. Its words are said to you
-    ("You play the cello"), as the Remembered row says them; the tooltip keeps the memory as stored."""
-    opened = Signal(int)
-    vetoed = Signal(int)
-
-    def __init__(self, memory_id: int, text: str, why: str = "") -> None:
-        super().__init__()
-        self.memory_id = memory_id
-        self.why = why
-        self.setObjectName("memoryChip")
-        self.setFrameShape(QFrame.StyledPanel)
-        self.open_button = QToolButton()
-        self.open_button.setAutoRaise(True)
-        self.show_text(text)
-        self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))
-        self.veto_button = QToolButton()
-        self.veto_button.setText("✕")
-        self.veto_button.setAutoRaise(True)
-        self.veto_button.setToolTip("Don't use this memory: answer again without it and lower its weight")
-        self.veto_button.clicked.connect(lambda: self.vetoed.emit(self.memory_id))
-        row = QHBoxLayout(self)
-        row.setContentsMargins(4, 0, 0, 0)
-        row.setSpacing(0)
-        row.addWidget(self.open_button)
-        row.addWidget(self.veto_button)
-
-    def show_text(self, text: str, note: str = "") -> None:
-        self.open_button.setText(chip_label(to_second_person(text)))  # display only: `text` stays the record
-        parts = [text, f"Why: {self.why}" if self.why else "", note]
-        self.open_button.setToolTip("\n\n".join(p for p in parts if p))
-
-    def show_memory(self, shown: Any) -> None:
-        """The memory as stored now, after a change made elsewhere: new words, or struck out once it is in the
-        trash (it opens there, where Restore is) or purged for good (None)."""
-        deleted = shown is None or shown.deleted
-        if shown is not None:
-            self.show_text(shown.statement, "In the trash: Restore it in Memories." if deleted else "")
-        font = self.open_button.font()
-        font.setStrikeOut(deleted)
-        self.open_button.setFont(font)
-        self.open_button.setEnabled(shown is not None)
-        self.veto_button.setVisible(not deleted)  # nothing to leave out of a reply any more
 
 
 class MarkdownView(QTextBrowser):
@@ -322,23 +260,38 @@ class MessageWidget(QFrame):
 
     # -- reply extras --------------------------------------------------------------------------------
 
-    def set_used(self, used: Sequence[Any]) -> None:
-        """Chips for the memories in this reply's context (objects with id, text and why)."""
+    def set_used(self, used: Sequence[Any], drew_on: Collection[int] | None = None) -> None:
+        """Chips for the memories in this reply's context (objects with id, text, why and maybe drew_on): the ones
+        the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Memories used:" while
+        that is not known (the reply is still being written, or it was stored before Engram told them apart)."""
         while self.chips.count():
             item = self.chips.takeAt(0)
             if item.widget() is not None:
                 discard(item.widget())
         self.used = unique_memories(used)
-        if self.used:
-            caption = QLabel("Memories used:")
-            caption.setForegroundRole(QPalette.PlaceholderText)
-            self.chips.addWidget(caption)
-        for memory in self.used:
-            chip = MemoryChip(int(memory.id), str(memory.text), str(getattr(memory, "why", "") or ""))
-            chip.opened.connect(self.memory_opened)
-            chip.vetoed.connect(self.memory_vetoed)
-            self.chips.addWidget(chip)
+        drawn = stored_drew_on(self.used) if drew_on is None else {int(i) for i in drew_on}
+        groups = [(USED_CAPTION, self.used, "")] if drawn is None else [
+            (DREW_ON_CAPTION, [m for m in self.used if int(m.id) in drawn], "This reply drew on it."),
+            (RECALLED_CAPTION, [m for m in self.used if int(m.id) not in drawn],
+             "Recalled for this reply, which did not draw on it.")]
+        for caption, memories, note in groups:
+            if memories:
+                label = QLabel(caption)
+                label.setForegroundRole(QPalette.PlaceholderText)
+                self.chips.addWidget(label)
+            for memory in memories:
+                self._add_chip(memory, note)
         self.chips_box.setVisible(bool(self.used))
+
+    def show_drew_on(self, drew_on: Collection[int]) -> None:
+        """The reply is stored: sort its chips by what it drew on."""
+        self.set_used(self.used, drew_on)
+
+    def _add_chip(self, memory: Any, note: str) -> None:
+        chip = MemoryChip(int(memory.id), str(memory.text), str(getattr(memory, "why", "") or ""), note)
+        chip.opened.connect(self.memory_opened)
+        chip.vetoed.connect(self.memory_vetoed)
+        self.chips.addWidget(chip)
 
     def chip_widgets(self) -> list[MemoryChip]:
         widgets = (self.chips.itemAt(i).widget() for i in range(self.chips.count()))

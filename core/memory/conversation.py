@@ -20,6 +20,7 @@ class UsedMemory:
     id: int
     text: str
     why: str = ""
+    drew_on: bool | None = None  # the reply drew on it (core.memory.attribution); None: stored before Engram knew
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,12 @@ def used_memories(db: Database, episode_ids: Sequence[int]) -> dict[int, list[Us
     for start in range(0, len(ids), 500):  # stay far below SQLite's bound-parameter limit
         chunk = ids[start:start + 500]
         marks = ",".join("?" * len(chunk))
-        rows = db.query("SELECT r.episode_id, r.memory_id, r.critical, m.statement FROM reply_memories r "
+        rows = db.query("SELECT r.episode_id, r.memory_id, r.critical, r.drew_on, m.statement FROM reply_memories r "
                         f"JOIN memories m ON m.id = r.memory_id WHERE r.episode_id IN ({marks}) "
                         "AND r.vetoed_at IS NULL AND m.deleted_at IS NULL ORDER BY r.episode_id, r.rank", chunk)
         for row in rows:
             why = "critical for this kind of request" if row["critical"] else "recalled as relevant"
-            found.setdefault(row["episode_id"], []).append(UsedMemory(row["memory_id"], row["statement"], why))
+            drew_on = None if row["drew_on"] is None else bool(row["drew_on"])
+            found.setdefault(row["episode_id"], []).append(UsedMemory(row["memory_id"], row["statement"], why,
+                                                                      drew_on))
     return found

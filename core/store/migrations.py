@@ -11,7 +11,7 @@ from typing import Callable
 
 import apsw
 
-from core.store.migrations_later import v6_rejections, v7_turn_learning
+from core.store.migrations_later import v6_rejections, v7_turn_learning, v8_reply_drew_on
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
 
@@ -384,6 +384,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "rejections: what the user said is wrong is not learned again", v6_rejections),
     Migration(7, "turn learning: waiting turns indexed, claimed once, given up after a few failures",
               v7_turn_learning),
+    Migration(8, "reply memories say which ones the reply drew on", v8_reply_drew_on),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -43,3 +43,9 @@ CREATE TABLE turn_learning(
 
 def v7_turn_learning(conn: apsw.Connection) -> None:
     conn.execute(_V7_TURN_LEARNING)
+
+
+def v8_reply_drew_on(conn: apsw.Connection) -> None:
+    """Which of a reply's context memories it drew on (core.memory.attribution): 1 drew on, 0 only recalled, NULL
+    for replies stored before Engram told the two apart."""
+    conn.execute("ALTER TABLE reply_memories ADD COLUMN drew_on INTEGER")

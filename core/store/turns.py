@@ -2,24 +2,35 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Sequence
+from typing import Any, Collection, Iterable, Sequence
 
 from core.store.db import Database
 from core.store.text import clean_text
 from core.types import EpisodeId, MemoryId
 
 
-def record_used(db: Database, episode_id: int, used: Sequence[tuple[int, float, bool]]) -> None:
-    """Store (memory id, score, critical) in context order; a re-answer keeps the earlier vetoes."""
+def record_used(db: Database, episode_id: int, used: Sequence[tuple[int, float, bool]],
+                drew_on: Collection[int] | None = None) -> None:
+    """Store (memory id, score, critical) in context order, and which of them the reply drew on (None: not
+    known); a re-answer keeps the earlier vetoes."""
     ids = [int(m) for m, _, _ in used]
     marks = ",".join("?" * len(ids)) or "NULL"
     db.execute(f"DELETE FROM reply_memories WHERE episode_id = ? AND vetoed_at IS NULL AND memory_id NOT IN ({marks})",
                [int(episode_id), *ids])
+    drawn = None if drew_on is None else {int(i) for i in drew_on}
     for rank, (memory_id, score, critical) in enumerate(used):
-        db.execute("INSERT INTO reply_memories(episode_id, memory_id, rank, score, critical) VALUES (?,?,?,?,?) "
-                   "ON CONFLICT(episode_id, memory_id) DO UPDATE SET rank = excluded.rank, score = excluded.score, "
-                   "critical = excluded.critical, useful = NULL",
-                   (int(episode_id), int(memory_id), rank, float(score), int(bool(critical))))
+        db.execute("INSERT INTO reply_memories(episode_id, memory_id, rank, score, critical, drew_on) "
+                   "VALUES (?,?,?,?,?,?) ON CONFLICT(episode_id, memory_id) DO UPDATE SET rank = excluded.rank, "
+                   "score = excluded.score, critical = excluded.critical, useful = NULL, drew_on = excluded.drew_on",
+                   (int(episode_id), int(memory_id), rank, float(score), int(bool(critical)),
+                    None if drawn is None else int(int(memory_id) in drawn)))
+
+
+def mark_drew_on(db: Database, episode_id: int, memory_ids: Iterable[int]) -> None:
+    """The usefulness rating found the reply used these in other words: it drew on them after all."""
+    for memory_id in memory_ids:
+        db.execute("UPDATE reply_memories SET drew_on = 1 WHERE episode_id = ? AND memory_id = ?",
+                   (int(episode_id), int(memory_id)))
 
 
 def used_rows(db: Database, episode_id: int) -> list[dict[str, Any]]:

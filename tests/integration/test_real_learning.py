@@ -83,3 +83,18 @@ def test_the_grounding_check_itself():
     assert _grounded("nurses", said)
     assert not _grounded("Nine, 2026-11-25", said) and not _grounded("id_111111", said)
     assert not _grounded("assistant_assistant_user", said) and not _grounded("", said)
+
+
+@pytest.mark.slow
+def test_a_small_window_learns_with_the_apps_own_fact_limit(db, embedder, clock, real_model_dir):
+    """A 2,048-token window with the default six facts a turn (their worst case alone is 3,184 tokens): learning
+    used to fail before the model wrote a word, shown as "the conversation was too long"."""
+    settings = Settings(generation=GenerationSettings(temperature=0.0, max_tokens=40, context_tokens=2048))
+    assert settings.generation.engram_max_facts == 6
+    engine = ChatEngine.load(real_model_dir, context_tokens=2048)
+    try:
+        assistant = Assistant(db, embedder, engine, StructuredGenerator(engine), settings, clock)
+        reply = assistant.reply(create_session(db, "small window"), "I work as a nurse at the city hospital.")
+    finally:
+        engine.unload()
+    assert reply.learned.skipped == "" and reply.learned.errors == [], reply.learned.errors
