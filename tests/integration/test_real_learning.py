@@ -85,7 +85,7 @@ def test_the_grounding_check_itself():
     assert not _grounded("assistant_assistant_user", said) and not _grounded("", said)
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # 30–60 s of grammar-constrained SmolLM2 on this CPU; the tiny model covers it in every run
 def test_a_small_window_learns_with_the_apps_own_fact_limit(db, embedder, clock, real_model_dir):
     """A 2,048-token window with the default six facts a turn (their worst case alone is 3,184 tokens): learning
     used to fail before the model wrote a word, shown as "the conversation was too long"."""
