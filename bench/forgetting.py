@@ -11,10 +11,11 @@ the real forgetting:
   restores it (forget.undo) if it is about family (work and hobbies one time in four);
 - every chat turn and every question goes through the app's own turn: core.assistant.Assistant.reply (prepare:
   recall into the context, settings.recall.k on the normal dial; finish: the stored turn, reply_memories, the access
-  counts of every memory and earlier turn in the context; learn: the turn's vector) with a scripted chat model and
-  no structured model, so no facts are extracted from turns and no usefulness rating is made. "Found" means the
-  thing asked for was in the reply's context (prepared.used / used_episodes); every other memory or turn recall
-  put there is touched too, as in the app — forgetting reads those access counts as uses;
+  counts of the memories and earlier turns the reply drew on, core.memory.attribution; learn: the turn's vector)
+  with a scripted chat model and no structured model, so no facts are extracted from turns and no usefulness
+  rating is made. The chat model acknowledges a statement and answers a question by quoting the context's note
+  that shares most words with it (or says it does not remember), as an instruct model answers from its notes.
+  "Found" means the thing asked for was in the reply's context (prepared.used / used_episodes);
 - once a week the user reads the forgetting log of the past week and restores half of the family items in it
   (work and hobbies one in twenty, errands never);
 - every night the idle pass runs: core.memory.importance.update_importance, then core.memory.forget.forgetting_pass.
@@ -23,8 +24,8 @@ The arms differ only in settings.forgetting.learn: the learnt arm learns α, β,
 preference (core.memory.preference: what the user's restores, silences and the memories their replies used say
 about items like this one), which the fixed arm does not use (its δ is reported but unused); `--strength` sets the
 user's forgetting dial in both. Reported per arm: wrongful forgets (forgetting events of family items) per month,
-recall of what the user asked for (in the reply's context), the uses (memories and turns put in the replies'
-contexts) and the share of what the user said that some reply used, the store's size (active memories, summaries
+recall of what the user asked for (in the reply's context), what the replies put in their contexts and the uses
+(what they drew on), the share of what the user said that some reply used, the store's size (active memories, summaries
 included, and turns, the questions' turns among them: at the end and the daily mean), restores, and the weights at
 the end. Target: learnt weights cut wrongful forgets by at least half with a store no larger (end and mean),
 weights within learned.BOUNDS; not passed when the fixed arm forgets nothing of the family's.
