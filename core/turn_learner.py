@@ -16,6 +16,7 @@ from core.config import Settings
 from core.errors import EngramError
 from core.memory import attribution, hebbian, recall_learning
 from core.memory.engram import Extraction, Fact, extract_facts
+from core.memory.grounding import support
 from core.memory.index import index_episodes
 from core.memory.reconcile import Outcome, reconcile_fact
 from core.memory.rejected import drop_rejected
@@ -144,15 +145,22 @@ class TurnLearner:
             return
         picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
         report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
-        # finish counted as used what the reply visibly drew on; the rating adds what it used in other words
-        drawn = attribution.drawn_on(turn.user_text, turn.reply_text, notes)
-        paraphrased = [MemoryId(r["memory_id"]) for r, seen in zip(candidates, drawn)
-                       if not seen and r["memory_id"] in report.useful]
+        paraphrased = self._paraphrased(turn, candidates, report.useful)
         with self.db.transaction():
             turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
             report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
             hebbian.touch(self.db, paraphrased, at=turn.at)
             turns.mark_drew_on(self.db, turn.episode_id, paraphrased)
+
+    def _paraphrased(self, turn: TurnRecord, rows: list[dict], useful: list[MemoryId]) -> list[MemoryId]:
+        """The memories the rating calls useful that finish did not count as used (the reply's words were not
+        theirs), where the reply's meaning supports them: a weak model calls everything useful, and a use keeps a
+        memory from being forgotten, so the claim is checked as any model output is (core.memory.grounding)."""
+        drawn = attribution.drawn_on(turn.user_text, turn.reply_text, [r["statement"] for r in rows])
+        g = self.settings.grounding
+        return [MemoryId(r["memory_id"]) for r, seen in zip(rows, drawn) if not seen and r["memory_id"] in useful
+                and support(r["statement"], [turn.reply_text], self.embedder).passes(g.min_support,
+                                                                                     g.min_support_cosine)]
 
 
 def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:

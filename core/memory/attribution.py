@@ -6,7 +6,8 @@ Counting every one as used made forgetting read incidental recalls as the user's
 that the reply took something from the item: the reply carries one of the item's content words that the user's
 message did not bring and no other item in the context has (a name, a place, "violin"), or at least half of the
 item's words the message did not bring. The usefulness rating (core.turn_learner), when a structured model runs,
-adds the uses this lexical test misses (a paraphrase).
+adds the uses this lexical test misses (a paraphrase) — those whose meaning the reply supports (a weak model calls
+everything useful).
 """
 from __future__ import annotations
 
