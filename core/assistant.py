@@ -19,7 +19,8 @@ API (stable; callers run the steps on different lanes, none of them touches Qt):
 - The memory dial (off / light / normal / eager) scales how many memories are recalled; off reads no memory.
 - finish writes the episode, which memories it used (table reply_memories), the access counts of the memories
   and turns the reply drew on (core.memory.attribution) and the co-activation of their edges, in one
-  transaction. `replaces=episode_id` rewrites that episode's reply instead (a re-answer after a veto). Incognito writes nothing at all and returns episode_id None.
+  transaction. `replaces=episode_id` rewrites that episode's reply instead (a re-answer after a veto).
+  Incognito writes nothing at all and returns episode_id None.
 - learn (core.turn_learner) embeds the episode for later recall, then (with a structured model) extracts facts
   (core.memory.engram),
   reconciles each (core.memory.reconcile), rates which used memories were useful and strengthens their edges.

@@ -153,7 +153,6 @@ def accent(index: int) -> QColor:
     return QColor.fromHsl(hues[index % len(hues)], 170, 165 if is_dark() else 120)
 
 
-
 class ElidedLabel(QLabel):
     """One line that ends in "…" when it is wider than its room (never cut mid-letter); text() and the tooltip keep
     the whole of it."""
