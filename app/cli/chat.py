@@ -4,8 +4,9 @@ Each message goes through core.assistant.Assistant, as in the app: memories are 
 reply streams in as it is generated, the exchange is stored, and it is learned from (facts extracted and reconciled
 with schema-constrained output) after the reply, on a thread of its own that gives way to the next reply
 (app/cli/chat_learning.py). The memories recalled for a reply are listed under it, those it drew on first; what
-was learned, before the next prompt. Ctrl-C stops the reply (not the program); Ctrl-D or /quit leaves. /new starts a new conversation; /incognito toggles a conversation that is
-neither read from nor written to memory. `--no-memory` chats with the model alone.
+was learned, before the next prompt. Ctrl-C stops the reply (not the program); Ctrl-D or /quit leaves. /new
+starts a new conversation; /incognito toggles a conversation that is neither read from nor written to memory.
+`--no-memory` chats with the model alone.
 """
 from __future__ import annotations
 
