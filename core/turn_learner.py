@@ -53,6 +53,7 @@ class LearnReport:
     dates_ignored: list[tuple[dict[str, Any], str]] = field(default_factory=list)  # kept without the model's date
     outcomes: list[Outcome] = field(default_factory=list)
     useful: list[MemoryId] = field(default_factory=list)
+    drew_on: list[MemoryId] = field(default_factory=list)  # of the useful: those the reply said in other words
     strengthened: int = 0
     rating_skipped: bool = False  # a reply started during extraction: which memories helped was not rated
     errors: list[str] = field(default_factory=list)
@@ -145,7 +146,7 @@ class TurnLearner:
             return
         picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
         report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
-        paraphrased = self._paraphrased(turn, candidates, report.useful)
+        paraphrased = report.drew_on = self._paraphrased(turn, candidates, report.useful)
         with self.db.transaction():
             turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
             report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)

@@ -14,7 +14,7 @@ from core.memory.index import index_memories  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
 from core.store.sessions import create_session  # noqa: E402
-from tests.fakes import ScriptedChatModel  # noqa: E402
+from tests.fakes import ScriptedChatModel, ScriptedStructuredModel  # noqa: E402
 from tests.guikit import on_db_lane  # noqa: E402
 from tests.test_gui_chat import TURN_MS, _window  # noqa: E402
 
@@ -64,6 +64,28 @@ def test_the_chat_shows_what_the_reply_drew_on_then_and_when_reopened(qtbot, tmp
         panel.open_session(before)
         qtbot.waitUntil(lambda: len(panel.replies()) == 1 and panel.session_id == before, timeout=10000)
         assert captions(panel.replies()[0]) == ["Memories used:", VIOLIN]  # stored before: not known
+    finally:
+        win.panels["chat"].shutdown()
+        win.runner.shutdown(wait=True)
+        win.services.close()
+
+
+def test_a_use_the_rating_finds_in_other_words_joins_drew_on_once_learned(qtbot, tmp_path, embedder):
+    """"She plays a string instrument" repeats no word of the violin memory; the usefulness rating calls both
+    memories useful and the reply's meaning supports the violin only: its chip moves up when learning ends."""
+    win = _window(qtbot, tmp_path, chat=ScriptedChatModel(["She plays a string instrument."]), embedder=embedder)
+    win.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": [1, 2]}]})
+    try:
+        def facts(db):
+            ids = [add_memory(db, text) for text in (VIOLIN, FLAT)]
+            index_memories(db, embedder, ids)
+        on_db_lane(win, facts)
+        panel = win.show_panel("chat")
+        with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
+            panel.send("What is my sister Ana learning these days?")
+        reply = panel.replies()[-1]
+        assert captions(reply)[:2] == ["Drew on:", VIOLIN] and captions(reply)[-2:] == ["Also recalled:", FLAT]
     finally:
         win.panels["chat"].shutdown()
         win.runner.shutdown(wait=True)

@@ -330,6 +330,7 @@ class ChatPanel(QWidget):
                       if note.episode_id is not None and r.episode_id == note.episode_id), None)
         if reply is not None:  # the user may have moved to another conversation meanwhile
             reply.show_learned(note)
+            reply.add_drew_on(getattr(report, "drew_on", ()) or ())
         if report is None:
             return
         self.learned.emit(report)

@@ -145,6 +145,7 @@ class MessageWidget(QFrame):
         self.text = text
         self.episode_id: int | None = None
         self.used: list[Any] = []
+        self.drew_on: set[int] | None = None  # of `used`, what the reply drew on; None while not known
         self.request: Any = None  # the TurnRequest a reply answers (veto re-answers it)
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
         self.setFrameShape(QFrame.StyledPanel if role == "user" else QFrame.NoFrame)
@@ -269,7 +270,7 @@ class MessageWidget(QFrame):
             if item.widget() is not None:
                 discard(item.widget())
         self.used = unique_memories(used)
-        drawn = stored_drew_on(self.used) if drew_on is None else {int(i) for i in drew_on}
+        drawn = self.drew_on = stored_drew_on(self.used) if drew_on is None else {int(i) for i in drew_on}
         groups = [(USED_CAPTION, self.used, "")] if drawn is None else [
             (DREW_ON_CAPTION, [m for m in self.used if int(m.id) in drawn], "This reply drew on it."),
             (RECALLED_CAPTION, [m for m in self.used if int(m.id) not in drawn],
@@ -286,6 +287,11 @@ class MessageWidget(QFrame):
     def show_drew_on(self, drew_on: Collection[int]) -> None:
         """The reply is stored: sort its chips by what it drew on."""
         self.set_used(self.used, drew_on)
+
+    def add_drew_on(self, more: Collection[int]) -> None:
+        """Learning found the reply drew on these too, in other words (the usefulness rating)."""
+        if self.drew_on is not None and not {int(i) for i in more} <= self.drew_on:
+            self.set_used(self.used, self.drew_on | {int(i) for i in more})
 
     def _add_chip(self, memory: Any, note: str) -> None:
         chip = MemoryChip(int(memory.id), str(memory.text), str(getattr(memory, "why", "") or ""), note)
