@@ -141,6 +141,10 @@ def _given_up_in_a_conversation(db, embedder) -> tuple[int, int]:
      "the computer ran out of memory while reading it"),
     ("MemoryError: ", "the computer ran out of memory while reading it"),
     ("ValueError: something else", "something went wrong while reading it"),
+    ("ModelError: The message and memory context need 5231 tokens but only 4096 fit in this model's context window",
+     "the conversation was too long for the model to read in one go"),
+    ("ModelError: The adapter in /x does not fit this model: shape mismatch", "something went wrong while reading it"),
+    ("ValueError: no benefit found", "something went wrong while reading it"),
 ])
 def test_why_learning_failed_is_said_plainly(error, reason):
     from app.ui.chat_learning import plain_reason

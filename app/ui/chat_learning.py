@@ -65,8 +65,8 @@ def learn_note(episode_id: Optional[int], report: Any, statements: Mapping[int, 
     return LearnNote(episode_id, facts, problem, question)
 
 
-PROBLEMS = (  # (words found in the technical message, what a person is told)
-    (("fit", "context window", "too long", "tokens but"), "the conversation was too long for the model to read "
+PROBLEMS = (  # (words found in the technical message, what a person is told); "fit" alone would match "benefit"
+    (("context window", "too long", "tokens but"), "the conversation was too long for the model to read "
                                                           "in one go"),
     (("ran out of tokens", "not valid json", "does not match the schema", "schema"),
      "the model's notes about it came out garbled"),
