@@ -130,6 +130,35 @@ def test_empty_store_shows_the_hint(qtbot, tmp_path):
     services.close()
 
 
+def test_a_first_week_says_when_forgetting_can_begin(qtbot, tmp_path):
+    """Nothing younger than min_age_days is ever forgotten, so a new user's timeline has no curve: it says from when
+    their memories will be weighed (the oldest's day + 7), not only that nothing is old enough."""
+    from app.ui.timeline_state import EMPTY
+    from core.memory.retention import too_young
+    from core.store.memories import set_flag
+    services = Services.from_data_dir(tmp_path / "new")
+    services.db
+    for days_ago, statement in ((2, "User plays the cello"), (1, "User's sister lives in Porto"), (3, "Pinned one")):
+        back = open_db(services.db_path, clock=lambda d=days_ago: time.time() - d * DAY)
+        memory = add_memory(back, statement)
+        if statement == "Pinned one":
+            set_flag(back, memory, "pinned", True)  # never forgotten: not counted
+        back.close()
+    young = too_young(services.db, services.settings)
+    assert young.count == 2 and abs(young.first_at - (time.time() + 5 * DAY)) < 60
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    panel = window.show_panel("timeline")
+    qtbot.waitSignal(panel.loaded, timeout=10000).wait()
+    day = time.localtime(young.first_at)
+    assert panel.plot_empty.isVisible() and panel.plot_empty.text() != EMPTY
+    assert f"2 memories and turns will be weighed from {day.tm_mday} {time.strftime('%B', day)}" in \
+        panel.plot_empty.text()
+    window.runner.shutdown(wait=True)
+    services.close()
+
+
 def test_plots_follow_a_dark_palette(qtbot):
     from PySide6.QtGui import QColor, QPalette
     from PySide6.QtWidgets import QApplication

@@ -15,7 +15,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeade
 
 from app.ui.panel_widgets import (PaletteFollower, ReloadOnShow, accent, empty_state, palette, themed_plot,
                                   when)
-from app.ui.timeline_state import Curve, PastEvent, TimelineView, days_text, read_timeline
+from app.ui.timeline_state import EMPTY, Curve, PastEvent, TimelineView, days_text, empty_text, read_timeline
 from core.memory import forget
 from core.memory.manage import MemoryManager
 from core.words import counted
@@ -84,8 +84,7 @@ class TimelinePanel(ReloadOnShow, QWidget):
         self.plot.setYRange(0.0, 1.0)
         PaletteFollower(self.plot, lambda: self._draw(self.view))  # curve colours are picked for light or dark mode
         self.plot.setMouseEnabled(x=True, y=False)
-        self.plot_empty = empty_state("Nothing is old enough to be forgotten yet. Memories unused for a while "
-                                      "fade; pinned, protected and critical ones never do.")
+        self.plot_empty = empty_state(EMPTY)
         self.selection = QLabel("Click a curve or a row to pin or protect that item.")
         self.selection.setWordWrap(True)
         self.pin_button = QPushButton("Pin")
@@ -170,6 +169,7 @@ class TimelinePanel(ReloadOnShow, QWidget):
         self.plot.clear()
         self.curve_items = {}
         has_curves = bool(view.curves)
+        self.plot_empty.setText(empty_text(view, self.services.settings.forgetting.min_age_days))
         self.plot_empty.setVisible(not has_curves)
         self.plot.setVisible(has_curves)
         if not has_curves:

@@ -4,6 +4,7 @@ Each curve is drawn with the weights the pass applies to that item: learnt from 
 """
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Optional, Sequence
 
@@ -50,6 +51,7 @@ class TimelineView:
     curves: list[Curve]
     past: list[PastEvent]
     due_now: int = 0  # items a forgetting pass would take if it ran now (all of them, not only those drawn)
+    too_young: retention.TooYoung = retention.TooYoung(0, None)  # not drawn: too new to be forgotten yet
 
     @property
     def upcoming(self) -> list[Curve]:
@@ -58,6 +60,20 @@ class TimelineView:
 
 
 PURGED = "(purged)"
+EMPTY = "Nothing is old enough to be forgotten yet. Memories unused for a while fade; pinned, protected and critical " \
+        "ones never do."
+
+
+def empty_text(view: TimelineView, min_age_days: float) -> str:
+    """What the plot says when it has no curve: in a user's first days, when forgetting can begin (nothing younger
+    than min_age_days is ever forgotten, so nothing is drawn)."""
+    young = view.too_young
+    if young.count == 0 or young.first_at is None:
+        return EMPTY
+    day = time.localtime(young.first_at)
+    return (f"Nothing is old enough to be forgotten yet: Engram never forgets anything younger than "
+            f"{min_age_days:g} days. {counted(young.count, 'memory or turn', 'memories and turns')} will be weighed "
+            f"from {day.tm_mday} {time.strftime('%B', day)}; pinned, protected and critical ones never are.")
 
 
 def read_timeline(db: Any, settings: Settings, *, horizon_days: int = 90, limit: int = 40) -> TimelineView:
@@ -77,7 +93,7 @@ def read_timeline(db: Any, settings: Settings, *, horizon_days: int = 90, limit:
     drawn = [Curve(s.item_type, s.item_id, labels.get((s.item_type, s.item_id), PURGED), s.retention, values,
                    forget.days_until_forgotten(s, weights(s), horizon_days)) for s, values in curves]
     past = [PastEvent(e, labels.get((e.item_type, e.item_id), PURGED)) for e in events]
-    return TimelineView(days, threshold, drawn, past, due_now)
+    return TimelineView(days, threshold, drawn, past, due_now, retention.too_young(db, settings))
 
 
 def _item_weights(db: Any, settings: Settings) -> Callable[[forget.Scored], Settings]:

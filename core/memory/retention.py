@@ -172,18 +172,38 @@ def rescored(tables: dict[str, ScoreTable], settings: Settings, delta: float) ->
             for kind, t in tables.items()}
 
 
+# What forgetting may ever take (pinned, protected, permanent and critical never; nor a summary of forgotten turns)
+FORGETTABLE_MEMORIES = ("FROM active_memories WHERE pinned = 0 AND protected = 0 AND permanent = 0 AND critical = 0 "
+                        "AND NOT (kind = 'summary' AND id IN (SELECT summary_id FROM episodes WHERE forgotten_at IS "
+                        "NOT NULL AND summary_id IS NOT NULL))")
+FORGETTABLE_EPISODES = "FROM episodes WHERE deleted_at IS NULL AND forgotten_at IS NULL AND protected = 0"
+
+
+@dataclass(frozen=True)
+class TooYoung:
+    """Items forgetting may take once they are min_age_days old: how many, and when the first one is."""
+    count: int
+    first_at: float | None
+
+
+def too_young(db: Database, settings: Settings, *, now: float | None = None) -> TooYoung:
+    now = db.now() if now is None else now
+    cutoff = now - settings.forgetting.min_age_days * SECONDS_PER_DAY
+    count, oldest = 0, None
+    for source in (FORGETTABLE_MEMORIES, FORGETTABLE_EPISODES):
+        n, first = db.execute(f"SELECT count(*), min(created_at) {source} AND created_at > ?", (cutoff,)).fetchall()[0]
+        count += int(n)
+        oldest = first if oldest is None or (first is not None and first < oldest) else oldest
+    return TooYoung(count, None if oldest is None else oldest + settings.forgetting.min_age_days * SECONDS_PER_DAY)
+
+
 def _eligible_memories(db: Database, cutoff: float) -> np.ndarray:
-    rows = db.execute(
-        "SELECT id, coalesce(last_access, created_at), access_count, created_at, importance FROM active_memories "
-        "WHERE pinned = 0 AND protected = 0 AND permanent = 0 AND critical = 0 AND created_at <= ? "
-        "AND NOT (kind = 'summary' AND id IN (SELECT summary_id FROM episodes WHERE forgotten_at IS NOT NULL "
-        "AND summary_id IS NOT NULL)) ORDER BY id", (cutoff,)).fetchall()
+    rows = db.execute("SELECT id, coalesce(last_access, created_at), access_count, created_at, importance "
+                      f"{FORGETTABLE_MEMORIES} AND created_at <= ? ORDER BY id", (cutoff,)).fetchall()
     return np.array(rows, dtype=np.float64).reshape(-1, 5)
 
 
 def _eligible_episodes(db: Database, cutoff: float) -> np.ndarray:
-    rows = db.execute(
-        "SELECT id, coalesce(last_access, created_at), access_count, created_at, 0.0 FROM episodes "
-        "WHERE deleted_at IS NULL AND forgotten_at IS NULL AND protected = 0 AND created_at <= ? ORDER BY id",
-        (cutoff,)).fetchall()
+    rows = db.execute("SELECT id, coalesce(last_access, created_at), access_count, created_at, 0.0 "
+                      f"{FORGETTABLE_EPISODES} AND created_at <= ? ORDER BY id", (cutoff,)).fetchall()
     return np.array(rows, dtype=np.float64).reshape(-1, 5)
