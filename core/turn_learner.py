@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from core.config import Settings
 from core.errors import EngramError
-from core.memory import attribution, hebbian, recall_learning
+from core.memory import hebbian, recall_learning
 from core.memory.engram import Extraction, Fact, extract_facts
 from core.memory.grounding import support
 from core.memory.index import index_episodes
@@ -154,12 +154,12 @@ class TurnLearner:
             turns.mark_drew_on(self.db, turn.episode_id, paraphrased)
 
     def _paraphrased(self, turn: TurnRecord, rows: list[dict], useful: list[MemoryId]) -> list[MemoryId]:
-        """The memories the rating calls useful that finish did not count as used (the reply's words were not
-        theirs), where the reply's meaning supports them: a weak model calls everything useful, and a use keeps a
-        memory from being forgotten, so the claim is checked as any model output is (core.memory.grounding)."""
-        drawn = attribution.drawn_on(turn.user_text, turn.reply_text, [r["statement"] for r in rows])
+        """The memories the rating calls useful that finish did not count as used (reply_memories.drew_on: the
+        reply's words were not theirs), where the reply's meaning supports them: a weak model calls everything
+        useful, and a use keeps a memory from being forgotten, so the claim is checked as any model output is
+        (core.memory.grounding)."""
         g = self.settings.grounding
-        return [MemoryId(r["memory_id"]) for r, seen in zip(rows, drawn) if not seen and r["memory_id"] in useful
+        return [MemoryId(r["memory_id"]) for r in rows if not r["drew_on"] and r["memory_id"] in useful
                 and support(r["statement"], [turn.reply_text], self.embedder).passes(g.min_support,
                                                                                      g.min_support_cosine)]
 

@@ -60,8 +60,8 @@ class TimelineView:
 
 
 PURGED = "(purged)"
-EMPTY = "Nothing is old enough to be forgotten yet. Memories unused for a while fade; pinned, protected and critical " \
-        "ones never do."
+EMPTY = ("Nothing is old enough to be forgotten yet. Memories unused for a while fade; pinned, protected and critical "
+         "ones never do.")
 
 
 def empty_text(view: TimelineView, min_age_days: float) -> str:

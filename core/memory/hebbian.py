@@ -1,6 +1,6 @@
 """Hebbian learning on the memory graph (MAGS): use counts, co-activation, decay.
 
-- touch: a memory put in a reply's context is used once more (access_count, last_access).
+- touch: a memory a reply drew on is used once more (access_count, last_access; core.memory.attribution).
 - coactivate: memories used together in one reply refresh the clock of the edges that already join them
   (no new edge: only usefulness creates one).
 - reinforce: memories used together AND rated useful strengthen their edge, w ← w + rate·(1 − w).

@@ -2,12 +2,12 @@
 
 α, β, γ and the bias move one boundary for the whole store, but what a user asks back is usually about content
 (their family, not their errands). Every item the user answered about is a labelled point: restored (y = 1), or
-forgotten and left alone for learned.SILENCE_DAYS (y = 0), or a memory or turn a reply used that the user kept
-(y = 1: asked about and found; a memory not vetoed nor rated useless; core.store.turns.kept_by_replies,
-used_turns) — each item's latest answer, the newest LABEL_LIMIT of them. Uses count because what the user keeps
-asking about is kept by the forgetting it helps: with restores alone the labels near family thinned out as
-forgetting got better at keeping it. An item's preference
-is the vote of its NEIGHBOURS nearest labelled items by their stored vectors, each weighted by how much closer
+forgotten and left alone for learned.SILENCE_DAYS (y = 0), or a memory or turn a reply drew on (a use,
+core.memory.attribution) that the user kept (y = 1: asked about and found; a memory not vetoed nor rated useless;
+core.store.turns.kept_by_replies, used_turns) — each item's latest answer, the newest LABEL_LIMIT of them. Uses
+count because what the user keeps asking about is kept by the forgetting it helps: with restores alone the labels
+near family thinned out as forgetting got better at keeping it. An item's preference is the vote of its NEIGHBOURS
+nearest labelled items by their stored vectors, each weighted by how much closer
 than usual it is (the cosine rescaled so the labelled items' median pairwise cosine counts 0, an identical one 1),
 shrunk towards r, the share of the labelled items of its kind that say "keep" (Labels.rate_of), by PRIOR_STRENGTH
 pseudo-neighbours, as log-odds against r:

@@ -52,7 +52,7 @@ def replies_using(db: Database, memory_id: int) -> list[EpisodeId]:
 
 def kept_by_replies(db: Database, limit: int | None = None) -> list[tuple[MemoryId, float]]:
     """The memories the user's replies used and the user kept: used (an access count, as Assistant.finish records
-    the memories it put in a reply's context, or an undo of their forgetting), and neither vetoed nor rated useless
+    the memories a reply drew on, or an undo of their forgetting), and neither vetoed nor rated useless
     in the latest reply that used them; each with its last use, the newest `limit` (None: all) first. What the user
     asked about and found: forgetting counts it as wanted (core.memory.preference)."""
     return [(MemoryId(r[0]), float(r[1])) for r in db.execute(
@@ -64,8 +64,8 @@ def kept_by_replies(db: Database, limit: int | None = None) -> list[tuple[Memory
 
 
 def used_turns(db: Database, limit: int | None = None) -> list[tuple[EpisodeId, float]]:
-    """The earlier turns replies quoted (an access count, as Assistant.finish records them with touch_episodes, or
-    an undo of their forgetting), each with its last use, the newest `limit` (None: all) first."""
+    """The earlier turns replies drew on (an access count, as Assistant.finish records them with touch_episodes,
+    or an undo of their forgetting), each with its last use, the newest `limit` (None: all) first."""
     return [(EpisodeId(r[0]), float(r[1])) for r in db.execute(
         "SELECT id, last_access FROM episodes WHERE access_count > 0 AND last_access IS NOT NULL "
         "AND deleted_at IS NULL ORDER BY last_access DESC, id DESC LIMIT ?", (-1 if limit is None else int(limit),))]
@@ -84,7 +84,7 @@ def mark_vetoed(db: Database, episode_id: int, memory_id: int, at: float) -> Non
 
 
 def touch_episodes(db: Database, episode_ids: Iterable[int], *, at: float) -> None:
-    """Earlier turns quoted in a reply's context were used once more (KenLM access counts)."""
+    """Earlier turns a reply drew on were used once more (KenLM access counts; core.memory.attribution)."""
     ids = sorted({int(i) for i in episode_ids})
     if ids:
         marks = ",".join("?" * len(ids))
