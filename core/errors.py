@@ -41,5 +41,14 @@ class ModelError(EngramError):
     """A chat model could not be found, loaded or run."""
 
 
+class ModelMissing(ModelError):
+    """The chat model is not chosen or not on this machine. The message names the command to run; `in_app` says
+    the same for someone in the window, where the Models panel is the way."""
+
+    def __init__(self, message: str, *, in_app: str) -> None:
+        super().__init__(message)
+        self.in_app = in_app
+
+
 class StructuredOutputError(ModelError):
     """Constrained generation ended before a complete, schema-valid object was produced."""

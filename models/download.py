@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from core.errors import InvalidInput, ModelError
+from core.errors import InvalidInput, ModelError, ModelMissing
 from models.checks import check_model_folder, too_big_message, verify_loads
 from models.fetch import (STATE_FILE, DownloadCancelled, DownloadPaused, DownloadProgress, ProgressMeter,
                           fetch_file, prepare_staging, present_bytes, with_retries)
@@ -157,7 +157,8 @@ class ModelStore:
     def resolve(self, ref: str) -> Path:
         """A model folder for `ref`: a local folder, an installed model, or a repo already in the HF cache."""
         if not ref:
-            raise ModelError("No chat model is chosen; run `engram models use NAME`.")
+            raise ModelMissing("No chat model is chosen; run `engram models use NAME`.",
+                               in_app="No chat model is chosen yet: download or add one in Models.")
         local = Path(ref).expanduser()
         if local.is_dir():
             return local
@@ -168,8 +169,12 @@ class ModelStore:
         if cached is not None:
             return cached
         if looks_like_path(ref):
-            raise ModelError(f"There is no folder {local}: choose a folder that holds an MLX model.")
-        raise ModelError(f"The model {ref!r} is not installed; run `engram models download {ref}`.")
+            raise ModelMissing(f"There is no folder {local}: choose a folder that holds an MLX model.",
+                               in_app=f"The model folder {local} is gone: add it again, or choose another model "
+                                      "in Models.")
+        raise ModelMissing(f"The model {ref!r} is not installed; run `engram models download {ref}`.",
+                           in_app=f"The model {ref} is not on this computer: download it again, or choose another "
+                                  "in Models.")
 
     def remove(self, ref: str) -> InstalledModel:
         model = self.find_installed(ref)

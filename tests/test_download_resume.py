@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from core.errors import ModelError
+from core.errors import ModelError, ModelMissing
 from models.download import STAGING, DownloadCancelled, DownloadPaused, ModelStore, folder_name
 from models.fetch import BACKOFF_START, RETRIES
 from models.registry import GB
@@ -130,6 +130,16 @@ def test_nothing_touches_the_hub_until_a_download_is_asked_for(tmp_path, tiny_mo
     with pytest.raises(ModelError, match="not installed"):
         store.resolve(REPO)
     assert hub.calls == 0 and hub.requests == []
+
+
+@pytest.mark.parametrize("ref", ["", REPO, "/no/such/model-folder"])
+def test_a_missing_model_says_what_to_run_and_what_to_click(tmp_path, tiny_model_dir, ref):
+    """The command line names the command; the window (`in_app`) names the Models panel and no command."""
+    store = make_store(tmp_path, FakeHub(tiny_model_dir))
+    with pytest.raises(ModelMissing) as caught:
+        store.resolve(ref)
+    assert "engram models" in str(caught.value) or "folder" in str(caught.value)
+    assert "in Models" in caught.value.in_app and "engram" not in caught.value.in_app
 
 
 def test_a_pause_cuts_a_real_backoff_wait_short(tmp_path, tiny_model_dir):

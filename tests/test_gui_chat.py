@@ -102,7 +102,10 @@ def test_no_model_shows_the_way_to_the_models_panel(qtbot, tmp_path):
     win.show_panel("chat")
     with qtbot.waitSignal(panel.turns.idle, timeout=20000):
         panel.send("hello?")
-    assert "No chat model" in panel.replies()[-1].status.text()
+    status = panel.replies()[-1].status.text()
+    assert "No chat model" in status and "Models" in status
+    assert "engram models" not in status  # a person in the window is led to the Models panel, not a terminal
+    assert panel.composer.toPlainText() == "hello?"  # nothing answered, nothing was kept: the message is not lost
     assert "engram models" not in panel.banner_text.text()  # the GUI's way is the Models panel, not the CLI
     win.runner.shutdown(wait=True)
 

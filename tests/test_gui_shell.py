@@ -145,6 +145,7 @@ def test_settings_refuse_a_model_that_is_not_here_and_change_nothing(qtbot, wind
     with qtbot.waitSignal(panel.saved, timeout=10000) as saved:
         panel.save()
     assert saved.args == [False] and "Not saved" in panel.saved_label.text()
+    assert "in Models" in panel.saved_label.text() and "engram models" not in panel.saved_label.text()
     assert window.services.settings == before and load_settings(window.services.data_dir) == before
     panel.embedder.setText(str(window.services.data_dir / "missing-embedder"))
     panel.chat_model.setCurrentText(str(tiny_model_dir))  # a local MLX model folder is fine

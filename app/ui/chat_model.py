@@ -18,6 +18,11 @@ def model_name(services: Any) -> str:
     return ref.replace("\\", "/").rstrip("/").split("/")[-1] or ("chat model" if engine is not None else "")
 
 
+def in_app_words(exc: BaseException) -> str:
+    """An error as it reads in the window: a missing model leads to the Models panel, not to a command line."""
+    return getattr(exc, "in_app", "") or str(exc) or type(exc).__name__
+
+
 def load_problem(what: str, exc: BaseException) -> str:
     """A failed load in words a person can act on: Engram's own message, else the first line of what went wrong,
     never an exception's class name."""
@@ -68,7 +73,7 @@ class ModelNotice(QObject):
         ref = self.services.settings.chat_model
         self.runner.submit("io", lambda: self.services.model_store().resolve(ref),
                            on_done=lambda _path: self.banner.setVisible(bool(ref) and self.problem_for == ref),
-                           on_error=lambda exc: self.show_missing(str(exc)))
+                           on_error=lambda exc: self.show_missing(in_app_words(exc)))
 
     def show_missing(self, detail: str) -> None:
         text = (f"No chat model is installed yet. Engram runs its model on {this_machine()}: download one in "

@@ -22,7 +22,7 @@ from core.memory.conversation import load_conversation
 from core.store.sessions import create_session, end_session
 
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
-              "the memories it used. Everything it keeps is in Memories, where you can change or forget it.")
+              "the memories it recalled for it. Everything it keeps is in Memories, where you can change or forget it.")
 
 
 class ChatPanel(QWidget):
@@ -345,6 +345,8 @@ class ChatPanel(QWidget):
         if no_model:
             self.model.show_missing(message)
         target = self.reply
+        if no_model and target is not None and self._give_back(target):
+            message += " Your message is back in the box below, to send once a model is ready."
         if target is not None:
             target.set_status(message)
             if not target.text:  # "…" would read as still thinking; the reason is in the status line
@@ -353,6 +355,14 @@ class ChatPanel(QWidget):
             self._notice(message)
         if self._fresh_session is not None:  # set only until the conversation's first turn is stored
             self._discard_fresh_session()
+
+    def _give_back(self, reply: MessageWidget) -> bool:
+        """Nothing could answer, so nothing was kept: the message goes back into an empty composer."""
+        request = getattr(reply, "request", None)
+        if request is None or request.replaces is not None or self.composer.toPlainText().strip():
+            return False
+        self.composer.setPlainText(request.text)
+        return True
 
     def _discard_fresh_session(self) -> None:
         """The first message of a new conversation failed: no empty conversation is left in the list."""

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem
-from app.ui.chat_model import load_problem, model_name
+from app.ui.chat_model import in_app_words, load_problem, model_name
 from core.assistant import BUSY
 from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
@@ -290,7 +290,7 @@ class TurnController(QObject):
 
     def _fail(self, turn: _Turn, exc: BaseException) -> None:
         no_model = isinstance(exc, ModelError) and turn.prepared is None
-        self.failed.emit(str(exc) or type(exc).__name__, no_model)
+        self.failed.emit(in_app_words(exc), no_model)
         self._end(turn)
 
     def _end(self, turn: _Turn) -> None:

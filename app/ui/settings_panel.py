@@ -19,6 +19,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from app.services.platform import this_machine
 from app.ui.theme import APPEARANCE_LABELS, APPEARANCES, SPACING
+from app.ui.chat_model import in_app_words
 from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
                          with_changes)
 
@@ -301,5 +302,5 @@ class SettingsPanel(QWidget):
 
     def _refused(self, exc: BaseException) -> None:
         self.save_button.setEnabled(True)
-        self.saved_label.setText(f"Not saved: {exc}")
+        self.saved_label.setText(f"Not saved: {in_app_words(exc)}")
         self.saved.emit(False)
