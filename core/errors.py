@@ -50,5 +50,9 @@ class ModelMissing(ModelError):
         self.in_app = in_app
 
 
+class GenerationStopped(ModelError):
+    """A generation gave way before its end because something more urgent needs the model (a reply to the user)."""
+
+
 class StructuredOutputError(ModelError):
     """Constrained generation ended before a complete, schema-valid object was produced."""

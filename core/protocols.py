@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Callable, Iterator, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -60,8 +60,9 @@ class ChatModel(Protocol):
 @runtime_checkable
 class StructuredModel(Protocol):
     def generate_json(self, messages: Sequence[ChatMessage], schema: Mapping[str, Any], *,
-                      max_tokens: int = 512) -> dict[str, Any]:
-        """A JSON object valid against `schema`; raises core.errors.StructuredOutputError otherwise."""
+                      max_tokens: int = 512, stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+        """A JSON object valid against `schema`; raises core.errors.StructuredOutputError otherwise. `stop()` is
+        asked between tokens: a yes ends the generation with core.errors.GenerationStopped."""
         ...
 
 

@@ -4,8 +4,9 @@ The turn is claimed first (core.store.turn_learning), so two learners (the chat,
 learn it twice; then its episode is embedded for recall and, with a structured model, its facts are extracted
 (core.memory.engram) and reconciled (core.memory.reconcile), and the memories the reply used are rated for
 usefulness, strengthening their edges. A model failure is reported in the LearnReport, never raised. `busy()` says
-a reply needs the model first: asked before extraction, a yes leaves the turn pending (BUSY); asked again before
-the rating, a yes skips only the rating.
+a reply needs the model first: asked before and all through extraction (between its tokens: a weak model on a
+CPU can take minutes), a yes leaves the turn pending (BUSY); asked before and through the rating, a yes skips only
+the rating.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from core.config import Settings
-from core.errors import EngramError
+from core.errors import EngramError, GenerationStopped
 from core.memory import hebbian, recall_learning
 from core.memory.engram import Extraction, Fact, extract_facts
 from core.memory.grounding import support
@@ -101,11 +102,13 @@ class TurnLearner:
         if busy():
             report.skipped = BUSY
             return report
-        self._extract_and_reconcile(turn, report)
+        self._extract_and_reconcile(turn, report, busy)
+        if report.skipped:
+            return report
         if busy():
             report.rating_skipped = True
         else:
-            self._rate_usefulness(turn, report)
+            self._rate_usefulness(turn, report, busy)
         return report
 
     def stored_turn(self, episode_id: int) -> TurnRecord:
@@ -115,10 +118,13 @@ class TurnLearner:
                           episode.user_text, episode.assistant_text, episode.metadata.get("finish_reason"),
                           episode.created_at, False)
 
-    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport) -> None:
+    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
         try:
             extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
-                                                   self.settings)
+                                                   self.settings, stop=busy)
+        except GenerationStopped:
+            report.skipped = BUSY  # nothing was written yet: the whole turn is learned when the chat is quiet
+            return
         except EngramError as exc:
             report.errors.append(f"engram: {exc}")
             return
@@ -132,7 +138,7 @@ class TurnLearner:
             except EngramError as exc:
                 report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
 
-    def _rate_usefulness(self, turn: TurnRecord, report: LearnReport) -> None:
+    def _rate_usefulness(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
         rows = turns.used_rows(self.db, turn.episode_id)
         candidates = [r for r in rows if r["vetoed_at"] is None]
         if not candidates:
@@ -140,7 +146,11 @@ class TurnLearner:
         notes = [r["statement"] for r in candidates]
         try:
             answer = self.structured.generate_json(rating_messages(turn.user_text, turn.reply_text, notes),
-                                                   rating_schema(len(notes)), max_tokens=32 + 4 * len(notes))
+                                                   rating_schema(len(notes)), max_tokens=32 + 4 * len(notes),
+                                                   stop=busy)
+        except GenerationStopped:
+            report.rating_skipped = True
+            return
         except EngramError as exc:
             report.errors.append(f"rating: {exc}")
             return

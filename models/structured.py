@@ -10,13 +10,14 @@ fixed prefix of every prompt is read once and kept (models.prompt_cache).
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from core.errors import StructuredOutputError
+from core.errors import GenerationStopped, StructuredOutputError
 from core.protocols import ChatMessage
 from models.chat import ChatEngine
 from models.generation import stream_pieces
@@ -89,7 +90,7 @@ class StructuredGenerator:
         self._lltokenizer: Any = None
 
     def generate_json(self, messages: Sequence[ChatMessage], schema: Mapping[str, Any], *,
-                      max_tokens: int = 512) -> dict[str, Any]:
+                      max_tokens: int = 512, stop: Callable[[], bool] | None = None) -> dict[str, Any]:
         grammar = self.compile(schema)
         window = self.engine.context_window
         # max_tokens is often a worst case (every string at its bound, a token a character) larger than a small
@@ -100,7 +101,7 @@ class StructuredGenerator:
         limit = max_tokens + max(0, min(WHITESPACE_TOKENS, room))
         weights = self.engine.adapter  # a cache filled under another adapter is not reused
         tokens = self.engine.run(lambda model, tokenizer: self._generate(model, tokenizer, grammar, prompt,
-                                                                          limit, weights))
+                                                                          limit, weights, stop))
         return self._finish(grammar, tokens, limit, max_tokens)
 
     def clear_cache(self) -> None:
@@ -129,7 +130,7 @@ class StructuredGenerator:
         return self._lltokenizer
 
     def _generate(self, model: Any, tokenizer: Any, grammar: str, prompt: list[int], max_tokens: int,
-                  weights: Any) -> list[int]:
+                  weights: Any, stop: Callable[[], bool] | None = None) -> list[int]:
         import mlx.core as mx
         from llguidance import LLMatcher
         from mlx_lm.sample_utils import make_sampler
@@ -143,9 +144,15 @@ class StructuredGenerator:
         else:
             cache, suffix = _new_cache(model), prompt
         self.last_reused_tokens = len(prompt) - len(suffix)
-        tokens = [piece.token for piece in stream_pieces(
-            model, tokenizer, mx.array(suffix), cache=cache, stream=self.engine.generation_stream,
-            max_tokens=max_tokens, sampler=make_sampler(temp=self.temperature), logits_processors=[processor])]
+        pieces = stream_pieces(model, tokenizer, mx.array(suffix), cache=cache, stream=self.engine.generation_stream,
+                               max_tokens=max_tokens, sampler=make_sampler(temp=self.temperature),
+                               logits_processors=[processor])
+        with contextlib.closing(pieces):  # a stop leaves no generator holding the wired memory limit
+            tokens = []
+            for piece in pieces:
+                if stop is not None and stop():  # the cache holds a half-made answer: dropped, not kept
+                    raise GenerationStopped("The model gave way to something more urgent before it finished.")
+                tokens.append(piece.token)
         if self.use_prompt_cache:  # only a generation that ran to its end leaves its cache for the next call
             self._caches.give_back(cache, prompt + tokens, weights)
         return [t for t in tokens if t not in tokenizer.eos_token_ids]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import threading
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
-from core.errors import StructuredOutputError
+from core.errors import GenerationStopped, StructuredOutputError
 from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 
 Responder = Callable[[Sequence[ChatMessage], Mapping[str, Any]], dict]
@@ -49,9 +49,11 @@ class ScriptedStructuredModel:
         self.calls: list[tuple[str, list[ChatMessage]]] = []
 
     def generate_json(self, messages: Sequence[ChatMessage], schema: Mapping[str, Any], *,
-                      max_tokens: int = 512) -> dict[str, Any]:
+                      max_tokens: int = 512, stop: Callable[[], bool] | None = None) -> dict[str, Any]:
         title = schema.get("title", "")
         self.calls.append((title, list(messages)))
+        if stop is not None and stop():  # as the real generator asks between its tokens
+            raise GenerationStopped(f"stopped while answering {title!r}")
         script = self.replies.get(title)
         if script is None:
             raise StructuredOutputError(f"no scripted reply for schema {title!r}")

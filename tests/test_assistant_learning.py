@@ -41,12 +41,25 @@ def test_a_busy_machine_skips_learning_and_the_turn_is_learned_later(db, embedde
     assert [m.statement for m in list_memories(db)] == ["The user plays the cello."]
 
 
-def test_a_reply_that_starts_during_extraction_skips_only_the_rating(db, embedder, clock, store):
+def test_a_reply_wanted_during_extraction_stops_it_and_the_turn_is_learned_later(db, embedder, clock):
+    """A weak model on a CPU can take minutes over the facts: the user's next reply must not wait for them."""
+    structured = _script()
+    assistant = make(db, embedder, clock, structured)
+    reply = assistant.reply(None, "I play the cello every evening", learn=False)
+    answers = iter([False, True])  # free before extraction, a message arrives while the facts are generated
+    report = assistant.learn(reply.record, busy=lambda: next(answers))
+    assert report.skipped == BUSY and structured.titles() == ["engram_facts"]
+    assert list_memories(db) == [] and pending_learning(db) == [reply.record.episode_id]  # nothing half-learned
+    later = assistant.learn(assistant.stored_turn(reply.record.episode_id))
+    assert [f.statement for f in later.facts] == ["The user plays the cello."] and pending_learning(db) == []
+
+
+def test_a_reply_that_starts_after_extraction_skips_only_the_rating(db, embedder, clock, store):
     structured = _script()
     assistant = make(db, embedder, clock, structured)
     reply = assistant.reply(None, "I play the cello every evening in Boston", learn=False)
     assert reply.used_ids  # memories were used: a quiet machine would rate them
-    answers = iter([False, True])  # free before extraction, a message arrives during it
+    answers = iter([False, False, True])  # free before and through extraction, a message arrives after it
     report = assistant.learn(reply.record, busy=lambda: next(answers))
     assert "engram_facts" in structured.titles() and "usefulness_rating" not in structured.titles()
     assert report.rating_skipped and report.facts

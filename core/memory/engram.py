@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from core.config import GroundingSettings, Settings
 from core.memory.critical import canonical_relation, is_critical
@@ -70,11 +70,12 @@ class Extraction:
 
 
 def extract_facts(model: StructuredModel, user_text: str, assistant_text: str, now: float,
-                  settings: Settings) -> Extraction:
-    """Ask the model for facts, then keep the grounded ones with dates resolved and relations canonical."""
+                  settings: Settings, *, stop: Callable[[], bool] | None = None) -> Extraction:
+    """Ask the model for facts, then keep the grounded ones with dates resolved and relations canonical. `stop`:
+    see StructuredModel.generate_json (GenerationStopped when it says yes)."""
     limit = settings.generation.engram_max_facts
     raw = model.generate_json(engram_messages(user_text, assistant_text, iso_day(now)), facts_schema(limit),
-                              max_tokens=facts_max_tokens(limit))
+                              max_tokens=facts_max_tokens(limit), stop=stop)
     result = Extraction()
     for item in raw.get("facts", [])[: limit]:
         why = rejection(item, user_text, assistant_text, settings)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import jsonschema
 import pytest
 
-from core.errors import StructuredOutputError
+from core.errors import GenerationStopped, StructuredOutputError
 from core.protocols import ChatMessage, StructuredModel
 from models.structured import StructuredGenerator, bound_strings
 
@@ -47,6 +47,24 @@ def test_running_out_of_tokens_is_a_clear_error(tiny_engine):
               "required": ["story"]}
     with pytest.raises(StructuredOutputError, match="ran out of tokens"):
         StructuredGenerator(tiny_engine).generate_json([ChatMessage("user", "story")], schema, max_tokens=8)
+
+
+def test_a_stop_ends_the_generation_between_tokens_and_the_next_call_is_whole(tiny_engine):
+    """Learning gives way to a reply: `stop()` is asked between tokens, and the half-made answer's cache is not
+    kept for the next call."""
+    generator = StructuredGenerator(tiny_engine)
+    messages = [ChatMessage("user", "Extract the fact.")]
+    whole = generator.generate_json(messages, FACT_SCHEMA, max_tokens=160)
+    asked = []
+
+    def stop() -> bool:
+        asked.append(1)
+        return len(asked) > 3  # three tokens, then a reply wants the model
+
+    with pytest.raises(GenerationStopped):
+        generator.generate_json(messages, FACT_SCHEMA, max_tokens=160, stop=stop)
+    assert len(asked) == 4
+    assert generator.generate_json(messages, FACT_SCHEMA, max_tokens=160, stop=lambda: False) == whole
 
 
 def test_invalid_schema_is_a_clear_error(tiny_engine):

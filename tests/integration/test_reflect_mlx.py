@@ -23,8 +23,8 @@ class Recording:
     def __init__(self, inner):
         self.inner, self.seen = inner, []
 
-    def generate_json(self, messages, schema, *, max_tokens=512):
-        reply = self.inner.generate_json(messages, schema, max_tokens=max_tokens)
+    def generate_json(self, messages, schema, *, max_tokens=512, stop=None):
+        reply = self.inner.generate_json(messages, schema, max_tokens=max_tokens, stop=stop)
         self.seen.append((schema, reply))
         return reply
 

@@ -19,9 +19,9 @@ class Counting:
     def __init__(self, real: StructuredGenerator) -> None:
         self.real, self.calls = real, 0
 
-    def generate_json(self, messages, schema, *, max_tokens=512):
+    def generate_json(self, messages, schema, *, max_tokens=512, stop=None):
         self.calls += 1
-        return self.real.generate_json(messages, schema, max_tokens=max_tokens)
+        return self.real.generate_json(messages, schema, max_tokens=max_tokens, stop=stop)
 
 
 class SecondLearnerMidway(Counting):
@@ -32,7 +32,7 @@ class SecondLearnerMidway(Counting):
         super().__init__(real)
         self.second, self.episode, self.second_report = second, episode, None
 
-    def generate_json(self, messages, schema, *, max_tokens=512):
+    def generate_json(self, messages, schema, *, max_tokens=512, stop=None):
         if self.calls == 0:
             def learn() -> None:
                 self.second_report = self.second.learn(self.second.stored_turn(self.episode))
