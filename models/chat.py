@@ -21,6 +21,7 @@ from core.protocols import ChatMessage, GenerationChunk, SamplingParams
 from models import lora
 from models.chat_tokenizer import load_tokenizer
 from models.checks import check_model_folder
+from models.cpu_weights import dequantize_for_cpu
 from models.generation import new_stream, stream_pieces
 from models.mlx_loader import load_model, tokenizer_defaults
 from models.prompt_cache import common_prefix
@@ -200,6 +201,7 @@ class ChatEngine:
 def _load(folder: Path) -> _Loaded:
     try:
         model, config = load_model(folder)
+        dequantize_for_cpu(model)  # Linux: quantized products are slow loops on MLX's CPU backend
         tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
     except Exception as exc:  # a bad folder raises several types (ValueError, KeyError, OSError...)
         raise ModelError(f"The model in {folder} could not be loaded: {exc}") from exc

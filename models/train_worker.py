@@ -50,7 +50,11 @@ class Reporter:
 
 def _load(config: dict):
     from mlx_lm import load
-    return load(config["model"])
+
+    from models.cpu_weights import dequantize_for_cpu
+    model, tokenizer = load(config["model"])
+    dequantize_for_cpu(model)  # as the chat engine runs it: training and scoring read float32 on the CPU backend
+    return model, tokenizer
 
 
 def _chat_dataset(rows: list[dict], tokenizer: Any, mask_prompt: bool):

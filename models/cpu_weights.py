@@ -1,0 +1,80 @@
+"""A quantized model's linear and embedding layers as float32 on MLX's CPU backend, when that copy fits.
+
+Why: MLX's CPU kernels for quantized products are generic loops, while float32 products run on BLAS
+(models/cpu_blas.py). Measured here on SmolLM2-135M (Q4_1 from a GGUF): a 326-token prompt took 31–43 s to read and
+each new token 160 ms; one 326×576 by 576×1536 product took 320 ms quantized and 16 ms in float32, and a single
+token's 1.6 ms against 0.3 ms. So the first reply sat for most of a minute and learning from one turn took minutes.
+The float weights are exactly the values the quantized ones stand for (dequantized, not re-read), so the model is
+the same model. A Mac is left alone: Metal's quantized kernels are the fast ones there. A model whose float32 copy
+would not fit the budget keeps its quantized layers.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any
+
+BUDGET_SHARE = 0.25  # of this machine's memory, for the float32 copy of the layers swapped
+
+
+def on_cpu_backend() -> bool:
+    import mlx.core as mx
+    return mx.default_device().type == mx.cpu
+
+
+def total_memory() -> int:
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):
+        return 0
+
+
+def float_bytes(model: Any) -> int:
+    """What the swappable layers would take as float32."""
+    return sum(4 * rows * columns for _, layer, rows, columns in _swappable(model))
+
+
+def dequantize_for_cpu(model: Any, budget: int | None = None) -> int:
+    """Swap the model's quantized linear and embedding layers for float32 ones on the CPU backend; the bytes the
+    float layers take (0 when nothing was swapped: on Metal, no quantized layer, or over `budget`)."""
+    if not on_cpu_backend():
+        return 0
+    layers = list(_swappable(model))
+    needed = sum(4 * rows * columns for _, _, rows, columns in layers)
+    budget = int(total_memory() * BUDGET_SHARE) if budget is None else budget
+    if not layers or needed > budget:
+        return 0
+    import mlx.core as mx
+    from mlx.utils import tree_unflatten
+    model.update_modules(tree_unflatten([(path, _as_float(layer)) for path, layer, _, _ in layers]))
+    mx.eval(model.parameters())
+    return needed
+
+
+def _swappable(model: Any) -> list[tuple[str, Any, int, int]]:
+    """(path, layer, rows, columns) of each plain quantized Linear or Embedding (mixture-of-experts layers and
+    other quantized kinds stay as they are)."""
+    import mlx.nn as nn
+    found = []
+    for path, module in model.named_modules():
+        if type(module) in (nn.QuantizedLinear, nn.QuantizedEmbedding):
+            rows = int(module.weight.shape[0])
+            columns = int(module.weight.shape[1]) * 32 // int(module.bits)
+            found.append((path, module, rows, columns))
+    return found
+
+
+def _as_float(layer: Any) -> Any:
+    import mlx.core as mx
+    import mlx.nn as nn
+    weight = mx.dequantize(layer.weight, layer.scales, layer.get("biases"), group_size=layer.group_size,
+                           bits=layer.bits, mode=getattr(layer, "mode", "affine")).astype(mx.float32)
+    rows, columns = weight.shape
+    if isinstance(layer, nn.QuantizedEmbedding):
+        swapped = nn.Embedding(rows, columns)
+        swapped.weight = weight
+        return swapped
+    swapped = nn.Linear(columns, rows, bias="bias" in layer)
+    swapped.weight = weight
+    if "bias" in layer:
+        swapped.bias = layer.bias.astype(mx.float32)
+    return swapped
