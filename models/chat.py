@@ -26,6 +26,7 @@ from models.generation import new_stream, stream_pieces
 from models.mlx_loader import load_model, tokenizer_defaults
 from models.prompt_cache import common_prefix
 from models.prompt_text import ThinkFilter, control_markers, render_prompt
+from models.repetition import RepetitionGuard
 from models.worker import MLXWorker
 
 ROLES = ("system", "user", "assistant")
@@ -183,6 +184,7 @@ class ChatEngine:
         steps = stream_pieces(loaded.model, loaded.tokenizer, mx.array(suffix), cache=loaded.cache,
                               stream=loaded.stream, max_tokens=max_tokens, sampler=sampler)
         started = time.perf_counter()
+        looping = RepetitionGuard()  # a small model that starts repeating itself does not stop by itself
         try:
             for piece in steps:
                 generated.append(piece.token)
@@ -190,6 +192,9 @@ class ChatEngine:
                 text = _visible(shown, piece.text, final=piece.finish_reason is not None)
                 if cancel.is_set() or stop.is_set():
                     yield GenerationChunk(text, len(prompt), len(generated), rate, "cancelled")
+                    return
+                if piece.finish_reason is None and looping.add(piece.token, piece.text):
+                    yield GenerationChunk(text, len(prompt), len(generated), rate, "repetition")
                     return
                 yield GenerationChunk(text, len(prompt), len(generated), rate, piece.finish_reason)
         finally:

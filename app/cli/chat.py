@@ -326,7 +326,8 @@ class ChatLoop:
         except EngramError as exc:
             self.say(f"\n[{exc}]")
             return
-        self.say(" [stopped]" if finish_reason == "cancelled" else "")
+        self.say({"cancelled": " [stopped]", "repetition": " [stopped: the model was repeating itself]"}.get(
+            finish_reason or "", ""))
         note = self.backend.finish(text, "".join(parts), finish_reason)
         if note:
             self.say(note)

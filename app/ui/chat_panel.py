@@ -316,7 +316,8 @@ class ChatPanel(QWidget):
             reply.show_drew_on(getattr(record, "drew_on", ()))
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
-        notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit."}
+        notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
+                 "repetition": "Stopped: the model was repeating itself."}
         incognito = reply.request.incognito
         reply.set_status(" ".join(filter(None, [notes.get(reason, ""), "Incognito: not stored." if incognito else ""])))
         if not incognito:

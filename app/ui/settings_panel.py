@@ -18,8 +18,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QLabel, QLineEdit, QPushButton, QScrollArea, QTimeEdit, QVBoxLayout, QWidget)
 
 from app.services.platform import this_machine
-from app.ui.theme import APPEARANCE_LABELS, APPEARANCES, SPACING
 from app.ui.chat_model import in_app_words
+from app.ui.theme import APPEARANCE_LABELS, APPEARANCES, SPACING
 from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
                          with_changes)
 

@@ -57,3 +57,12 @@ def test_a_follow_up_turn_reuses_the_prompt_cache(real_engine):
     second = first + [M("assistant", answer), M("user", "And of Germany?")]
     assert "Berlin" in _reply(real_engine, second, max_tokens=20)
     assert real_engine.last_reused_tokens >= len(real_engine.render(first))  # the first turn was not re-read
+
+
+def test_a_reply_going_round_in_a_loop_ends_there(real_engine):
+    """Seen in a real window: greedy SmolLM2 answers this with ', a Venezia' over and over until the length limit."""
+    messages = [M("system", "You are Engram, a helpful assistant."),
+                M("user", "My sister Ana plays the violin in an orchestra in Lisbon.")]
+    chunks = list(real_engine.stream(messages, SamplingParams.greedy(300)))
+    assert chunks[-1].finish_reason == "repetition" and len(chunks) < 60
+    assert "Venezia" in "".join(c.text for c in chunks)  # what it said is kept, up to where the loop was seen

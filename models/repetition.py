@@ -1,0 +1,52 @@
+"""Noticing a reply that has fallen into a loop, so it ends there instead of at the length limit.
+
+Seen in a real window: SmolLM2-135M (the model an 8 GB machine, or this Linux box, runs) answered one message with
+a thousand tokens of "E também não." / "São, não." and another with ", a Venezia" forty times. A small model that
+starts repeating itself does not stop; the user waits and reads nothing new. Two signs, both rare in a real reply:
+the last tokens are one block said over and over (", a Venezia, a Venezia, …"), or one line comes for the sixth time
+("E também não."). A block or line without a letter (a table's rule, a row of dashes) is never a loop.
+"""
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+MAX_BLOCK = 48  # tokens in the longest repeated block looked for
+MIN_REPEATS = 4  # a block said this many times in a row ...
+MIN_SPAN = 24  # ... over at least this many tokens
+LINE_LIMIT = 6  # the same line, said this many times
+
+
+@dataclass
+class RepetitionGuard:
+    tokens: list[int] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    lines: Counter = field(default_factory=Counter)
+    partial: str = ""
+
+    def add(self, token: int, text: str) -> bool:
+        """Take the next token and the text it made readable; True once the reply is going round in a loop."""
+        self.tokens.append(token)
+        self.texts.append(text)
+        return self._line_loop(text) or self._block_loop()
+
+    def _line_loop(self, text: str) -> bool:
+        *done, self.partial = (self.partial + text).split("\n")
+        looping = False
+        for line in (d.strip() for d in done):
+            if any(ch.isalpha() for ch in line):
+                self.lines[line] += 1
+                looping = looping or self.lines[line] >= LINE_LIMIT
+        return looping
+
+    def _block_loop(self) -> bool:
+        tokens = self.tokens
+        for size in range(1, min(MAX_BLOCK, len(tokens) // MIN_REPEATS) + 1):
+            repeats = max(MIN_REPEATS, -(-MIN_SPAN // size))
+            span = size * repeats
+            if span > len(tokens) or tokens[-1] != tokens[-1 - size]:
+                continue
+            block = tokens[-size:]
+            if tokens[-span:] == block * repeats and any(ch.isalpha() for ch in "".join(self.texts[-size:])):
+                return True
+        return False
