@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Optional
 
+from core.errors import GenerationStopped
 from core.scheduler import YIELDED, JobContext, JobSpec
 
 REFLECTION, CONSOLIDATION, FORGETTING, FINETUNE = "reflection", "consolidation", "forgetting", "finetune"
@@ -33,13 +34,17 @@ Handler = Callable[[JobContext], Any]
 
 def stepwise(step: StepFunction) -> Handler:
     """A handler that runs `step` batch by batch, saving a checkpoint after each one and stopping
-    between batches when the scheduler asks it to yield."""
+    between batches when the scheduler asks it to yield — or inside one, when a step's model generation gave way
+    (GenerationStopped): that batch wrote nothing yet and is done again from the last checkpoint."""
     def handler(ctx: JobContext) -> Optional[str]:
         state: Mapping[str, Any] = dict(ctx.resume or {})
         while True:
             if ctx.should_yield():
                 return YIELDED
-            result = step(ctx.payload, state)
+            try:
+                result = step(ctx.payload, state)
+            except GenerationStopped:
+                return YIELDED
             state = dict(result.state)
             ctx.checkpoint(state)
             ctx.progress(result.fraction, result.message)

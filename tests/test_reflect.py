@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from core.config import Settings
-from core.errors import NotFound
+from core.errors import GenerationStopped, NotFound
 from core.memory import reflect
 from core.store import goals, hypotheses
 from core.store.episodes import add_episode
@@ -48,6 +48,16 @@ def test_search_tool_then_hypothesis_with_checked_evidence(db):
     assert [g.question for g in goals.list_goals(db)] == ["Which espresso machine do you own?"]
     assert get_session(db, session).reflected_at is not None and reflect.pending_sessions(db) == []
     assert report.instructions == ""  # nothing confirmed yet
+
+
+def test_a_reflection_that_gives_way_to_the_user_writes_nothing_and_stays_waiting(db):
+    session, ids = session_with(db, "Espresso is my thing", "I grind my own beans")
+    claim = {"dimension": "interests", "claim": "Loves espresso", "evidence": [ids[0]]}
+    model = ScriptedStructuredModel({"reflection_step": [step(hyps=[claim])]})
+    with pytest.raises(GenerationStopped):
+        reflect.reflect_session(db, SETTINGS, model, session, stop=lambda: True)
+    assert hypotheses.list_hypotheses(db) == [] and reflect.pending_sessions(db) == [session]
+    assert reflect.reflect_session(db, SETTINGS, model, session, stop=lambda: False).added  # later, whole
 
 
 def test_a_conversation_ends_when_left_or_when_it_has_been_quiet(db, clock):

@@ -8,7 +8,7 @@ import pytest
 
 from core.conditions import ActivityTracker, ModelGate
 from core.config import SchedulerSettings
-from core.errors import InvalidInput
+from core.errors import GenerationStopped, InvalidInput
 from core.jobs import ROUTINE_INTERVALS, Step, standard_specs, stepwise
 from core.scheduler import YIELDED, Environment, JobSpec, Scheduler
 from core.store import jobs as store
@@ -127,6 +127,25 @@ def test_a_running_job_yields_when_the_user_returns_and_resumes_later(db, world)
     finished = sched.run_next()
     assert finished.state == "done" and log == [1, 2, 3, 4, 5, 6] and finished.attempts == 2
     assert store.get_job(db, job.id).state == "done"
+
+
+def test_a_model_generation_that_gives_way_mid_batch_yields_and_the_batch_is_done_again(db, world):
+    """A reflection batch whose model answer was stopped for a returning user wrote nothing: it is redone."""
+    log, stopped = [], []
+
+    def step(payload, state):
+        i = int(state.get("i", 0)) + 1
+        if i == 2 and not stopped:
+            stopped.append(i)
+            raise GenerationStopped("a reply wants the model")
+        log.append(i)
+        return Step(state={"i": i}, fraction=i / 3, message=f"batch {i}", done=i >= 3)
+    sched = make(db, world, [JobSpec("reflection", stepwise(step), heavy=True)])
+    sched.enqueue("reflection")
+    yielded = sched.run_next()
+    assert yielded.state == "queued" and yielded.checkpoint == {"i": 1} and log == [1]
+    finished = sched.run_next()
+    assert finished.state == "done" and log == [1, 2, 3] and finished.attempts == 2  # a yield, not a failure
 
 
 def test_chat_has_the_model_first(db, world):

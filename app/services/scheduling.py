@@ -101,7 +101,8 @@ def reflection_handler(services: Any, db: Database) -> Handler:
         if not todo:
             return Step(state, 1.0, _reflection_summary(state), done=True)
         model = structured_model(services, required=True)  # loaded only when there is a session to review
-        report = reflect.reflect_session(db, services.settings, model, int(todo[0]), embedder=services.embedder)
+        report = reflect.reflect_session(db, services.settings, model, int(todo[0]), embedder=services.embedder,
+                                         stop=stop)  # a returning user's reply does not wait for the model
         state = {**state, "todo": todo[1:], "done": state["done"] + 1}
         message = (f"conversation {report.session_id}: {counted(len(report.added), 'new hypothesis')}, "
                    f"{len(report.strengthened)} strengthened")

@@ -87,9 +87,11 @@ def ended_sessions(db: Database, settings: Settings) -> list[int]:
 
 
 def reflect_session(db: Database, settings: Settings, model: StructuredModel, session_id: int, *,
-                    embedder: Embedder | None = None,
-                    progress: Callable[[str], None] | None = None) -> ReflectionReport:
-    """`progress(words)` hears each step: the turns read, each search, what was kept and left out."""
+                    embedder: Embedder | None = None, progress: Callable[[str], None] | None = None,
+                    stop: Callable[[], bool] | None = None) -> ReflectionReport:
+    """`progress(words)` hears each step: the turns read, each search, what was kept and left out. `stop()` is asked
+    while the model reads the conversation (StructuredModel.generate_json): a yes raises GenerationStopped before
+    anything is written, and the session is still waiting to be reflected on."""
     say = progress or (lambda _words: None)
     get_session(db, session_id)  # NotFound for a bad id, before any model call
     episodes = [(r["id"], r["user_text"], r["assistant_text"]) for r in db.query(
@@ -99,7 +101,7 @@ def reflect_session(db: Database, settings: Settings, model: StructuredModel, se
     report = ReflectionReport(session_id)
     say(f"reading {len(episodes)} turn{'' if len(episodes) == 1 else 's'}")
     if episodes:
-        reply, seen = _converse(db, settings, model, episodes, embedder, report, say)
+        reply, seen = _converse(db, settings, model, episodes, embedder, report, say, stop)
         said = _users_words(db, seen)
         with db.transaction():
             _apply_hypotheses(db, settings, reply.get("hypotheses", []), said, embedder, report)
@@ -114,7 +116,8 @@ def reflect_session(db: Database, settings: Settings, model: StructuredModel, se
 
 def _converse(db: Database, settings: Settings, model: StructuredModel, episodes: list[tuple[int, str, str]],
               embedder: Embedder | None, report: ReflectionReport,
-              say: Callable[[str], None] = lambda _words: None) -> tuple[dict, set[int]]:
+              say: Callable[[str], None] = lambda _words: None,
+              stop: Callable[[], bool] | None = None) -> tuple[dict, set[int]]:
     """The bounded tool loop: search until the model finishes or the calls run out."""
     seen = {e[0] for e in episodes}
     searches: list[tuple[str, str]] = []
@@ -124,7 +127,7 @@ def _converse(db: Database, settings: Settings, model: StructuredModel, episodes
     while True:
         schema = prompt.reflection_schema(sorted(seen), [g for g, _ in open_goals])
         messages = prompt.reflection_messages(episodes, open_goals, known, searches)
-        reply = model.generate_json(messages, schema, max_tokens=reply_tokens(schema))
+        reply = model.generate_json(messages, schema, max_tokens=reply_tokens(schema), stop=stop)
         query = str(reply.get("query", "")).strip()
         if reply.get("action") != "search" or not query or len(searches) >= settings.reflection.max_tool_calls:
             return reply, seen
