@@ -113,3 +113,15 @@ def test_the_job_stops_between_batches_and_resumes(db, clock, embedder):
     second.resume = first.checkpoints[-1]
     assert handler(second) is None and second.checkpoints[-1]["phase"] == "done"
     assert get_episode(db, ids[0]).summary_id is not None
+
+
+def test_a_summary_that_gives_way_to_the_user_leaves_its_batch_unwritten_and_is_written_later(db, clock, embedder):
+    ids, _ = store_with_topics(db, clock, embedder)
+    model = ScriptedStructuredModel({"cluster_summary": [{"summary": "The user grows tomatoes in the garden."}]})
+    stopped = stepwise(consolidate.Consolidator(db, SETTINGS, embedder, model, stop=lambda: True).step)
+    context = FakeContext(yield_after=100)
+    assert stopped(context) == "yielded" and context.checkpoints == []
+    assert all(get_episode(db, i).summary_id is None for i in ids)  # not a poorer summary: none yet
+    again = FakeContext(yield_after=100)
+    assert stepwise(consolidate.Consolidator(db, SETTINGS, embedder, model).step)(again) is None
+    assert get_memory(db, get_episode(db, ids[0]).summary_id).statement.startswith("The user grows tomatoes")

@@ -184,7 +184,7 @@ def consolidation_handler(services: Any, db: Database) -> Handler:
 
     def handler(ctx: JobContext) -> Optional[str]:
         model = structured_model(services, required=False)
-        consolidator = Consolidator(db, services.settings, services.embedder, model)
+        consolidator = Consolidator(db, services.settings, services.embedder, model, stop=ctx.should_yield)
         return stepwise(consolidator.step)(ctx)
     return handler
 

@@ -25,12 +25,12 @@ from __future__ import annotations
 import re
 import time as _time
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from core.config import Settings
-from core.errors import EngramError
+from core.errors import EngramError, GenerationStopped
 from core.jobs import Step
 from core.memory import compaction
 from core.memory.grounding import lexical_support
@@ -86,8 +86,10 @@ class Consolidator:
     """One consolidation pass over a store, resumable from its state between batches."""
 
     def __init__(self, db: Database, settings: Settings, embedder: Embedder,
-                 model: StructuredModel | None = None) -> None:
-        self.db, self.settings, self.embedder, self.model = db, settings, embedder, model
+                 model: StructuredModel | None = None, stop: Callable[[], bool] | None = None) -> None:
+        """`stop()` is asked while the model writes a summary: a yes raises GenerationStopped, and the batch's
+        transaction writes nothing (core.jobs.stepwise yields and does the batch again)."""
+        self.db, self.settings, self.embedder, self.model, self.stop = db, settings, embedder, model, stop
         self._matrix: tuple[np.ndarray, np.ndarray] | None = None  # (ids, unit vectors) of active memories
 
     def step(self, payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
@@ -163,7 +165,9 @@ class Consolidator:
         try:
             schema = prompt.summary_schema()
             reply = self.model.generate_json(prompt.summary_messages(lines), schema,
-                                             max_tokens=worst_case_chars(schema))
+                                             max_tokens=worst_case_chars(schema), stop=self.stop)
+        except GenerationStopped:
+            raise  # the user came back: not a failed summary, but one to write later
         except EngramError:
             return ""  # the deterministic summary keeps every fact anyway
         return str(reply.get("summary", "")).strip()
