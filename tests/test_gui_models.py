@@ -186,6 +186,7 @@ def test_a_gguf_file_is_converted_with_progress_listed_and_chosen(qtbot, window,
     assert progress and max(progress) == 1000 and not panel.progress.isVisible()
     qtbot.waitUntil(lambda: _row_of(panel, gguf.stem) is not None, timeout=10000)
     assert panel.table.item(_row_of(panel, gguf.stem), 7).text() == "active"  # the first model: ready to chat
+    assert panel.table.item(_row_of(panel, gguf.stem), 2).text() == "135M"  # its parameters, as curated rows say
     chosen = load_settings(window.services.data_dir).chat_model
     assert window.services.model_store().resolve(chosen).is_dir() and gguf.is_file()  # the user's file stays
 

@@ -47,8 +47,18 @@ def other_row(model: Any, budget: int) -> tuple[str, ...]:
     context = config.get("max_position_embeddings")
     need = need_for_folder(model.path)
     name = model.name if model.local else model.repo_id.rsplit("/", 1)[-1]
-    return (name, str(config.get("model_type", "")), "", human_bytes(model.size_bytes),
+    return (name, str(config.get("model_type", "")), parameters_text(model.path), human_bytes(model.size_bytes),
             f"{context:,}" if isinstance(context, int) else "", human_bytes(need), fit(need, budget), "")
+
+
+def parameters_text(folder: Path) -> str:
+    """The parameter count mlx-lm records beside sharded weights ("135M", "1.2B"); '' when it is not there."""
+    try:
+        index = json.loads((Path(folder) / "model.safetensors.index.json").read_text(encoding="utf-8"))
+        count = int(index["metadata"]["total_parameters"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.0f}M"
 
 
 def status_text(status: str, recommended: bool) -> str:
