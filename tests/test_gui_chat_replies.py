@@ -112,12 +112,18 @@ def test_return_while_a_reply_streams_queues_the_message(qtbot, window):
     dropped = panel.message_widgets()[-1]
     qtbot.mouseClick(dropped.cancel_button, Qt.LeftButton)  # a waiting message can be taken back
     assert dropped not in panel.message_widgets() and dropped not in panel.queued
-    qtbot.waitUntil(lambda: len(finished) == 2, timeout=TURN_MS)
+    _type_and_send(qtbot, panel, "And about cocoa")
+    qtbot.waitUntil(lambda: len(finished) == 3, timeout=TURN_MS)
     assert not pending.pending_note.isVisibleTo(pending) and not pending.cancel_button.isVisibleTo(pending)
-    assert [m.role for m in panel.message_widgets()] == ["user", "assistant", "user", "assistant"]
+    shown = panel.message_widgets()
+    assert [m.role for m in shown] == ["user", "assistant"] * 3
+    # each reply sits under the message it answers, not under the last one that was waiting
+    assert [(m.text, r.request.text) for m, r in zip(shown[::2], shown[1::2])] == [
+        ("Tell me about tea", "Tell me about tea"), ("And about coffee", "And about coffee"),
+        ("And about cocoa", "And about cocoa")]
     stored = on_db(window, lambda db: [r["user_text"] for r in db.query("SELECT user_text FROM episodes "
                                                                         "ORDER BY id")])
-    assert stored == ["Tell me about tea", "And about coffee"]
+    assert stored == ["Tell me about tea", "And about coffee", "And about cocoa"]
 
 
 def test_a_memory_stored_twice_shows_one_chip(qtbot, window):

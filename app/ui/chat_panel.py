@@ -247,12 +247,12 @@ class ChatPanel(QWidget):
 
     def _start(self, text: str, shown: MessageWidget | None = None) -> None:
         if shown is None:
-            self._add_message("user", text)
+            shown = self._add_message("user", text)
         else:
             shown.set_pending(False)
         request = TurnRequest(self.session_id, text, incognito=self.incognito.isChecked(),
                               dial=self.dial.currentText())
-        self._begin_reply(self._add_message("assistant"), request)
+        self._begin_reply(self._add_message("assistant", after=shown), request)
 
     def _take_back(self, waiting: MessageWidget) -> None:
         if waiting in self.queued:
@@ -382,11 +382,11 @@ class ChatPanel(QWidget):
 
     # -- helpers -------------------------------------------------------------------------------------
 
-    def _add_message(self, role: str, text: str = "") -> MessageWidget:
+    def _add_message(self, role: str, text: str = "", after: MessageWidget | None = None) -> MessageWidget:
         message = MessageWidget(role, text)
         if role == "assistant":
             self.reply_actions.attach(message)
-        self.thread_view.add(message)
+        self.thread_view.add(message, after)
         self.reply_actions.offer_regenerate()
         return message
 

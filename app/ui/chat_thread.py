@@ -32,8 +32,13 @@ class MessageThread(QWidget):
         layout.addWidget(self.empty, 1)
         layout.addWidget(self.scroll, 1)
 
-    def add(self, message: MessageWidget) -> MessageWidget:
-        self.messages.addWidget(message)
+    def add(self, message: MessageWidget, after: MessageWidget | None = None) -> MessageWidget:
+        """At the end, or right after `after` (a reply under the message it answers, above any still waiting)."""
+        index = self.messages.indexOf(after) if after is not None else -1
+        if index >= 0:
+            self.messages.insertWidget(index + 1, message)
+        else:
+            self.messages.addWidget(message)
         self.empty.setVisible(False)
         self.scroll.setVisible(True)
         return message
