@@ -30,7 +30,7 @@ def total_memory() -> int:
 
 def float_bytes(model: Any) -> int:
     """What the swappable layers would take as float32."""
-    return sum(4 * rows * columns for _, layer, rows, columns in _swappable(model))
+    return _float_size(_swappable(model))
 
 
 def dequantize_for_cpu(model: Any, budget: int | None = None) -> int:
@@ -38,8 +38,8 @@ def dequantize_for_cpu(model: Any, budget: int | None = None) -> int:
     float layers take (0 when nothing was swapped: on Metal, no quantized layer, or over `budget`)."""
     if not on_cpu_backend():
         return 0
-    layers = list(_swappable(model))
-    needed = sum(4 * rows * columns for _, _, rows, columns in layers)
+    layers = _swappable(model)
+    needed = _float_size(layers)
     budget = int(total_memory() * BUDGET_SHARE) if budget is None else budget
     if not layers or needed > budget:
         return 0
@@ -61,6 +61,10 @@ def _swappable(model: Any) -> list[tuple[str, Any, int, int]]:
             columns = int(module.weight.shape[1]) * 32 // int(module.bits)
             found.append((path, module, rows, columns))
     return found
+
+
+def _float_size(layers: list[tuple[str, Any, int, int]]) -> int:
+    return sum(4 * rows * columns for _, _, rows, columns in layers)
 
 
 def _as_float(layer: Any) -> Any:

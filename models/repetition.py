@@ -4,24 +4,25 @@ Seen in a real window: SmolLM2-135M (the model an 8 GB machine, or this Linux bo
 a thousand tokens of "E também não." / "São, não." and another with ", a Venezia" forty times. A small model that
 starts repeating itself does not stop; the user waits and reads nothing new. Two signs, both rare in a real reply:
 the last tokens are one block said over and over (", a Venezia, a Venezia, …"), or one line comes for the sixth time
-("E também não."). A block or line without a letter (a table's rule, a row of dashes) is never a loop.
+within sixteen lines ("E também não."). A block or line without a letter (a table's rule, a row of dashes) is never a loop.
 """
 from __future__ import annotations
 
-from collections import Counter
+from collections import deque
 from dataclasses import dataclass, field
 
 MAX_BLOCK = 48  # tokens in the longest repeated block looked for
 MIN_REPEATS = 4  # a block said this many times in a row ...
 MIN_SPAN = 24  # ... over at least this many tokens
-LINE_LIMIT = 6  # the same line, said this many times
+LINE_LIMIT = 6  # the same line, said this many times ...
+LINE_WINDOW = 16  # ... among the last this many lines (a long program may say "else:" six times, far apart)
 
 
 @dataclass
 class RepetitionGuard:
     tokens: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
-    lines: Counter = field(default_factory=Counter)
+    lines: deque = field(default_factory=lambda: deque(maxlen=LINE_WINDOW))
     partial: str = ""
 
     def add(self, token: int, text: str) -> bool:
@@ -34,9 +35,8 @@ class RepetitionGuard:
         *done, self.partial = (self.partial + text).split("\n")
         looping = False
         for line in (d.strip() for d in done):
-            if any(ch.isalpha() for ch in line):
-                self.lines[line] += 1
-                looping = looping or self.lines[line] >= LINE_LIMIT
+            self.lines.append(line)
+            looping = looping or (any(ch.isalpha() for ch in line) and self.lines.count(line) >= LINE_LIMIT)
         return looping
 
     def _block_loop(self) -> bool:

@@ -39,3 +39,8 @@ def test_a_real_reply_with_lists_tables_and_a_refrain_is_not_a_loop():
              "Merrily, merrily, merrily, merrily,\nLife is but a dream.\n" + "-" * 40 + "\nha ha ha ha\n")
     assert _feed(_words(reply)) is None
     assert _feed([(ord(c), c) for c in reply]) is None  # and one character a token
+
+
+def test_a_long_program_saying_else_six_times_is_not_a_loop():
+    body = "".join(f"if x == {i}:\n    y = {i}\nelse:\n    z = {i}\n    print(z + {i})\n" for i in range(8))
+    assert _feed([(n, line + "\n") for n, line in enumerate(body.split("\n"))]) is None
