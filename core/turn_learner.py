@@ -17,7 +17,7 @@ from core.config import Settings
 from core.errors import EngramError, GenerationStopped
 from core.memory import hebbian, recall_learning
 from core.memory.engram import Extraction, Fact, extract_facts
-from core.memory.grounding import support
+from core.memory.attribution import says_in_other_words
 from core.memory.index import index_episodes
 from core.memory.reconcile import Outcome, reconcile_fact
 from core.memory.rejected import drop_rejected
@@ -157,21 +157,24 @@ class TurnLearner:
         picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
         report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
         paraphrased = report.drew_on = self._paraphrased(turn, candidates, report.useful)
+        # Only a useful memory the reply drew on (in its words or in other words) strengthens an edge: a weak model
+        # rates everything useful, and Hebbian edges would then join whatever recall happened to put side by side.
+        drawn = {r["memory_id"] for r in candidates if r["drew_on"]} | set(paraphrased)
         with self.db.transaction():
             turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
-            report.strengthened = hebbian.reinforce(self.db, report.useful, self.settings.hebbian, at=turn.at)
+            report.strengthened = hebbian.reinforce(self.db, [m for m in report.useful if m in drawn],
+                                                    self.settings.hebbian, at=turn.at)
             hebbian.touch(self.db, paraphrased, at=turn.at)
             turns.mark_drew_on(self.db, turn.episode_id, paraphrased)
 
     def _paraphrased(self, turn: TurnRecord, rows: list[dict], useful: list[MemoryId]) -> list[MemoryId]:
         """The memories the rating calls useful that finish did not count as used (reply_memories.drew_on: the
-        reply's words were not theirs), where the reply's meaning supports them: a weak model calls everything
+        reply's words were not theirs), where the reply says them in other words: a weak model calls everything
         useful, and a use keeps a memory from being forgotten, so the claim is checked as any model output is
-        (core.memory.grounding)."""
-        g = self.settings.grounding
+        (core.memory.attribution.says_in_other_words)."""
         return [MemoryId(r["memory_id"]) for r in rows if not r["drew_on"] and r["memory_id"] in useful
-                and support(r["statement"], [turn.reply_text], self.embedder).passes(g.min_support,
-                                                                                     g.min_support_cosine)]
+                and says_in_other_words(turn.user_text, turn.reply_text, r["statement"], self.embedder,
+                                        self.settings.grounding)]
 
 
 def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:

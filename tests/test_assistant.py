@@ -69,7 +69,8 @@ def test_a_turn_writes_the_episode_attribution_access_and_learns(db, embedder, c
     assert not get_memory(db, store["boston"]).is_active
     assert get_memory(db, learned.outcomes[0].memory_id).source_episode_ids == (episode.id,)
     first, second = reply.used_ids[:2]
-    assert learned.useful == [first, second] and edges.get_edge(db, first, second, "hebbian").weight > 0
+    # ... nor does it strengthen an edge between them: only memories the reply drew on are used together
+    assert learned.useful == [first, second] and edges.get_edge(db, first, second, "hebbian") is None
     assert structured.titles() == ["engram_facts", "reconcile_decision", "usefulness_rating"]
 
 
@@ -111,9 +112,10 @@ def test_a_critical_fact_comes_first_whatever_its_similarity(db, embedder, clock
 
 def test_veto_excludes_the_memory_from_a_reanswer_and_weakens_its_edges(db, embedder, clock, store):
     assistant = make(db, embedder, clock, ScriptedStructuredModel({"usefulness_rating": all_useful,
-                                                                  "engram_facts": [{"facts": []}]}))
+                                                                  "engram_facts": [{"facts": []}]}),
+                     chat=ScriptedChatModel(["Not penicillin: you're allergic. Enjoy the orchestra."]))
     reply = assistant.reply(None, "Which antibiotic is safe for a cellist?")
-    vetoed, other = reply.used_ids[0], reply.used_ids[1]
+    vetoed, other = store["allergy"], store["cello"]  # the two the reply drew on, so used together
     before = edges.get_edge(db, vetoed, other, "hebbian").weight
     assistant.veto(reply.record.episode_id, vetoed)
     assert edges.get_edge(db, vetoed, other, "hebbian").weight == pytest.approx(before / 2)

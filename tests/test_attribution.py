@@ -89,3 +89,35 @@ def test_the_command_line_chat_says_what_the_reply_drew_on():
     assert memory_note(used, []) == f"  [also recalled #3 {FLAT}; #4 {SISTER}]"
     assert memory_note(used, None) == f"  [used #3 {FLAT}; #4 {SISTER}]"  # incognito: nothing stored, not judged
     assert memory_note([], [1]) == ""
+
+
+PENICILLIN = "I'm allergic to penicillin."
+
+
+def test_a_reply_that_fills_the_questions_frame_with_something_else_did_not_draw_on_the_memory(db, embedder, clock):
+    # Seen in a real window: SmolLM2 answered "What am I allergic to?" with "I'm allergic to melatonin.", rated the
+    # penicillin memory useful, and the chip said "Drew on" — the reply shares only the question's frame with it
+    allergy, = _facts(db, embedder, [PENICILLIN])
+    rating = ScriptedStructuredModel({"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": [1]}]})
+    assistant = Assistant(db, embedder, ScriptedChatModel(["I'm allergic to melatonin."]), rating, Settings(), clock)
+    reply = assistant.reply(create_session(db, "chat"), "What am I allergic to?")
+    assert allergy in reply.used_ids
+    assert dict(db.execute("SELECT memory_id, drew_on FROM reply_memories").fetchall()) == {allergy: 0}
+
+
+def test_meaning_beyond_the_question_tells_a_paraphrase_from_a_different_answer(embedder):
+    from core.memory.attribution import says_in_other_words
+    cases = [  # (question, reply, memory, the reply carries the memory)
+        ("What am I allergic to?", "I'm allergic to melatonin.", PENICILLIN, False),
+        ("What am I allergic to?", "You are allergic to shellfish.", PENICILLIN, False),
+        ("Where do I work?", "You work at a bank downtown.", "I work as a nurse at the city hospital.", False),
+        ("Where do I work?", "You're a nurse at the hospital in town.", "I work as a nurse at the city hospital.", True),
+        ("What does my sister do?", "Your sister is a nurse.", SISTER, False),
+        ("What does my sister do?", "She plays a string instrument.", SISTER, True),
+        ("Any ideas for the weekend?", "You could go to the cinema.", "I love hiking.", False),
+        ("Any ideas for the weekend?", "A walk in the hills, since you love the trails?", "I love hiking.", True),
+        ("Where do I live?", "You live in Berlin.", "I live in Porto.", False),
+    ]
+    got = [says_in_other_words(q, r, m, embedder, Settings().grounding) for q, r, m, _ in cases]
+    assert got == [truth for *_, truth in cases]
+    assert says_in_other_words("", "", PENICILLIN, embedder, Settings().grounding) is False

@@ -6,17 +6,22 @@ Counting every one as used made forgetting read incidental recalls as the user's
 that the reply took something from the item: the reply carries one of the item's content words that the user's
 message did not bring and no other item in the context has (a name, a place, "violin"), or at least half of the
 item's words the message did not bring. The usefulness rating (core.turn_learner), when a structured model runs,
-adds the uses this lexical test misses (a paraphrase) — those whose meaning the reply supports (a weak model calls
-everything useful).
+adds the uses this lexical test misses (a paraphrase) — those the reply says in other words (`says_in_other_words`;
+a weak model calls everything useful).
 """
 from __future__ import annotations
 
 from collections import Counter
 from typing import Sequence
 
+import numpy as np
+
+from core.config import GroundingSettings
 from core.memory.grounding import content_words
+from core.protocols import Embedder
 
 CARRIED_SHARE = 0.5  # of an item's own words (those the user's message did not bring) the reply repeats
+NOTHING_BESIDES = 0.1  # a unit vector's part off the question's direction, below which it only restates it (cos > 0.995)
 
 
 def drawn_on(user_text: str, reply_text: str, items: Sequence[str]) -> list[bool]:
@@ -33,3 +38,27 @@ def _drew_on(own: set[str], carried: set[str], holders: Counter) -> bool:
         return False
     distinctive = any(holders[word] == 1 for word in carried)
     return distinctive or len(carried) >= CARRIED_SHARE * len(own)
+
+
+def says_in_other_words(user_text: str, reply_text: str, item: str, embedder: Embedder,
+                        grounding: GroundingSettings) -> bool:
+    """Whether the reply carries the item's content beyond what the user asked: half of the item's own words, or
+    its meaning once the question's is taken out of both. A reply to "What am I allergic to?" saying "I'm allergic
+    to melatonin." is as close to "I'm allergic to penicillin." as any answer (MiniLM cosine 0.55) because both
+    say the question's frame; without the question's direction they are 0.31 apart, a paraphrase 0.6–0.9. An
+    oblique one is missed ("you react badly to that family of antibiotics", 0.32): a use not counted costs less
+    than a chip that says a contradicting reply drew on the memory."""
+    own = content_words(item) - content_words(user_text)
+    if own and len(own & content_words(reply_text)) >= grounding.min_support * len(own):
+        return True
+    if not reply_text.strip() or not item.strip():
+        return False
+    question, reply, memory = _unit(np.asarray(embedder.embed([user_text or " ", reply_text, item]), np.float32))
+    reply, memory = reply - float(reply @ question) * question, memory - float(memory @ question) * question
+    if min(np.linalg.norm(reply), np.linalg.norm(memory)) < NOTHING_BESIDES:
+        return False  # one of them says no more than the question: nothing of the item is carried
+    return float(_unit(reply) @ _unit(memory)) >= grounding.min_support_cosine
+
+
+def _unit(matrix: np.ndarray) -> np.ndarray:
+    return matrix / np.maximum(np.linalg.norm(matrix, axis=-1, keepdims=True), 1e-12)
