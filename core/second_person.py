@@ -5,7 +5,10 @@ recall matches them against the user's questions, and the text is theirs). Displ
 reading them: the subject becomes "You" and its verb agrees (likes → like, is → are, has → have, was → were,
 doesn't → don't, studies → study, watches → watch), "User's" becomes "your". Only what can be read without doubt is
 changed: a sentence whose word after "User" is not clearly a verb ("User Smith …", "User preferences include …")
-is shown as stored, never as a half-turned sentence. Pure text in, text out; storage is never touched.
+is shown as stored, never as a half-turned sentence. A memory in the user's own words (added by hand, or imported)
+is turned too: "I'm allergic to penicillin." → "You're allergic to penicillin.", "My sister…" → "Your sister…";
+only a sentence with the English "I" or starting with "My" (Spanish "Me llamo…" is not English "me"). Pure text in,
+text out; storage is never touched.
 """
 from __future__ import annotations
 
@@ -64,19 +67,56 @@ POSSESSIVE_LATER = re.compile(rf"\b(?:[Tt]he\s+[Uu]ser|User)[{APOSTROPHES}]s(?![
 OBJECT_LATER = re.compile(rf"\b(?:[Tt]he\s+[Uu]ser|User)(?![\w{APOSTROPHES}-])")
 
 
+# The user speaking of themself. "I" only as a capital; the verb after it agrees with "you" already, but for these.
+FIRST_PERSON_ANCHOR = re.compile(rf"(?<![\w{APOSTROPHES}-])I(?![\w-])|^\s*My\b")
+FIRST_PERSON = re.compile(rf"(?<![\w{APOSTROPHES}-])(I(?:[{APOSTROPHES}]m| am| was| wasn[{APOSTROPHES}]t)?|I(?=[{APOSTROPHES}](?:ve|d|ll)\b)"
+                          rf"|[Mm]yself|[Mm]ine|[Mm]y|me)(?![\w-])(?![{APOSTROPHES}]s)")
+PERSONS = {"my", "mine", "myself", "me", "you", "your", "yours", "yourself", "user"}  # before "I": not a name
+SAID_TO_YOU = {"i": "you", "i'm": "you're", "i am": "you are", "i was": "you were", "i wasn't": "you weren't",
+               "me": "you", "my": "your", "mine": "yours", "myself": "yourself"}
+
+
 def to_second_person(text: str) -> str:
-    """`text` (a stored fact about the user) said to the user; text that is not about "User" comes back as it is."""
-    if not isinstance(text, str) or "user" not in text.lower():
+    """`text` (a stored fact about the user) said to the user; text that is not about "User" nor in the first
+    person comes back as it is."""
+    first_person = isinstance(text, str) and bool(FIRST_PERSON_ANCHOR.search(text))
+    if not isinstance(text, str) or ("user" not in text.lower() and not first_person):
         return text
     parts = SENTENCE.split(text)
-    return "".join(part if n % 2 else _sentence(part) for n, part in enumerate(parts))
+    return "".join(part if n % 2 else _sentence(part, first_person) for n, part in enumerate(parts))
 
 
-def _sentence(sentence: str) -> str:
+def _sentence(sentence: str, first_person: bool) -> str:
     lead = sentence[:len(sentence) - len(sentence.lstrip())]
     body = sentence[len(lead):]
     turned = _possessive_start(body) or _subject_start(body)
-    return lead + _later_mentions(turned if turned is not None else body)
+    body = _later_mentions(turned if turned is not None else body)
+    return lead + (_first_person(body) if first_person else body)
+
+
+def _first_person(body: str) -> str:
+    """ "I'm allergic to penicillin" → "You're allergic to penicillin"; "Ana gave me my keys" → "… you your keys"."""
+    def said_to_you(found: re.Match) -> str:
+        words = found.group()
+        if words == "I" and (_numeral(body[:found.start()], body[found.end():]) or _agrees_with_he(body[found.end():])):
+            return words
+        plain = words.lower().replace("\u2019", "'")
+        turned = _apostrophe_like(SAID_TO_YOU[plain], words)
+        return turned[:1].upper() + turned[1:] if found.start() == 0 else turned
+    return FIRST_PERSON.sub(said_to_you, body)
+
+
+def _agrees_with_he(after: str) -> bool:
+    """ "I is", "I likes": not English first person; shown as stored rather than as "You is"."""
+    following = WORD.match(after.lstrip()) if after[:1] == " " else None
+    word = following.group().lower().replace("\u2019", "'") if following else ""
+    return word in IRREGULAR or (word not in ADVERBS and _third_person(word))
+
+
+def _numeral(before: str, after: str) -> bool:
+    """ "Henry I", "World War I.", "Henry I of England": a name's numeral, not the user."""
+    name = re.search(r"([A-Z][a-z]+)\s$", before)
+    return bool(name and name.group(1).lower() not in PERSONS and re.match(r"\s*$|[.,;:!?)]|\s+of\b", after))
 
 
 def _possessive_start(body: str) -> str | None:

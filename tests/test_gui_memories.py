@@ -231,3 +231,37 @@ def test_the_delete_key_moves_the_selected_memory_to_the_trash(qtbot, panel, see
     panel.search.setFocus()
     qtbot.keyClick(panel.search, Qt.Key_Backspace)
     assert panel.search.text() == "Den"
+
+
+def test_a_memory_added_by_hand_is_remembered_and_recallable(qtbot, panel, seeded):
+    from app.ui.add_memory import AddMemoryDialog
+    from core.memory.recall import recall
+    assert not panel.add_button.isHidden() and panel.add_button.text() == "Add a memory…"
+    dialog = AddMemoryDialog(panel)
+    qtbot.addWidget(dialog)
+    ok = dialog.buttons.button(dialog.buttons.StandardButton.Ok)
+    assert not ok.isEnabled()  # nothing typed yet
+    dialog.text.setPlainText("My sister Ana plays the violin in Lisbon.")
+    dialog.critical.setChecked(True)
+    dialog.accept()
+    assert dialog.result() == dialog.DialogCode.Accepted
+    _act(qtbot, panel, lambda: panel.add_memory(dialog.memory()))
+    assert panel.message.text() == "Remembered: My sister Ana plays the violin in Lisbon."
+    added = next(m for m in panel.model.memories if m.statement.startswith("My sister"))
+    assert added.critical and not added.protected
+    hits = on_db_lane(panel, lambda db: recall(db, seeded[0].embedder, "What instrument does Ana play?").hits)
+    assert hits[0].id == added.id  # indexed with its vector in the same write
+    # the same words again: no copy, the memory is more certain
+    _act(qtbot, panel, lambda: panel.add_memory(dialog.memory()))
+    assert panel.message.text() == "Already remembered; it is more certain now."
+    assert sum(m.statement.startswith("My sister") for m in panel.model.memories) == 1
+
+
+def test_a_bad_memory_is_refused_in_the_dialog_and_what_was_typed_stays(qtbot, panel):
+    from app.ui.add_memory import AddMemoryDialog
+    dialog = AddMemoryDialog(panel)
+    qtbot.addWidget(dialog)
+    dialog.text.setPlainText("x" * 200_001)
+    dialog.accept()
+    assert dialog.result() != dialog.DialogCode.Accepted
+    assert dialog.error.text().startswith("The memory is too long") and len(dialog.text.toPlainText()) == 200_001

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from core.second_person import to_second_person
+from core.second_person import FIRST_PERSON_ANCHOR, to_second_person
 
 
 @pytest.mark.parametrize("stored, shown", [
@@ -87,6 +87,29 @@ def test_what_cannot_be_turned_without_doubt_is_shown_as_stored(stored):
     assert to_second_person(stored) == stored
 
 
+@pytest.mark.parametrize("stored, shown", [  # in the user's own words: added by hand or with `engram memory add`
+    ("I'm allergic to penicillin.", "You're allergic to penicillin."),
+    ("I’m allergic to penicillin.", "You’re allergic to penicillin."),
+    ("I work as a nurse at the city hospital.", "You work as a nurse at the city hospital."),
+    ("My sister Ana plays the violin in Lisbon.", "Your sister Ana plays the violin in Lisbon."),
+    ("I am tired and I was late.", "You are tired and you were late."),
+    ("I'd like tea. I'll go. I wasn't there.", "You'd like tea. You'll go. You weren't there."),
+    ("I've got two cats. Ana gave me my keys; they are mine.",
+     "You've got two cats. Ana gave you your keys; they are yours."),
+    ("Ana and I are friends.", "Ana and you are friends."),
+    ("Yesterday I went home.", "Yesterday you went home."),
+    ("Henry I of England fascinates me.", "Henry I of England fascinates you."),
+])
+def test_a_memory_in_the_first_person_is_said_to_the_user(stored, shown):
+    assert to_second_person(stored) == shown
+    assert to_second_person(shown) == shown
+
+
+@pytest.mark.parametrize("stored", ["Me llamo Sam.", "Call me Sam", "World War I.", "iPhone is mine", "Mine!"])
+def test_text_with_no_english_i_or_leading_my_is_not_first_person(stored):
+    assert to_second_person(stored) == stored
+
+
 # A verb and its -s form, made by the ordinary spelling rules (what a model writes), to check the way back.
 BASES = ["like", "love", "live", "play", "enjoy", "obey", "study", "carry", "try", "marry", "watch", "teach",
          "reach", "fix", "relax", "go", "echo", "miss", "kiss", "address", "wash", "crash", "buzz", "use",
@@ -113,7 +136,8 @@ def test_every_regular_verb_finds_its_way_back(subject, adverb, base, tail):
     assert to_second_person(f"{subject} {adverb}{third_person(base)}{tail}") == f"You {adverb}{base}{tail}"
 
 
-WORDS = st.sampled_from(["User", "user", "the", "The", "user's", "User's", "Users", "is", "likes", "has", "was",
+WORDS = st.sampled_from(["User", "user", "I", "I'm", "My", "my", "me", "mine", "am", "the", "The", "user's",
+                         "User's", "Users", "is", "likes", "has", "was",
                          "doesn't", "his", "himself", "their", "her", "Ana", "tea", "and", ",", ".", "a", "to",
                          "lives", "in", "Denver", "preferences", "include", "studies", "watches", "it", "!"])
 SENTENCES = st.lists(WORDS, min_size=1, max_size=12).map(" ".join)
@@ -127,15 +151,15 @@ def test_any_text_gives_text_back_and_a_second_pass_changes_nothing(text):
     shown = to_second_person(text)
     assert isinstance(shown, str)
     assert to_second_person(shown) == shown  # idempotent: nothing left half-turned for a second pass to find
-    assert len(shown) <= len(text) + len(text.split())  # a word grows by a letter at most ("is" → "are")
+    assert len(shown) <= len(text) + 3 * len(text.split())  # a word grows by 3 letters at most ("I'm" → "You're")
 
 
-@given(ANY_TEXT.filter(lambda t: "user" not in t.lower()))
+@given(st.one_of(SENTENCES, ANY_TEXT).filter(lambda t: "user" not in t.lower() and not FIRST_PERSON_ANCHOR.search(t)))
 def test_text_that_is_not_about_the_user_is_untouched(text):
     assert to_second_person(text) == text
 
 
-@given(SENTENCES)
+@given(SENTENCES.filter(lambda t: not FIRST_PERSON_ANCHOR.search(t)))  # "What bothers me is…" → "…you is…" is right
 def test_you_is_never_left_with_a_verb_that_agrees_with_he(text):
     shown = to_second_person(text)
     assert not re.search(r"\bYou (is|was|has|does|doesn't|likes|lives|studies|watches)\b", shown), (text, shown)

@@ -6,7 +6,6 @@ Every read and write runs on the database lane; the panel only redraws from the 
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import Qt, Signal
@@ -14,42 +13,19 @@ from PySide6.QtWidgets import (QAbstractItemView, QButtonGroup, QComboBox, QFile
                                QInputDialog, QLabel, QLineEdit, QMessageBox, QPushButton, QSplitter, QStackedWidget,
                                QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
+from app.ui.add_memory import AddMemoryDialog, NewMemory
 from app.ui.forget_all import ForgetEverything
 from app.ui.memories_simple import SimpleMemories
 from app.ui.memory_details import details_html
-from app.ui.memory_table import DeleteKeys, MemoryFilterProxy, MemoryTableModel
+from app.ui.memory_table import (FLAG_FILTERS, KINDS, STATUSES, DeleteKeys, Filters, MemoryFilterProxy,
+                                 MemoryTableModel, purged_words)
 from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.config import update_settings
 from core.errors import NotFound
 from core.store.episodes import get_episodes
 from core.words import counted
 
-KINDS = ("all kinds", "semantic", "episodic", "summary")
-STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
-FLAG_FILTERS = ("any flags", "pinned", "protected", "critical")
-LIST_LIMIT = 5000
 VIEWS = (("simple", "About you"), ("full", "All details"))
-
-
-def purged_words(result: Any) -> str:
-    """What a purge erased, for the status line: "Purged 1 memory and 3 conversation turns for good."."""
-    backups = result.backups_removed
-    return (f"Purged {counted(result.memories, 'memory')} and {counted(result.episodes, 'conversation turn')} "
-            f"for good." + (f" {counted(backups, 'upgrade backup')} still held their text and "
-                            f"{'was' if backups == 1 else 'were'} deleted too." if backups else ""))
-
-
-@dataclass(frozen=True)
-class Filters:
-    kind: str | None = None
-    status: str | None = "active"
-    flag: str | None = None
-
-    def as_kwargs(self) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"kind": self.kind, "status": self.status, "limit": LIST_LIMIT}
-        if self.flag:
-            kwargs[self.flag] = True
-        return kwargs
 
 
 class MemoriesPanel(ReloadOnShow, QWidget):
@@ -101,6 +77,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             group.addButton(button)
             self.view_buttons[key] = button
             row.addWidget(button)
+        self.add_button = QPushButton("Add a memory…")
+        self.add_button.clicked.connect(self.on_add)
+        row.addWidget(self.add_button)
         row.addStretch(1)
         self.forgetting = ForgetEverything(self, self.runner, self.services, done=self._done, failed=self._on_error)
         self.forget_all, self.bring_back = self.forgetting.forget, self.forgetting.bring_back
@@ -126,7 +105,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.detail.setMinimumWidth(self.detail.fontMetrics().horizontalAdvance(self.detail.placeholderText())
                                     + 2 * self.detail.frameWidth() + 2 * int(self.detail.document().documentMargin()))
         self.empty = empty_state("Nothing remembered yet. What you tell Engram about yourself in Chat appears here; "
-                                 "File → Import Memories… brings in an export.")
+                                 "add one yourself with Add a memory…, or bring in an export with File → Import "
+                                 "Memories….")
         split = QSplitter(Qt.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.detail)
@@ -347,6 +327,18 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         text, ok = QInputDialog.getMultiLineText(self, "Edit memory", "Statement", memory.statement)
         if ok and text.strip() and text != memory.statement:
             self.edit_statement(ids[0], text)
+
+    def on_add(self) -> None:
+        dialog = AddMemoryDialog(self)
+        if dialog.exec():
+            self.add_memory(dialog.memory())
+
+    def add_memory(self, new: NewMemory) -> None:
+        def work() -> str:  # the embedder loads here, off the GUI thread, the first time
+            added = self.services.manager(with_embedder=True).remember(new.statement, **new.as_kwargs())
+            return ("Already remembered; it is more certain now." if added.existed
+                    else f"Remembered: {added.memory.statement}")
+        self.runner.submit("db", work, on_done=self._done, on_error=self._on_error)
 
     def edit_statement(self, memory_id: int, text: str) -> None:
         def work() -> str:  # the embedder loads here, off the GUI thread, the first time

@@ -95,7 +95,7 @@ class SimpleMemories(QWidget):
         self.list.setSelectionMode(QAbstractItemView.ExtendedSelection)
         self.list.setAlternatingRowColors(True)
         self.empty = empty_state("Engram believes nothing about you yet. What you tell it about yourself in Chat "
-                                 "appears here.")
+                                 "appears here, and so does what you add with Add a memory… above.")
         self.more = QLabel("")
         self.more.setForegroundRole(QPalette.PlaceholderText)
         self.empty.setVisible(False)  # until the first load says the store is empty

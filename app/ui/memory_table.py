@@ -1,13 +1,43 @@
-"""The table model behind the Memories panel: one row per memory, sortable through a proxy; and its delete keys."""
+"""The table model behind the Memories panel: one row per memory, sortable through a proxy; its filters and delete
+keys; and what a purge says."""
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt
 from PySide6.QtWidgets import QAbstractItemView
 
 from core.types import Memory
+from core.words import counted
+
+KINDS = ("all kinds", "semantic", "episodic", "summary")
+STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
+FLAG_FILTERS = ("any flags", "pinned", "protected", "critical")
+LIST_LIMIT = 5000
+
+
+def purged_words(result: Any) -> str:
+    """What a purge erased, for the status line: "Purged 1 memory and 3 conversation turns for good."."""
+    backups = result.backups_removed
+    return (f"Purged {counted(result.memories, 'memory')} and {counted(result.episodes, 'conversation turn')} "
+            f"for good." + (f" {counted(backups, 'upgrade backup')} still held their text and "
+                            f"{'was' if backups == 1 else 'were'} deleted too." if backups else ""))
+
+
+@dataclass(frozen=True)
+class Filters:
+    kind: str | None = None
+    status: str | None = "active"
+    flag: str | None = None
+
+    def as_kwargs(self) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"kind": self.kind, "status": self.status, "limit": LIST_LIMIT}
+        if self.flag:
+            kwargs[self.flag] = True
+        return kwargs
+
 
 COLUMNS = ("Statement", "Kind", "Flags", "Confidence", "Importance", "Last used", "Created", "Sources", "Status")
 
