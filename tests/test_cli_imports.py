@@ -124,9 +124,11 @@ def test_names_kept_beside_the_parser_match_the_core_ones():
     """The parser names a few of core's constants itself, so that parsing opens no SQLite."""
     from app.cli import finetune as cli_finetune, jobs as cli_jobs, learning as cli_learning, memory as cli_memory
     from core import jobs, types
+    from core.memory import manage
     from core.store import hypotheses
     from core.store import jobs as job_store
     assert cli_memory.MEMORY_KINDS == types.MEMORY_KINDS
+    assert cli_memory.SAID_OUTRIGHT == manage.SAID_OUTRIGHT
     assert cli_learning.HYPOTHESIS_STATUSES == hypotheses.STATUSES
     assert cli_jobs.JOB_STATES == job_store.JOB_STATES
     assert cli_finetune.FINETUNE == jobs.FINETUNE

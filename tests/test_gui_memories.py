@@ -248,7 +248,7 @@ def test_a_memory_added_by_hand_is_remembered_and_recallable(qtbot, panel, seede
     _act(qtbot, panel, lambda: panel.add_memory(dialog.memory()))
     assert panel.message.text() == "Remembered: My sister Ana plays the violin in Lisbon."
     added = next(m for m in panel.model.memories if m.statement.startswith("My sister"))
-    assert added.critical and not added.protected
+    assert added.critical and not added.protected and added.confidence == 0.9  # as `engram memory add`
     hits = on_db_lane(panel, lambda db: recall(db, seeded[0].embedder, "What instrument does Ana play?").hits)
     assert hits[0].id == added.id  # indexed with its vector in the same write
     # the same words again: no copy, the memory is more certain

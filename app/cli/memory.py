@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 # core.types.MEMORY_KINDS, named here so that parsing the command line imports no more than it needs (a test keeps
 # them equal)
 MEMORY_KINDS = ("episodic", "semantic", "summary")
+SAID_OUTRIGHT = 0.9  # core.memory.manage.SAID_OUTRIGHT, the same way
 
 STATUSES = ("active", "trashed", "forgotten", "invalidated", "all")
 EXPORTED_WORDS = {"sessions": "session", "episodes": "episode", "memories": "memory", "history": "history row",
@@ -32,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _triple_options(add)
     add.add_argument("--kind", choices=MEMORY_KINDS, default="semantic")
     add.add_argument("--critical", action="store_true", help="always consider it (allergies, deadlines...)")
-    add.add_argument("--confidence", type=real(0.0, 1.0), default=0.9)
+    add.add_argument("--confidence", type=real(0.0, 1.0), default=SAID_OUTRIGHT)
     add.add_argument("--pin", action="store_true")
     add.add_argument("--protect", action="store_true")
     add.set_defaults(func=cmd_add)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget)
 
 from core.errors import InvalidInput
+from core.memory.manage import SAID_OUTRIGHT
 from core.store.text import clean_text
 
 EXAMPLE = "e.g. I'm allergic to penicillin.  ·  My sister Ana lives in Lisbon."
@@ -20,7 +21,8 @@ class NewMemory:
     protected: bool = False
 
     def as_kwargs(self) -> dict:
-        return {"critical": self.critical, "protected": self.protected, "reason": "added by hand"}
+        return {"critical": self.critical, "protected": self.protected, "confidence": SAID_OUTRIGHT,
+                "reason": "added by hand"}
 
 
 class AddMemoryDialog(QDialog):

@@ -18,6 +18,7 @@ from core.store.text import clean_text
 from core.types import Episode, HistoryEntry, Memory
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
+SAID_OUTRIGHT = 0.9  # the confidence of a memory the user adds by hand (`engram memory add`, Add a memory…)
 RESTATE_STEP = 0.1  # saying a remembered fact again makes it this much more certain (as reconcile's duplicate does)
 
 
