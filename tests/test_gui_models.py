@@ -133,6 +133,8 @@ def test_a_model_folder_added_by_button_is_listed_and_can_be_chosen(qtbot, windo
     qtbot.waitUntil(lambda: _row_of(panel, "second-model") is not None, timeout=10000)
     row = _row_of(panel, "second-model")
     assert panel.table.item(row, 7).text() == "folder"
+    # a folder on disk is no download: the column says its size, whichever kind of row
+    assert panel.table.horizontalHeaderItem(3).text() == "Size"
     assert load_settings(window.services.data_dir).chat_model == first  # adding a second one changes nothing
     qtbot.mouseClick(panel.table.viewport(), Qt.LeftButton,
                      pos=panel.table.visualRect(panel.table.model().index(row, 0)).center())

@@ -16,7 +16,7 @@ GB = 1024 ** 3
 
 
 def columns() -> tuple[str, ...]:
-    return ("Model", "Family", "Parameters", "Download", "Context", "Memory needed",
+    return ("Model", "Family", "Parameters", "Size", "Context", "Memory needed",
             f"On {this_machine()}", "Status")
 
 

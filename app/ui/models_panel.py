@@ -51,6 +51,8 @@ class ModelsPanel(QWidget):
         labels = columns()
         self.table = QTableWidget(0, len(labels))
         self.table.setHorizontalHeaderLabels(labels)
+        self.table.horizontalHeaderItem(3).setToolTip("What a download fetches; for a model on this computer, its "
+                                                      "size on disk")
         self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SingleSelection)
         self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
