@@ -111,6 +111,27 @@ def test_reembed_rebuilds_every_vector(manager, db):
     assert _nearest(manager, "beverage preference") == first.id + 1
 
 
+def test_a_reembed_embeds_before_it_locks_the_store_and_catches_what_changed_meanwhile(manager, db):
+    """Embedding a store takes minutes with a big model: it runs before the write, so the chat can go on writing;
+    a memory added or edited meanwhile is embedded again inside the (short) write."""
+    from core.store.memories import add_memory, update_memory
+    first = manager.add("Ana lives in Lisbon").id
+    manager.add("I drink tea, not coffee")
+    calls = []
+
+    def embed(texts):
+        calls.append((len(texts), db.conn.in_transaction))
+        if len(calls) == 1:  # while the store is embedded: a turn writes a memory, an edit changes one
+            add_memory(db, "The boiler was serviced in March")
+            update_memory(db, first, statement="Ana lives in Porto now")
+        return manager.embedder.embed(texts)
+    assert vectors.reembed(db, manager.embedder.name, manager.embedder.dimension, manager._texts, embed) == 3
+    assert calls[0] == (2, False)  # the whole store, outside any transaction
+    assert all(size <= 2 for size, _ in calls[1:])  # inside it: only what changed meanwhile
+    assert _nearest(manager, "where does Ana live now") == first
+    assert _nearest(manager, "heating maintenance") == 3
+
+
 def test_a_manager_without_an_embedder_still_edits_flags(db):
     plain = MemoryManager(db)
     from core.store.memories import add_memory

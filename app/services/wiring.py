@@ -62,6 +62,11 @@ class Services:
                 self._embedder = load_embedder(self.settings.embedder)
         return self._embedder
 
+    def use_embedder(self, embedder: Any) -> None:
+        """From now on, embed with this one (the store was re-embedded with it: app.services.reembed)."""
+        with self._locks["embedder"]:
+            self._embedder = embedder
+
     @property
     def embedder_loaded(self) -> bool:
         return self._embedder is not None

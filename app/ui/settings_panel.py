@@ -15,13 +15,16 @@ from typing import Any, Callable
 from PySide6.QtCore import Qt, QTime, QUrl, Signal
 from PySide6.QtGui import QDesktopServices
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout, QFrame, QGroupBox, QHBoxLayout,
-                               QLabel, QLineEdit, QPushButton, QScrollArea, QTimeEdit, QVBoxLayout, QWidget)
+                               QLabel, QLineEdit, QMessageBox, QPushButton, QScrollArea, QTimeEdit, QVBoxLayout,
+                               QWidget)
 
 from app.services.platform import this_machine
+from app.services.reembed import reembed_store
 from app.ui.chat_model import in_app_words
 from app.ui.theme import APPEARANCE_LABELS, APPEARANCES, SPACING
 from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
                          with_changes)
+from core.words import counted
 
 COLUMN_WIDTH = 760  # pixels: the form's widest; wider windows leave the rest empty, as macOS settings do
 DIAL_CHOICES = ("off", "light", "normal", "eager")
@@ -68,6 +71,7 @@ class SettingsPanel(QWidget):
         self.context = context
         self.services = context.services
         self.runner = context.runner
+        self.confirm: Callable[[str], bool] = self._ask  # replaced in tests
         column = QWidget()
         column.setMaximumWidth(COLUMN_WIDTH)  # a form reads best in one column of comfortable width
         layout = QVBoxLayout(column)
@@ -283,10 +287,27 @@ class SettingsPanel(QWidget):
             return
         self.save_button.setEnabled(False)
         self.saved_label.setText("Checking the models…")
-        self.runner.submit("db", check_models, self.services, changes, on_done=lambda _: self._write(changes),
+        self.runner.submit("db", check_models, self.services, changes, on_done=lambda _: self._checked(changes),
                            on_error=self._refused)
 
-    def _write(self, changes: dict[str, Any]) -> None:
+    def _checked(self, changes: dict[str, Any]) -> None:
+        """A new embedding model is used only once every memory and turn is embedded with it (recall compares
+        vectors of one model): the user says yes to that first; no keeps the old one and saves the rest."""
+        if "embedder" not in changes:
+            self._write(changes)
+            return
+        new, old = changes["embedder"], self.baseline.embedder
+        if not self.confirm(f"Switch the embedding model to {new}? Engram first embeds every memory and "
+                            f"conversation turn again with it (minutes for a large store); the chat goes on "
+                            f"with {old} meanwhile."):
+            rest = {key: value for key, value in changes.items() if key != "embedder"}
+            self._write(rest, f" The embedding model stays {old}.")
+            return
+        self.saved_label.setText(f"Embedding your memories again with {new}…")
+        self.runner.submit("bulk", reembed_store, self.services, new, on_error=self._refused,
+                           on_done=lambda done: self._write(changes, _reembed_words(done, new)))
+
+    def _write(self, changes: dict[str, Any], note: str = "") -> None:
         settings = update_settings(self.services.data_dir, changes)
         self.baseline = settings
         apply = getattr(self.context.window, "apply_settings", None)
@@ -296,11 +317,19 @@ class SettingsPanel(QWidget):
             self.services.settings = settings
         self.load(settings)
         self.save_button.setEnabled(True)
-        self.saved_label.setText("Saved." + (" The new embedding model applies after `engram memory reembed`."
-                                             if "embedder" in changes else ""))
+        self.saved_label.setText(("Saved." if changes else "Nothing saved.") + note)
         self.saved.emit(True)
+
+    def _ask(self, question: str) -> bool:
+        answer = QMessageBox.question(self, "Engram", question, QMessageBox.Yes | QMessageBox.Cancel,
+                                      QMessageBox.Cancel)
+        return answer == QMessageBox.Yes
 
     def _refused(self, exc: BaseException) -> None:
         self.save_button.setEnabled(True)
         self.saved_label.setText(f"Not saved: {in_app_words(exc)}")
         self.saved.emit(False)
+
+
+def _reembed_words(done: int, name: str) -> str:
+    return f" {counted(done, 'memory or turn', 'memories and turns')} embedded with {name}; it is the one in use."

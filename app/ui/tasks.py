@@ -14,7 +14,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from core.errors import EngramError
 
-LANES = ("db", "model", "io")  # io: downloads, which must never hold up the store or the model
+# io: downloads, which must never hold up the store or the model; bulk: store-wide work on a connection of its own
+# (re-embedding every row after the embedding model changes), which must hold up neither
+LANES = ("db", "model", "io", "bulk")
 
 
 @dataclass

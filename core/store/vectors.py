@@ -184,8 +184,11 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
             embed: Callable[[list[str]], np.ndarray], batch: int = 256) -> int:
     """Drop every vector and embed all rows again with a new model; returns the rows embedded.
 
-    One transaction: a failure or a quit half-way leaves the old model's vectors and binding as they were, not a
-    store bound to the new model with half its rows missing from recall."""
+    The rows are embedded first, outside any transaction (minutes with a large model: the chat goes on writing
+    meanwhile); then one transaction swaps every vector and the binding, embedding again only the rows added or
+    edited in between. A failure or a quit half-way leaves the old model's vectors and binding as they were, not
+    a store bound to the new model with half its rows missing from recall."""
+    ready = {table: _embedded(list(texts_for(table)), embed, batch) for table in VEC_TABLES}
     done = 0
     with db.transaction():
         for table in VEC_TABLES.values():
@@ -195,15 +198,25 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
         db.execute("DELETE FROM meta WHERE key IN ('embedder_name', 'embedder_dimension', ?)", (LAYOUT_KEY,))
         bind_embedder(db, name, dimension)
         for table in VEC_TABLES:
-            chunk: list[tuple[int, str]] = []
-            for item in texts_for(table):  # type: ignore[arg-type]
-                chunk.append(item)
-                if len(chunk) >= batch:
-                    done += _embed_chunk(db, table, chunk, embed)
-                    chunk = []
-            if chunk:
-                done += _embed_chunk(db, table, chunk, embed)
+            rows = list(texts_for(table))  # type: ignore[arg-type]
+            made = ready[table]  # type: ignore[index]
+            made.update(_embedded([(i, t) for i, t in rows if made.get(i, ("",))[0] != t], embed, batch))
+            for start in range(0, len(rows), batch):
+                chunk = [i for i, _ in rows[start:start + batch]]
+                upsert_vectors(db, table, chunk, np.stack([made[i][1] for i in chunk]))  # type: ignore[arg-type]
+            done += len(rows)
     return done
+
+
+def _embedded(rows: list[tuple[int, str]], embed: Callable[[list[str]], np.ndarray],
+              batch: int) -> dict[int, tuple[str, np.ndarray]]:
+    """id → (the text embedded, its vector), embedded `batch` rows at a time."""
+    made: dict[int, tuple[str, np.ndarray]] = {}
+    for start in range(0, len(rows), batch):
+        chunk = rows[start:start + batch]
+        for (i, text), vector in zip(chunk, np.asarray(embed([t for _, t in chunk]), dtype=np.float32)):
+            made[int(i)] = (text, vector)
+    return made
 
 
 def _exact_knn(db: Database, name: str, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
@@ -216,11 +229,6 @@ def _legacy_float_knn(db: Database, name: str, vector: np.ndarray, k: int) -> li
     rows = db.execute(f"SELECT id, distance FROM {name} WHERE embedding MATCH ? AND k = ? ORDER BY distance",
                       (vector.tobytes(), k)).fetchall()
     return [(int(i), float(d)) for i, d in rows]
-
-
-def _embed_chunk(db: Database, table: str, chunk: list[tuple[int, str]], embed) -> int:
-    upsert_vectors(db, table, [i for i, _ in chunk], embed([t for _, t in chunk]))  # type: ignore[arg-type]
-    return len(chunk)
 
 
 def _meta(db: Database) -> dict[str, str]:
