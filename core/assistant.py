@@ -45,6 +45,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
+from core.loop_trim import without_loop
 from core.memory import attribution, hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
@@ -214,6 +215,8 @@ class Assistant:
     def finish(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None = "stop", *,
                replaces: int | None = None) -> TurnRecord:
         used = tuple(m.id for m in prepared.used)
+        if finish_reason == "repetition":
+            reply_text = without_loop(reply_text)  # kept and shown as said once, not thirty times
         record = TurnRecord(None, used, prepared.user_text, reply_text, finish_reason, prepared.at,
                             prepared.incognito)
         if prepared.incognito:
@@ -303,7 +306,7 @@ class Assistant:
         text = "".join(parts)
         record = self.finish(prepared, text, reason)
         learned = self.learn(record) if learn else None
-        return Reply(text, reason, prepared, record, learned)
+        return Reply(record.reply_text, reason, prepared, record, learned)
 
 
 def _prepared(session_id: int | None, user_text: str, built: AssembledContext, now: float, incognito: bool,

@@ -17,8 +17,10 @@ Responder = Callable[[Sequence[ChatMessage], Mapping[str, Any]], dict]
 class ScriptedChatModel:
     """Streams scripted replies word by word; a callable script sees the messages."""
 
-    def __init__(self, script: Sequence[str] | Callable[[Sequence[ChatMessage]], str] = ("OK.",)) -> None:
+    def __init__(self, script: Sequence[str] | Callable[[Sequence[ChatMessage]], str] = ("OK.",), *,
+                 finish: str = "stop") -> None:
         self.script = script
+        self.finish = finish  # how the last chunk says the reply ended ("repetition": the engine's loop guard)
         self.calls: list[list[ChatMessage]] = []
 
     def stream(self, messages: Sequence[ChatMessage], sampling: SamplingParams, *,
@@ -35,7 +37,7 @@ class ScriptedChatModel:
                 return
             last = i == len(words) - 1
             yield GenerationChunk(word + ("" if last else " "), generation_tokens=i + 1,
-                                  finish_reason="stop" if last else None)
+                                  finish_reason=self.finish if last else None)
 
     def count_tokens(self, text: str) -> int:
         return len(text) // 4 + 1

@@ -310,6 +310,8 @@ class ChatPanel(QWidget):
         reply, self.reply = self.reply, None
         if reply is None:
             return
+        if reason == "repetition" and getattr(record, "reply_text", None):
+            reply.set_text(record.reply_text)  # as it is kept: the loop said once (core.loop_trim)
         reply.render()
         reply.set_episode(getattr(record, "episode_id", None))
         if getattr(record, "episode_id", None) is not None:  # stored: what it drew on is known (not incognito)

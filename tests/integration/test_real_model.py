@@ -65,4 +65,8 @@ def test_a_reply_going_round_in_a_loop_ends_there(real_engine):
                 M("user", "My sister Ana plays the violin in an orchestra in Lisbon.")]
     chunks = list(real_engine.stream(messages, SamplingParams.greedy(300)))
     assert chunks[-1].finish_reason == "repetition" and len(chunks) < 60
+    from core.loop_trim import without_loop
+    said = "".join(c.text for c in chunks)
+    kept = without_loop(said)  # as the turn keeps and shows it
+    assert kept and len(kept) < len(said) and not re.search(r"([^\n]{3,120}?)\1{2,}", kept)
     assert "Venezia" in "".join(c.text for c in chunks)  # what it said is kept, up to where the loop was seen
