@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from PySide6.QtWidgets import (QCheckBox, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget)
+from PySide6.QtCore import QEvent, QObject, Qt
+from PySide6.QtGui import QKeySequence
+from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from core.errors import InvalidInput
 from core.memory.manage import SAID_OUTRIGHT
@@ -31,6 +33,8 @@ class AddMemoryDialog(QDialog):
         self.setWindowTitle("Add a memory")
         self.text = QPlainTextEdit()
         self.text.setPlaceholderText(EXAMPLE)
+        # the platform's words: ⌘↩ on a Mac, Ctrl+Return elsewhere
+        self.text.setToolTip(f"{QKeySequence('Ctrl+Return').toString(QKeySequence.NativeText)} remembers it")
         self.text.setTabChangesFocus(True)
         self.critical = QCheckBox("Critical: always keep it in mind (an allergy, a medication, a deadline)")
         self.protected = QCheckBox("Protected: never forget or delete it automatically")
@@ -41,6 +45,7 @@ class AddMemoryDialog(QDialog):
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         self.text.textChanged.connect(self._enable)
+        self.text.installEventFilter(self)  # Return adds a line; ⌘Return (Ctrl+Return elsewhere) remembers
         layout = QVBoxLayout(self)
         layout.addWidget(QLabel("What should Engram remember about you?"))
         layout.addWidget(self.text, 1)
@@ -52,6 +57,14 @@ class AddMemoryDialog(QDialog):
     def _enable(self) -> None:
         self.buttons.button(QDialogButtonBox.Ok).setEnabled(bool(self.text.toPlainText().strip()))
         self.error.setText("")
+
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (watched is self.text and event.type() == QEvent.KeyPress
+                and event.key() in (Qt.Key_Return, Qt.Key_Enter) and event.modifiers() & Qt.ControlModifier):
+            if self.buttons.button(QDialogButtonBox.Ok).isEnabled():
+                self.accept()
+            return True
+        return super().eventFilter(watched, event)
 
     def accept(self) -> None:
         try:
