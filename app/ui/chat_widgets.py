@@ -2,10 +2,10 @@
 wrapping chip row."""
 from __future__ import annotations
 
-from typing import Any, Collection, Sequence
+from typing import Any, Callable, Collection, Sequence
 
-from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QKeyEvent, QPalette, QTextOption
+from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QPalette, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
@@ -102,12 +102,24 @@ def discard(widget: QWidget) -> None:
     widget.deleteLater()
 
 
+# A reply's links are model output: only these open, in the browser or the mail app. A file, an app, a share or
+# another app's scheme ("file:///Applications/…", "smb://", "x-apple.systempreferences:") a hostile memory or a
+# pasted page could have steered the model into writing is never opened by a click.
+SAFE_LINK_SCHEMES = ("http", "https", "mailto")
+
+
+def opens_from_a_reply(url: QUrl) -> bool:
+    return url.isValid() and url.scheme().lower() in SAFE_LINK_SCHEMES and bool(url.host() or url.path())
+
+
 class MarkdownView(QTextBrowser):
     """A read-only Markdown view as tall as its text, so replies stack in a scroll area."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.setOpenExternalLinks(True)
+        self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # replaced in tests
+        self.setOpenLinks(False)  # a click neither navigates this view nor opens anything by itself
+        self.anchorClicked.connect(self._clicked)
         self.setFrameShape(QFrame.NoFrame)
         self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
         self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
@@ -115,6 +127,10 @@ class MarkdownView(QTextBrowser):
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.viewport().setAutoFillBackground(False)
+
+    def _clicked(self, url: QUrl) -> None:
+        if opens_from_a_reply(url):
+            self.open_url(url)
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)
