@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Callable, Collection, Sequence
 
-from PySide6.QtCore import QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
-from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QPalette, QTextOption
+from PySide6.QtCore import QByteArray, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QPalette, QTextDocument, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
@@ -106,6 +106,8 @@ def discard(widget: QWidget) -> None:
 # another app's scheme ("file:///Applications/…", "smb://", "x-apple.systempreferences:") a hostile memory or a
 # pasted page could have steered the model into writing is never opened by a click.
 SAFE_LINK_SCHEMES = ("http", "https", "mailto")
+MARKDOWN_WITHOUT_HTML = QTextDocument.MarkdownFeatures(QTextDocument.MarkdownDialectGitHub
+                                                       | QTextDocument.MarkdownNoHTML)
 
 
 def opens_from_a_reply(url: QUrl) -> bool:
@@ -128,9 +130,19 @@ class MarkdownView(QTextBrowser):
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.viewport().setAutoFillBackground(False)
 
+    def setMarkdown(self, text: str) -> None:  # noqa: N802 - Qt's name
+        """GitHub Markdown without raw HTML: "<b>", "<img …>" in a reply are shown as the text they are."""
+        self.document().setMarkdown(text, MARKDOWN_WITHOUT_HTML)
+
     def _clicked(self, url: QUrl) -> None:
         if opens_from_a_reply(url):
             self.open_url(url)
+
+    def loadResource(self, kind: int, url: QUrl) -> Any:
+        """Nothing a reply names is read: `![x](/dev/zero)` hung the window reading for ever, and a local image
+        or file has no place in a reply (an image shows as the empty box Qt draws for a missing one). Not None:
+        QTextDocument reads the file itself when the view returns nothing."""
+        return QByteArray()
 
     def resizeEvent(self, event: Any) -> None:
         super().resizeEvent(event)

@@ -17,6 +17,7 @@ from app.ui.icons import icon_size, themed_icon
 from app.ui.tasks import TaskRunner
 from app.ui.theme import SPACING, Theme
 from app.ui.menus import build_menus
+from app.ui.plain_text import guard_plain_text
 from app.ui.settings_watch import SettingsWatcher
 from core.errors import NotFound
 
@@ -62,6 +63,7 @@ class MainWindow(QMainWindow):
 
     def __init__(self, services: Any, runner: TaskRunner | None = None) -> None:
         super().__init__()
+        guard_plain_text()  # data in a label is never rendered as markup (app.ui.plain_text)
         self.services = services
         self.runner = runner or TaskRunner(self)
         self.context = PanelContext(services=services, runner=self.runner, window=self)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 
@@ -110,5 +111,14 @@ def about_text() -> str:
             f"Python {versions['Python']}</p>")
 
 
-def show_about(window: Any) -> None:
-    QMessageBox.about(window, "About Engram", about_text())
+def show_about(window: Any) -> QMessageBox:
+    """QMessageBox.about, with its text marked rich (every label left to guess shows plain text: app.ui.plain_text)
+    and opened without blocking (a sheet on the Mac)."""
+    box = QMessageBox(QMessageBox.NoIcon, "About Engram", about_text(), QMessageBox.Ok, window)
+    box.setTextFormat(Qt.RichText)
+    box.setAttribute(Qt.WA_DeleteOnClose)
+    icon = QApplication.windowIcon()
+    if not icon.isNull():
+        box.setIconPixmap(icon.pixmap(64, 64))  # as QMessageBox.about shows it
+    box.open()
+    return box

@@ -1,0 +1,35 @@
+"""Every label and tooltip shows its text as plain text unless the code made it rich on purpose.
+
+A QLabel (and the label behind a tooltip or a message box) guesses: text whose first tag looks like HTML is
+rendered as HTML, and an `<img src="/dev/zero">` in it is read as an image file for ever (the window hung, its
+memory grew without end). Memory statements, conversation titles, hypotheses and errors are data — a pasted page
+or a hostile import puts markup there — so the guess is switched off for the whole application: at the moment a
+label is first polished, one still left to guess (Qt.AutoText) is made plain; labels that show our own markup set
+Qt.RichText explicitly (the welcome screen, About).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from PySide6.QtCore import QCoreApplication, QEvent, QObject, Qt
+from PySide6.QtWidgets import QLabel
+
+GUARD_NAME = "engram-plain-text-guard"
+
+
+class PlainTextGuard(QObject):
+    def eventFilter(self, watched: QObject, event: QEvent) -> bool:
+        if (event.type() == QEvent.Polish and isinstance(watched, QLabel)
+                and watched.textFormat() == Qt.AutoText):
+            watched.setTextFormat(Qt.PlainText)
+        return False
+
+
+def guard_plain_text(app: Any = None) -> None:
+    """Install the guard on the application once (windows and tests call it; a second call does nothing)."""
+    app = app or QCoreApplication.instance()
+    if app is None or app.findChild(PlainTextGuard, GUARD_NAME) is not None:
+        return
+    guard = PlainTextGuard(app)
+    guard.setObjectName(GUARD_NAME)
+    app.installEventFilter(guard)
