@@ -69,8 +69,9 @@ OBJECT_LATER = re.compile(rf"\b(?:[Tt]he\s+[Uu]ser|User)(?![\w{APOSTROPHES}-])")
 
 # The user speaking of themself. "I" only as a capital; the verb after it agrees with "you" already, but for these.
 FIRST_PERSON_ANCHOR = re.compile(rf"(?<![\w{APOSTROPHES}-])I(?![\w-])|^\s*My\b")
-FIRST_PERSON = re.compile(rf"(?<![\w{APOSTROPHES}-])(I(?:[{APOSTROPHES}]m| am| was| wasn[{APOSTROPHES}]t)?|I(?=[{APOSTROPHES}](?:ve|d|ll)\b)"
-                          rf"|[Mm]yself|[Mm]ine|[Mm]y|me)(?![\w-])(?![{APOSTROPHES}]s)")
+FIRST_PERSON = re.compile(rf"(?<![\w{APOSTROPHES}-])(I(?:[{APOSTROPHES}]m| am| was| wasn[{APOSTROPHES}]t)?"
+                          rf"|I(?=[{APOSTROPHES}](?:ve|d|ll)\b)|[Mm]yself|[Mm]ine|[Mm]y|me)"
+                          rf"(?![\w-])(?![{APOSTROPHES}]s)")
 PERSONS = {"my", "mine", "myself", "me", "you", "your", "yours", "yourself", "user"}  # before "I": not a name
 SAID_TO_YOU = {"i": "you", "i'm": "you're", "i am": "you are", "i was": "you were", "i wasn't": "you weren't",
                "me": "you", "my": "your", "mine": "yours", "myself": "yourself"}
@@ -95,10 +96,12 @@ def _sentence(sentence: str, first_person: bool) -> str:
 
 
 def _first_person(body: str) -> str:
-    """ "I'm allergic to penicillin" → "You're allergic to penicillin"; "Ana gave me my keys" → "… you your keys"."""
+    """ "I'm allergic to penicillin" → "You're allergic to penicillin"; "Ana gave me my keys" → "… you your
+    keys"."""
     def said_to_you(found: re.Match) -> str:
         words = found.group()
-        if words == "I" and (_numeral(body[:found.start()], body[found.end():]) or _agrees_with_he(body[found.end():])):
+        before, after = body[:found.start()], body[found.end():]
+        if words == "I" and (_numeral(before, after) or _agrees_with_he(after)):
             return words
         plain = words.lower().replace("\u2019", "'")
         turned = _apostrophe_like(SAID_TO_YOU[plain], words)

@@ -21,7 +21,7 @@ from core.memory.grounding import content_words
 from core.protocols import Embedder
 
 CARRIED_SHARE = 0.5  # of an item's own words (those the user's message did not bring) the reply repeats
-NOTHING_BESIDES = 0.1  # a unit vector's part off the question's direction, below which it only restates it (cos > 0.995)
+NOTHING_BESIDES = 0.1  # a unit vector's part off the question's direction below which it only restates the question
 
 
 def drawn_on(user_text: str, reply_text: str, items: Sequence[str]) -> list[bool]:
