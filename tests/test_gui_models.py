@@ -55,6 +55,7 @@ def test_first_start_opens_on_models_with_the_recommended_model(qtbot, tmp_path)
     assert panel.banner.isVisible() and panel.recommended.name in panel.banner.text()
     from app.services.platform import this_machine
     assert f"Recommended for {this_machine()}" in panel.banner.text()
+    assert "“Add a GGUF file…”" in panel.banner.text()  # the other way in, on this machine with no hub access
     win.runner.shutdown(wait=True)
     chosen = Services.from_data_dir(tmp_path / "chosen")
     chosen.settings = chosen.settings.replace(chat_model=CURATED[0].repo_id)

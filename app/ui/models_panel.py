@@ -143,7 +143,8 @@ class ModelsPanel(QWidget):
                 f"Engram needs a language model to chat. Recommended for {this_machine()} "
                 f"({budget_words(self.budget, this_machine())}): {self.recommended.name}, a "
                 f"{human_bytes(self.recommended.size_bytes)} download. Select it and press Download; it stays on "
-                f"{this_machine()}. Or add a model folder you already have with “Add a model…”.")
+                f"{this_machine()}. Or add one you already have: a model folder with “Add a model…”"
+                + (", a .gguf file with “Add a GGUF file…”." if gguf_supported() else "."))
             self.select_repo(self.recommended.repo_id)
         self.banner.setVisible(first_start)
 
