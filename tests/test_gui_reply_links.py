@@ -92,3 +92,4 @@ def test_a_label_never_renders_what_it_is_given_as_markup(qtbot):
     qtbot.addWidget(ours)
     ours.show()
     assert ours.textFormat() == Qt.RichText  # markup we wrote on purpose stays rich
+

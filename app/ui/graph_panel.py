@@ -6,7 +6,6 @@ when another connection changed the store (the window's StoreWatch: `engram memo
 job); hidden, it is redrawn when next shown."""
 from __future__ import annotations
 
-import html
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -297,10 +296,11 @@ class GraphPanel(QWidget):
         self.labels.place(self.view, self._weights, self._shown(), pinned, self._whole, radii)
 
     def _tip(self, x: float = 0.0, y: float = 0.0, data: Any = None) -> str:
-        """The hovered node's whole statement (escaped: it is data) and its kind."""
+        """The hovered node's whole statement and its kind, as plain text (tooltips never render markup:
+        app.ui.plain_text)."""
         node = self.view.nodes[int(data)]
         detail = kind_name(node.kind) + (f" · importance {node.importance:.2f}" if node.memory_id is not None else "")
-        return f"<p>{html.escape(node.label)}</p><p><i>{html.escape(detail)}</i></p>"
+        return f"{node.label}\n{detail}"
 
     def _pens(self, base: QColor) -> list[Any]:
         """Node outlines: the selected node's thick, its neighbours' in the highlight colour, the rest plain (one pen
