@@ -172,9 +172,10 @@ class TurnLearner:
         reply's words were not theirs), where the reply says them in other words: a weak model calls everything
         useful, and a use keeps a memory from being forgotten, so the claim is checked as any model output is
         (core.memory.attribution.says_in_other_words)."""
-        return [MemoryId(r["memory_id"]) for r in rows if not r["drew_on"] and r["memory_id"] in useful
-                and says_in_other_words(turn.user_text, turn.reply_text, r["statement"], self.embedder,
-                                        self.settings.grounding)]
+        claimed = [r for r in rows if not r["drew_on"] and r["memory_id"] in useful]
+        meant = says_in_other_words(turn.user_text, turn.reply_text, [r["statement"] for r in claimed],
+                                    self.embedder, self.settings.grounding)
+        return [MemoryId(r["memory_id"]) for r, yes in zip(claimed, meant) if yes]
 
 
 def pending_learning(db: Database, limit: int = 100) -> list[EpisodeId]:

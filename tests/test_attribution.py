@@ -119,6 +119,10 @@ def test_meaning_beyond_the_question_tells_a_paraphrase_from_a_different_answer(
         ("Any ideas for the weekend?", "A walk in the hills, since you love the trails?", "I love hiking.", True),
         ("Where do I live?", "You live in Berlin.", "I live in Porto.", False),
     ]
-    got = [says_in_other_words(q, r, m, embedder, Settings().grounding) for q, r, m, _ in cases]
+    got = [says_in_other_words(q, r, [m], embedder, Settings().grounding)[0] for q, r, m, _ in cases]
     assert got == [truth for *_, truth in cases]
-    assert says_in_other_words("", "", PENICILLIN, embedder, Settings().grounding) is False
+    assert says_in_other_words("", "", [PENICILLIN], embedder, Settings().grounding) == [False]
+    # several at once, in one embedding call: the same answers as one by one
+    assert says_in_other_words("Where do I work?", "You're a nurse at the hospital in town.",
+                                ["I work as a nurse at the city hospital.", "I love hiking."], embedder,
+                                Settings().grounding) == [True, False]

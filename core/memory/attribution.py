@@ -40,21 +40,31 @@ def _drew_on(own: set[str], carried: set[str], holders: Counter) -> bool:
     return distinctive or len(carried) >= CARRIED_SHARE * len(own)
 
 
-def says_in_other_words(user_text: str, reply_text: str, item: str, embedder: Embedder,
-                        grounding: GroundingSettings) -> bool:
-    """Whether the reply carries the item's content beyond what the user asked: half of the item's own words, or
-    its meaning once the question's is taken out of both. A reply to "What am I allergic to?" saying "I'm allergic
-    to melatonin." is as close to "I'm allergic to penicillin." as any answer (MiniLM cosine 0.55) because both
-    say the question's frame; without the question's direction they are 0.31 apart, a paraphrase 0.6–0.9. An
+def says_in_other_words(user_text: str, reply_text: str, items: Sequence[str], embedder: Embedder,
+                        grounding: GroundingSettings) -> list[bool]:
+    """For each item, whether the reply carries its content beyond what the user asked: half of the item's own
+    words, or its meaning once the question's is taken out of both. A reply to "What am I allergic to?" saying "I'm
+    allergic to melatonin." is as close to "I'm allergic to penicillin." as any answer (MiniLM cosine 0.55) because
+    both say the question's frame; without the question's direction they are 0.31 apart, a paraphrase 0.6–0.9. An
     oblique one is missed ("you react badly to that family of antibiotics", 0.32): a use not counted costs less
-    than a chip that says a contradicting reply drew on the memory."""
-    own = content_words(item) - content_words(user_text)
-    if own and len(own & content_words(reply_text)) >= grounding.min_support * len(own):
-        return True
-    if not reply_text.strip() or not item.strip():
-        return False
-    question, reply, memory = _unit(np.asarray(embedder.embed([user_text or " ", reply_text, item]), np.float32))
-    reply, memory = reply - float(reply @ question) * question, memory - float(memory @ question) * question
+    than a chip that says a contradicting reply drew on the memory. One embedding call for them all."""
+    items = list(items)
+    if not items or not reply_text.strip():
+        return [False] * len(items)
+    question, reply, *memories = _unit(np.asarray(embedder.embed([user_text or " ", reply_text, *items]),
+                                                  np.float32))
+    beyond = reply - float(reply @ question) * question
+    asked, replied = content_words(user_text), content_words(reply_text)
+    return [_carried(content_words(item) - asked, replied, grounding)
+            or _close_beyond(beyond, memory - float(memory @ question) * question, grounding)
+            for item, memory in zip(items, memories)]
+
+
+def _carried(own: set[str], replied: set[str], grounding: GroundingSettings) -> bool:
+    return bool(own) and len(own & replied) >= grounding.min_support * len(own)
+
+
+def _close_beyond(reply: np.ndarray, memory: np.ndarray, grounding: GroundingSettings) -> bool:
     if min(np.linalg.norm(reply), np.linalg.norm(memory)) < NOTHING_BESIDES:
         return False  # one of them says no more than the question: nothing of the item is carried
     return float(_unit(reply) @ _unit(memory)) >= grounding.min_support_cosine
