@@ -76,27 +76,42 @@ def in_quiet_hours(local: time.struct_time, start: str, end: str) -> bool:
     return a <= minute < b if a < b else (minute >= a or minute < b)
 
 
+REPLYING = "replying"  # the chat answers a message
+LEARNING = "learning"  # the chat learns from a turn it has answered
+
+
 class ModelGate:
-    """Chat always has the model first: the chat engine marks its turns, and model-using jobs wait or yield."""
+    """Chat always has the model first: the chat engine marks its turns, and model-using jobs wait or yield.
+
+    It also knows what the chat is doing with the model, so the Jobs panel can say why a job waits."""
 
     def __init__(self) -> None:
-        self._turns = 0
+        self._turns = {REPLYING: 0, LEARNING: 0}
         self._lock = threading.Lock()
 
-    def chat_started(self) -> None:
+    def chat_started(self, activity: str = REPLYING) -> None:
         with self._lock:
-            self._turns += 1
+            self._turns[activity] += 1
 
-    def chat_finished(self) -> None:
+    def chat_finished(self, activity: str = REPLYING) -> None:
         with self._lock:
-            self._turns = max(0, self._turns - 1)
+            self._turns[activity] = max(0, self._turns[activity] - 1)
 
     def chat_active(self) -> bool:
+        return self.busy_with() is not None
+
+    def busy_with(self) -> Optional[str]:
+        """REPLYING, LEARNING or None; a reply outranks learning (learning gives way to it)."""
         with self._lock:
-            return self._turns > 0
+            return next((activity for activity in (REPLYING, LEARNING) if self._turns[activity]), None)
 
     def chat_turn(self) -> "_ChatTurn":
         return _ChatTurn(self)
+
+
+def chat_reason(activity: Optional[str]) -> str:
+    """Why a model-using job waits, in the words the Jobs panel shows."""
+    return "learning from your last message" if activity == LEARNING else "chat is using the model"
 
 
 class _ChatTurn:

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from core.conditions import ModelGate, in_quiet_hours
+from core.conditions import ModelGate, chat_reason, in_quiet_hours
 from core.config import SchedulerSettings
 from core.errors import InvalidInput, StoreCorrupt
 from core.store import health
@@ -138,8 +138,9 @@ class Scheduler:
         now = self.env.clock()
         if job.not_before is not None and now < job.not_before and not job.run_now:
             return "waiting to retry"
-        if spec.uses_model and self.env.model_gate.chat_active():
-            return "chat is using the model"
+        busy = self.env.model_gate.busy_with() if spec.uses_model else None
+        if busy:
+            return chat_reason(busy)
         if spec.heavy and self._heavy_running():
             return "another heavy job is running"
         if job.run_now:
@@ -153,8 +154,9 @@ class Scheduler:
         requested = store.requested_action(self.db, job.id)
         if requested:
             return requested
-        if spec.uses_model and self.env.model_gate.chat_active():
-            return "chat is using the model"
+        busy = self.env.model_gate.busy_with() if spec.uses_model else None
+        if busy:
+            return chat_reason(busy)
         if job.run_now:
             return None
         return self._background_reason(spec, self.env.clock())

@@ -11,7 +11,7 @@ from PySide6.QtCore import Qt  # noqa: E402
 
 from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
-from core.conditions import ModelGate  # noqa: E402
+from core.conditions import LEARNING, REPLYING, ModelGate  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
 from core.errors import ModelError  # noqa: E402
 from core.memory import recall_learning  # noqa: E402
@@ -169,10 +169,20 @@ def test_conversation_list_new_rename_delete_and_search(qtbot, tmp_path):
 
 # -- real turns on the tiny model -----------------------------------------------------------------------
 
+class _RecordingGate(ModelGate):
+    def __init__(self) -> None:
+        super().__init__()
+        self.started: list[str] = []
+
+    def chat_started(self, activity: str = REPLYING) -> None:
+        self.started.append(activity)
+        super().chat_started(activity)
+
+
 def test_reply_streams_is_stored_and_rated(qtbot, window):
     panel = window.show_panel("chat")
     on_db(window, add_memory, "User's favourite tea is jasmine")
-    window.background = SimpleNamespace(model_gate=ModelGate(), stop=lambda: None)  # as the idle-time loop
+    window.background = SimpleNamespace(model_gate=_RecordingGate(), stop=lambda: None)  # as the idle-time loop
     chunks, gate_held = [], []
     panel.turns.chunk.connect(chunks.append)
     panel.turns.chunk.connect(lambda _text: gate_held.append(window.background.model_gate.chat_active()))
@@ -180,6 +190,7 @@ def test_reply_streams_is_stored_and_rated(qtbot, window):
         reply = _send_and_wait(qtbot, panel, "Which tea should I buy?")
     assert chunks and reply.text == "".join(chunks)
     assert all(gate_held) and not window.background.model_gate.chat_active()  # jobs gave way, then resume
+    assert window.background.model_gate.started == [REPLYING, LEARNING]  # the Jobs panel says which
     episode = row(window, "SELECT * FROM episodes ORDER BY id DESC LIMIT 1")
     assert episode["id"] == reply.episode_id and episode["assistant_text"] == reply.text
     assert panel.session_id == episode["session_id"]

@@ -7,7 +7,8 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from app.services.wiring import Services  # noqa: E402
-from app.ui.jobs_state import eta, loss_point  # noqa: E402
+from app.ui.jobs_state import Conditions, eta, loss_point  # noqa: E402
+from core.conditions import LEARNING, REPLYING  # noqa: E402
 from app.ui.panel_widgets import BAR_ROLE  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.finetune import adapters as versions  # noqa: E402
@@ -65,6 +66,14 @@ def test_progress_messages_give_eta_and_loss_points():
     running = Job(id=1, kind="consolidation", state="running", progress=0.25, started_at=100.0)
     assert eta(running, 140.0) == pytest.approx(120.0)
     assert eta(Job(id=2, kind="finetune", state="running", message="step 1/9, loss 3.0, ETA 42s"), 0) == 42.0
+
+
+def test_the_conditions_line_says_what_the_chat_does_with_the_model():
+    now = dict(idle_seconds=0.0, idle_needed_seconds=600.0, on_ac_power=True, require_ac_power=True,
+               quiet_start="01:00", quiet_end="06:00", in_quiet_hours=False)
+    assert Conditions(**now, model_busy_with=None).summary().endswith(" · model free")
+    assert Conditions(**now, model_busy_with=REPLYING).summary().endswith(" · chat is using the model")
+    assert Conditions(**now, model_busy_with=LEARNING).summary().endswith(" · learning from your last message")
 
 
 def test_queue_conditions_pause_cancel_and_tonight(qtbot, window, window_db):

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from core.conditions import ActivityTracker, ModelGate
+from core.conditions import LEARNING, ActivityTracker, ModelGate
 from core.config import SchedulerSettings
 from core.errors import GenerationStopped, InvalidInput
 from core.jobs import ROUTINE_INTERVALS, Step, standard_specs, stepwise
@@ -167,6 +167,19 @@ def test_chat_has_the_model_first(db, world):
     world.gate.chat_finished()
     assert not world.gate.chat_active()
     assert sched.run_next().state == "done" and log == [1, 2, 3, 4]
+
+
+def test_a_job_waiting_for_chat_says_whether_it_replies_or_learns(db, world):
+    sched = make(db, world, [JobSpec("reflect", stepwise(counting_step(1, [])), uses_model=True)])
+    job = store.get_job(db, sched.enqueue("reflect").id)
+    world.gate.chat_started(LEARNING)
+    assert sched.waiting_reason(job) == "learning from your last message"
+    world.gate.chat_started()  # a message arrives while it learns: the reply is what holds the model now
+    assert sched.waiting_reason(job) == "chat is using the model"
+    world.gate.chat_finished()
+    assert world.gate.busy_with() == LEARNING
+    world.gate.chat_finished(LEARNING)
+    assert world.gate.busy_with() is None and sched.waiting_reason(job) is None
 
 
 def test_never_two_heavy_jobs_at_once_even_across_processes(tmp_path, world):

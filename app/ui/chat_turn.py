@@ -23,6 +23,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem
 from app.ui.chat_model import in_app_words, load_problem, model_name
 from core.assistant import BUSY
+from core.conditions import LEARNING
 from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
 from core.store import turn_learning
@@ -171,7 +172,7 @@ class TurnController(QObject):
         self._reply_first.clear()
         gate = self._model_gate()
         if gate is not None:
-            gate.chat_started()  # idle-time jobs wait for chat's learning as for its replies
+            gate.chat_started(LEARNING)  # idle-time jobs wait for chat's learning as for its replies
         episode_id = getattr(record, "episode_id", None)
 
         def work() -> tuple[Any, LearnNote]:
@@ -187,7 +188,7 @@ class TurnController(QObject):
         def ended(result: tuple[Any, LearnNote] | None) -> None:
             self.learning = None
             if gate is not None:
-                gate.chat_finished()
+                gate.chat_finished(LEARNING)
             if result is not None and result[0] is not None and result[0].skipped == BUSY:
                 self.to_learn.appendleft(record)  # a reply came first: learned when the chat is quiet again
             elif result is not None:

@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
-from core.conditions import in_quiet_hours
+from core.conditions import chat_reason, in_quiet_hours
 from core.finetune import adapters as versions
 from core.scheduler import Scheduler
 from core.store import jobs as store
@@ -34,7 +34,7 @@ class Conditions:
     quiet_start: str
     quiet_end: str
     in_quiet_hours: bool
-    chat_active: bool
+    model_busy_with: Optional[str]  # what the chat is doing with the model (core.conditions), None: free
 
     def summary(self) -> str:
         idle = (f"You have been away {int(self.idle_seconds // 60)} min"
@@ -43,7 +43,7 @@ class Conditions:
         power = {True: "on power", False: "on battery", None: "power unknown (counts as on power)"}[self.on_ac_power]
         quiet = (f"quiet hours {self.quiet_start}–{self.quiet_end} "
                  f"({'now' if self.in_quiet_hours else 'not now'})")
-        chat = "chat is using the model" if self.chat_active else "model free"
+        chat = chat_reason(self.model_busy_with) if self.model_busy_with else "model free"
         return " · ".join((idle, power, quiet, chat))
 
 
@@ -83,7 +83,7 @@ def conditions(scheduler: Scheduler, now: float) -> Conditions:
     return Conditions(idle_seconds=env.idle_seconds(), idle_needed_seconds=settings.idle_minutes * 60.0,
                       on_ac_power=env.on_ac_power(), require_ac_power=settings.require_ac_power,
                       quiet_start=settings.quiet_hours_start, quiet_end=settings.quiet_hours_end,
-                      in_quiet_hours=quiet, chat_active=env.model_gate.chat_active())
+                      in_quiet_hours=quiet, model_busy_with=env.model_gate.busy_with())
 
 
 def eta(job: Job, now: float) -> Optional[float]:
