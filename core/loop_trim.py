@@ -14,7 +14,7 @@ def without_loop(text: str) -> str:
     said: set[str] = set()
     for line in _collapsed(text).splitlines(keepends=True):
         words = line.strip()
-        if _has_letter(words) and words in said:
+        if has_letter(words) and words in said:
             continue
         said.add(words)
         kept.append(line)
@@ -29,7 +29,7 @@ def _collapsed(text: str) -> str:
     out, at = [], 0
     for found in _REPEATED.finditer(text):
         phrase = found.group(1)
-        if not _has_letter(phrase):
+        if not has_letter(phrase):
             continue  # a table's rule or a row of dashes is not a loop
         rest = text[found.end():].split("\n", 1)[0]
         end = found.end() + (len(rest) if rest and phrase.startswith(rest) else 0)
@@ -43,5 +43,6 @@ def _cut_off(last: str, before: list[str]) -> bool:
     return bool(last) and any(line != last and line.startswith(last) for line in before)
 
 
-def _has_letter(text: str) -> bool:
+def has_letter(text: str) -> bool:
+    """Whether a line says anything in words (a table rule or a row of dashes repeats without looping)."""
     return any(ch.isalpha() for ch in text)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
+from core.loop_trim import has_letter
+
 MAX_BLOCK = 48  # tokens in the longest repeated block looked for
 MIN_REPEATS = 4  # a block said this many times in a row ...
 MIN_SPAN = 24  # ... over at least this many tokens
@@ -43,7 +45,7 @@ class RepetitionGuard:
         looping = False
         for line in (d.strip() for d in done):
             self.lines.append(line)
-            if not any(ch.isalpha() for ch in line):
+            if not has_letter(line):
                 continue
             self.stale.append(line in self.said)
             self.said.add(line)
@@ -58,6 +60,6 @@ class RepetitionGuard:
             if span > len(tokens) or tokens[-1] != tokens[-1 - size]:
                 continue
             block = tokens[-size:]
-            if tokens[-span:] == block * repeats and any(ch.isalpha() for ch in "".join(self.texts[-size:])):
+            if tokens[-span:] == block * repeats and has_letter("".join(self.texts[-size:])):
                 return True
         return False
