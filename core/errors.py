@@ -56,3 +56,7 @@ class GenerationStopped(ModelError):
 
 class StructuredOutputError(ModelError):
     """Constrained generation ended before a complete, schema-valid object was produced."""
+
+
+class WorkStopped(EngramError):
+    """Long work was asked to stop before it finished and changed nothing (a re-embedding when the app quits)."""

@@ -76,3 +76,20 @@ def test_saying_no_keeps_the_old_embedding_model_and_saves_the_rest(qtbot, remem
         assert vectors.bound_embedder(db)[0] == before
     finally:
         db.close()
+
+
+def test_closing_the_window_stops_a_re_embedding_and_keeps_the_old_model(qtbot, remembered, other_embedder):
+    window = remembered
+    panel = window.show_panel("settings")
+    before = window.services.settings.embedder
+    panel.confirm = lambda question: "quitting stops it" in question
+    panel.embedder.setText(other_embedder)
+    panel.shutdown()  # as the window closing does, before the lanes are joined: the work sees it at its next batch
+    assert _save(qtbot, panel) == [False]
+    assert panel.saved_label.text().startswith("Not saved: re-embedding stopped")
+    assert load_settings(window.services.data_dir).embedder == before and window.services.embedder.name == before
+    db = open_db(window.services.db_path)
+    try:
+        assert vectors.bound_embedder(db)[0] == before
+    finally:
+        db.close()

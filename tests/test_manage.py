@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from core.errors import InvalidInput, NotFound
+from core.errors import InvalidInput, NotFound, WorkStopped
 from core.memory.manage import MemoryManager
 from core.store import vectors
 
@@ -154,6 +154,22 @@ def test_a_reembed_that_fails_half_way_changes_nothing(manager, db):
     assert after[0] == before[0] and set(after[1]) == {1, 2}
     assert all((after[1][i] == before[1][i]).all() for i in (1, 2))
     assert _nearest(manager, "beverage preference") == 2  # recall works as before
+
+
+def test_a_reembed_asked_to_stop_stops_within_a_batch_and_changes_nothing(manager, db):
+    for i in range(5):
+        manager.add(f"Memory number {i} about the garden")
+    before = vectors.bound_embedder(db), vectors.get_vectors(db, "memory", range(1, 6))
+    batches = []
+
+    def embed(texts):
+        batches.append(len(texts))
+        return manager.embedder.embed(texts)
+    with pytest.raises(WorkStopped, match="nothing was changed"):
+        vectors.reembed(db, "other-model", 384, manager._texts, embed, batch=2, stop=lambda: len(batches) >= 1)
+    assert batches == [2]  # the quit waited for one batch, not for the store
+    after = vectors.bound_embedder(db), vectors.get_vectors(db, "memory", range(1, 6))
+    assert after[0] == before[0] and all((after[1][i] == before[1][i]).all() for i in range(1, 6))
 
 
 def test_adding_a_statement_already_remembered_raises_its_confidence_instead_of_a_copy(manager):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import threading
 import tomllib
 from importlib import metadata
 from pathlib import Path
@@ -96,7 +97,11 @@ class SettingsPanel(QWidget):
         layout.addStretch(1)
         self._scrolling(column)
         self.baseline = self.services.settings  # what the fields showed before the user touched them
+        self.reembed_stop = threading.Event()  # set when the window closes: a re-embedding gives up, changing nothing
         self.load(self.services.settings)
+
+    def shutdown(self) -> None:
+        self.reembed_stop.set()
 
     def _scrolling(self, column: QWidget) -> None:
         """The column at the panel's left, scrolling when the window is shorter than the form."""
@@ -299,12 +304,12 @@ class SettingsPanel(QWidget):
         new, old = changes["embedder"], self.baseline.embedder
         if not self.confirm(f"Switch the embedding model to {new}? Engram first embeds every memory and "
                             f"conversation turn again with it (minutes for a large store); the chat goes on "
-                            f"with {old} meanwhile."):
+                            f"with {old} meanwhile, and quitting stops it with nothing changed."):
             rest = {key: value for key, value in changes.items() if key != "embedder"}
             self._write(rest, f" The embedding model stays {old}.")
             return
         self.saved_label.setText(f"Embedding your memories again with {new}…")
-        self.runner.submit("bulk", reembed_store, self.services, new, on_error=self._refused,
+        self.runner.submit("bulk", reembed_store, self.services, new, self.reembed_stop, on_error=self._refused,
                            on_done=lambda done: self._write(changes, _reembed_words(done, new)))
 
     def _write(self, changes: dict[str, Any], note: str = "") -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import InvalidInput
 from core.memory import index, rejected
@@ -255,10 +255,10 @@ class MemoryManager:
 
         return self.db.retrying(write)
 
-    def reembed(self) -> int:
-        """Remake every vector with this manager's embedder (after switching models)."""
+    def reembed(self, stop: Callable[[], bool] | None = None) -> int:
+        """Remake every vector with this manager's embedder (after switching models); `stop` as vectors.reembed's."""
         embedder = self._embedder()
-        return vectors.reembed(self.db, embedder.name, embedder.dimension, self._texts, embedder.embed)
+        return vectors.reembed(self.db, embedder.name, embedder.dimension, self._texts, embedder.embed, stop=stop)
 
     def _texts(self, table: str) -> Iterable[tuple[int, str]]:
         if table == "memory":

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
 
 import numpy as np
 
-from core.errors import EmbedderMismatch, InvalidInput
+from core.errors import EmbedderMismatch, InvalidInput, WorkStopped
 from core.store import vector_clusters as clusters
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
@@ -181,14 +181,16 @@ def get_vectors(db: Database, table: Table, ids: Sequence[int]) -> dict[int, np.
 
 
 def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table], Iterable[tuple[int, str]]],
-            embed: Callable[[list[str]], np.ndarray], batch: int = 256) -> int:
+            embed: Callable[[list[str]], np.ndarray], batch: int = 256,
+            stop: Callable[[], bool] | None = None) -> int:
     """Drop every vector and embed all rows again with a new model; returns the rows embedded.
 
     The rows are embedded first, outside any transaction (minutes with a large model: the chat goes on writing
     meanwhile); then one transaction swaps every vector and the binding, embedding again only the rows added or
     edited in between. A failure or a quit half-way leaves the old model's vectors and binding as they were, not
-    a store bound to the new model with half its rows missing from recall."""
-    ready = {table: _embedded(list(texts_for(table)), embed, batch) for table in VEC_TABLES}
+    a store bound to the new model with half its rows missing from recall. `stop` is asked before each batch of
+    the first part (the app quitting): WorkStopped, and nothing has changed."""
+    ready = {table: _embedded(list(texts_for(table)), embed, batch, stop) for table in VEC_TABLES}
     done = 0
     with db.transaction():
         for table in VEC_TABLES.values():
@@ -209,10 +211,12 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
 
 
 def _embedded(rows: list[tuple[int, str]], embed: Callable[[list[str]], np.ndarray],
-              batch: int) -> dict[int, tuple[str, np.ndarray]]:
+              batch: int, stop: Callable[[], bool] | None = None) -> dict[int, tuple[str, np.ndarray]]:
     """id → (the text embedded, its vector), embedded `batch` rows at a time."""
     made: dict[int, tuple[str, np.ndarray]] = {}
     for start in range(0, len(rows), batch):
+        if stop is not None and stop():
+            raise WorkStopped(f"re-embedding stopped after {len(made)} of {len(rows)} rows; nothing was changed")
         chunk = rows[start:start + batch]
         for (i, text), vector in zip(chunk, np.asarray(embed([t for _, t in chunk]), dtype=np.float32)):
             made[int(i)] = (text, vector)
