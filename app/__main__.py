@@ -17,8 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(argv)
 
 
-# A frozen build has no `python`; subprocesses that run `python -m` (the fine-tune worker) run these instead.
-BUNDLED_MODULES = ("models.train_worker",)
+# A frozen build has no `python`; subprocesses that run `python -m` (the fine-tune and GGUF workers) run these.
+BUNDLED_MODULES = ("models.train_worker", "models.gguf_worker")
 
 
 def _run_bundled_module(argv: list[str]) -> int:

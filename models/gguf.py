@@ -1,6 +1,7 @@
 """Turn a .gguf file into an MLX model folder that mlx-lm loads: config.json, weights, tokenizer files.
 
-One code path serves the test model (models/testing_real.py) and a user's "Add a model… (.gguf)".
+One code path serves the test model (models/testing_real.py) and a user's "Add a GGUF file…", which runs it in a
+worker process (models/gguf_worker.py: MLX's native reader crashes on some damaged or hostile files).
 
 Route, and why: MLX reads GGUF itself. `mx.load(path, return_metadata=True)` returns every tensor — Q4_0, Q4_1
 and Q8_0 as MLX's own affine-quantized triples (weight, scales, biases, groups of 32), which is exactly how

@@ -208,6 +208,25 @@ def test_a_file_that_is_not_gguf_is_refused_in_words(qtbot, window, monkeypatch,
     assert window.services.model_store().installed() == []
 
 
+def test_a_gguf_that_crashes_the_reader_is_refused_and_the_window_lives_on(qtbot, window, monkeypatch, tmp_path):
+    """MLX's GGUF reader segfaults on a tensor count of 2**40; the conversion runs in a worker process, so only the
+    worker dies and the panel says the file could not be read."""
+    pytest.importorskip("models.gguf")
+    import struct
+
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QFileDialog
+    hostile = tmp_path / "free-model.gguf"
+    hostile.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2 ** 40, 0))
+    panel = _panel(qtbot, window)
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", staticmethod(lambda *a, **k: (str(hostile), "")))
+    with qtbot.waitSignal(panel.added, timeout=60000) as added:
+        qtbot.mouseClick(panel.buttons["add_gguf"], Qt.LeftButton)
+    assert added.args == [False]
+    assert "free-model.gguf could not be read: the GGUF reader crashed" in panel.message.text()
+    assert window.services.model_store().installed() == [] and panel.buttons["add_gguf"].isEnabled()
+
+
 def test_fit_pills_follow_the_budget_and_the_recommended_row_is_marked(qtbot, window, monkeypatch):
     """An 8 GB Mac's GPU working set (a recorded mx.device_info() figure): Qwen3-8B is too big there, though it
     would fit 8 GB of RAM by the old measure; the recommended Qwen3-4B is marked."""

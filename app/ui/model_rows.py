@@ -76,10 +76,10 @@ def convert_gguf(store: Any, gguf_path: str, progress: Callable[[str, float], No
     """Convert a .gguf file into an MLX folder in the store's staging area and install it like a download (the
     same checks, the same rename into place); the user's file is only read."""
     from models.download import STAGING
-    from models.gguf import convert
+    from models.gguf_worker import convert_isolated  # a file that crashes the GGUF reader must not close the app
     staging = store.root / STAGING / f"gguf-{uuid.uuid4().hex}"
     staging.parent.mkdir(parents=True, exist_ok=True)
-    convert(gguf_path, staging, progress=progress)
+    convert_isolated(gguf_path, staging, progress=progress)
     try:
         return store.install(staging, repo_id=f"gguf/{Path(gguf_path).stem}")
     except BaseException:

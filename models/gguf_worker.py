@@ -1,0 +1,119 @@
+"""Convert a user's .gguf file in a process of its own: `python -m models.gguf_worker GGUF OUT`.
+
+MLX's GGUF reader is native code, and a damaged or hostile file (a huge tensor or key count, a flipped byte in the
+metadata) makes it crash the process — found by feeding it corrupted copies of a real model. In the app's own
+process that would close the window with whatever it was doing; here only this worker dies, and the app says the
+file could not be read. The worker prints one JSON event a line on stdout: progress, then done or error.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from core.errors import ModelError
+from models.gguf import Converted, Progress, convert
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+STAGING_PREFIX = ".converting-"  # the folder convert() writes in before it renames it into place
+
+
+def convert_isolated(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | None = None,
+                     python: str = sys.executable) -> Converted:
+    """convert() in a worker process: the same folder, progress and ModelErrors, and a crash of the reader is a
+    ModelError too, with nothing left behind."""
+    gguf_path, out_dir = Path(gguf_path), Path(out_dir)
+    report = progress or (lambda stage, fraction: None)
+    before = _staging_folders(out_dir.parent)
+    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:
+        proc = subprocess.Popen([python, "-m", "models.gguf_worker", str(gguf_path), str(out_dir)], cwd=REPO_ROOT,
+                                stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8")
+        try:
+            outcome = _follow(proc.stdout, report)
+        finally:
+            code = proc.wait()
+        errors.seek(0)
+        last_words = errors.read().strip().splitlines()[-1:] or [""]
+    if code == 0 and outcome.get("event") == "done":
+        return Converted(out_dir, outcome["architecture"], int(outcome["parameters"]), outcome["bits"])
+    _remove_new_staging(out_dir.parent, before)
+    if outcome.get("event") == "error":
+        raise ModelError(str(outcome["message"]))
+    raise ModelError(crash_message(gguf_path.name, code, last_words[0]))
+
+
+def crash_message(name: str, code: int, last_words: str = "") -> str:
+    how = f"crashed (signal {-code})" if code < 0 else f"stopped (exit code {code})"
+    said = f": {last_words}" if last_words and code >= 0 else ""
+    return (f"{name} could not be read: the GGUF reader {how}{said}. The file is damaged or not a model Engram "
+            "can read; nothing was installed.")
+
+
+def _follow(stream: TextIO | None, report: Progress) -> dict[str, Any]:
+    """Forward progress events; the last done or error event (an empty dict if the worker said neither)."""
+    outcome: dict[str, Any] = {}
+    for line in stream or ():
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue  # a library's print on stdout is not an event
+        if not isinstance(event, dict):
+            continue
+        if event.get("event") == "progress":
+            report(str(event.get("stage", "")), float(event.get("fraction", 0.0)))
+        elif event.get("event") in ("done", "error"):
+            outcome = event
+    return outcome
+
+
+def _staging_folders(parent: Path) -> set[Path]:
+    return set(parent.glob(STAGING_PREFIX + "*")) if parent.is_dir() else set()
+
+
+def _remove_new_staging(parent: Path, before: set[Path]) -> None:
+    """A worker that crashed while writing leaves its half-written folder: it goes (ours alone, made after `before`)."""
+    for folder in _staging_folders(parent) - before:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _emit(event: str, **fields: Any) -> None:
+    print(json.dumps({"event": event, **fields}), flush=True)
+
+
+def _exit_with_parent(parent: int, getppid: Callable[[], int] = os.getppid, poll: float = 0.5) -> None:
+    """A conversion whose app is gone (killed mid-way) stops instead of writing gigabytes for nobody."""
+    def watch() -> None:
+        while getppid() == parent:
+            threading.Event().wait(poll)
+        os._exit(1)
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        _emit("error", message="usage: python -m models.gguf_worker GGUF OUT")
+        return 2
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()  # before mlx loads, as in the app
+    _exit_with_parent(os.getppid())
+    try:
+        done = convert(argv[0], argv[1], progress=lambda stage, fraction: _emit("progress", stage=stage,
+                                                                                 fraction=fraction))
+    except ModelError as exc:
+        _emit("error", message=str(exc))
+        return 1
+    except Exception as exc:  # noqa: BLE001 - said to the app in one line, as any refused file is
+        _emit("error", message=f"{Path(argv[0]).name} could not be converted: {type(exc).__name__}: {exc}")
+        return 1
+    _emit("done", architecture=done.architecture, parameters=done.parameters, bits=done.bits)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
