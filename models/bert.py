@@ -14,6 +14,8 @@ import mlx.core as mx
 import mlx.nn as nn
 import numpy as np
 
+from models.checks import check_safetensors
+
 # Keys a BERT checkpoint carries that this encoder does not use: a constant buffer and the unused CLS pooler.
 _UNUSED_KEYS = ("embeddings.position_ids", "pooler.")
 
@@ -166,6 +168,7 @@ def load_bert(folder: Path) -> BertModel:
     """The encoder with the folder's config.json and model.safetensors, in eval mode."""
     config = BertConfig.from_file(folder / "config.json")
     model = BertModel(config)
+    check_safetensors(folder / "model.safetensors")  # a folder the user named: MLX's reader trusts its shapes
     weights = encoder_weights(mx.load(str(folder / "model.safetensors")))
     model.load_weights(list(weights.items()), strict=True)
     model.eval()  # no Dropout modules here, but eval() keeps any later-added one from firing (0.92 cosine if not)

@@ -38,8 +38,15 @@ def check_architecture(config: dict) -> None:
                          f"the installed mlx-lm.") from exc
 
 
+# Bytes per element of each safetensors dtype; a tensor of another type is refused before MLX reads it.
+DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+               "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+MAX_DIMENSION = 2 ** 31 - 1  # MLX holds a dimension in 32 bits: a larger one wraps negative and reads past the file
+
+
 def check_safetensors(path: Path) -> None:
-    """The header parses and the file is as long as the tensors it declares (catches truncation)."""
+    """The header parses, every tensor's shape, type and byte range agree with each other and lie inside the file
+    (catches truncation). MLX's native reader trusts the shapes: one of 2**31 × 2**31 with no bytes crashed it."""
     try:
         with path.open("rb") as handle:
             raw_length = handle.read(8)
@@ -49,14 +56,39 @@ def check_safetensors(path: Path) -> None:
             if header_length > 100 * 1024 * 1024:
                 raise ValueError("header length is implausible")
             header = json.loads(handle.read(header_length))
-        ends = [entry["data_offsets"][1] for name, entry in header.items() if name != "__metadata__"]
-        expected = 8 + header_length + max(ends, default=0)
-        actual = path.stat().st_size
-        if actual < expected:
-            raise ValueError(f"it has {actual} bytes but its tensors need {expected}")
+        if not isinstance(header, dict):
+            raise ValueError("its header is not a table of tensors")
+        data_bytes = path.stat().st_size - 8 - header_length
+        for name, entry in header.items():
+            if name != "__metadata__":
+                _check_tensor(name, entry, data_bytes)
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
         raise ModelError(f"The weights file {path.name} is damaged or incomplete ({exc}). "
                          f"Remove the model and download it again.") from exc
+
+
+def _check_tensor(name: str, entry: object, data_bytes: int) -> None:
+    if not isinstance(entry, dict):
+        raise ValueError(f"tensor {name!r} has no description")
+    dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+    if dtype not in DTYPE_BYTES:
+        raise ValueError(f"tensor {name!r} has an unknown type {dtype!r}")
+    if not isinstance(shape, list) or not all(_whole(d) and 0 <= d <= MAX_DIMENSION for d in shape):
+        raise ValueError(f"tensor {name!r} has an impossible shape")
+    if not isinstance(offsets, list) or len(offsets) != 2 or not all(_whole(o) for o in offsets):
+        raise ValueError(f"tensor {name!r} has no byte range")
+    start, end = offsets
+    size = DTYPE_BYTES[dtype]
+    for dimension in shape:
+        size *= dimension
+    if not 0 <= start <= end or end - start != size:
+        raise ValueError(f"tensor {name!r} needs {size} bytes but its range holds {end - start}")
+    if end > data_bytes:
+        raise ValueError(f"it has {data_bytes} bytes of tensors but {name!r} ends at {end}")
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def check_fits(folder: Path, budget: int) -> None:

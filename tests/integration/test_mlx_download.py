@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import struct
 import shutil
 import threading
 from types import SimpleNamespace
@@ -117,6 +118,14 @@ def test_bad_folders_give_clear_errors_and_change_nothing(tmp_path, tiny_model_d
     (garbage / "model.safetensors").write_bytes(b"not safetensors at all")
     with pytest.raises(ModelError, match="damaged or incomplete"):
         store.install(garbage, repo_id="x/garbage")
+
+    lying = tmp_path / "lying"  # a header MLX trusts: 2**31 × 2**31 floats in no bytes crashed it when evaluated
+    shutil.copytree(tiny_model_dir, lying)
+    header = json.dumps({"model.embed_tokens.weight": {"dtype": "F32", "shape": [2 ** 31, 2 ** 31],
+                                                       "data_offsets": [0, 0]}}).encode()
+    (lying / "model.safetensors").write_bytes(struct.pack("<Q", len(header)) + header)
+    with pytest.raises(ModelError, match="damaged or incomplete .*impossible shape"):
+        store.install(lying, repo_id="x/lying")
 
     alien = tmp_path / "alien"
     shutil.copytree(tiny_model_dir, alien)
