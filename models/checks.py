@@ -5,6 +5,7 @@ Each failure is a ModelError that says what is wrong in words a person can act o
 from __future__ import annotations
 
 import json
+import re
 import struct
 from pathlib import Path
 
@@ -44,9 +45,10 @@ DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E5M2": 1, "F8_E4M3": 1, "I16": 2
 MAX_DIMENSION = 2 ** 31 - 1  # MLX holds a dimension in 32 bits: a larger one wraps negative and reads past the file
 
 
-def check_safetensors(path: Path) -> None:
+def check_safetensors(path: Path) -> list[str]:
     """The header parses, every tensor's shape, type and byte range agree with each other and lie inside the file
-    (catches truncation). MLX's native reader trusts the shapes: one of 2**31 × 2**31 with no bytes crashed it."""
+    (catches truncation); the tensors' names. MLX's native reader trusts the shapes: one of 2**31 × 2**31 with no
+    bytes crashed it."""
     try:
         with path.open("rb") as handle:
             raw_length = handle.read(8)
@@ -59,9 +61,10 @@ def check_safetensors(path: Path) -> None:
         if not isinstance(header, dict):
             raise ValueError("its header is not a table of tensors")
         data_bytes = path.stat().st_size - 8 - header_length
-        for name, entry in header.items():
-            if name != "__metadata__":
-                _check_tensor(name, entry, data_bytes)
+        names = [name for name in header if name != "__metadata__"]
+        for name in names:
+            _check_tensor(name, header[name], data_bytes)
+        return names
     except (OSError, ValueError, KeyError, TypeError, IndexError, struct.error) as exc:
         raise ModelError(f"The weights file {path.name} is damaged or incomplete ({exc}). "
                          f"Remove the model and download it again.") from exc
@@ -112,13 +115,28 @@ def check_model_folder(folder: Path | str, *, total_ram: int | None = None) -> d
     weights = sorted(folder.glob("model*.safetensors"))
     if not weights:
         raise ModelError(f"{folder} has no weights (model*.safetensors).")
-    for path in weights:
-        check_safetensors(path)
+    check_layers(config, [name for path in weights for name in check_safetensors(path)])
     if not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelError(f"{folder} has no tokenizer files.")
     if total_ram is not None:
         check_fits(folder, total_ram)
     return config
+
+
+LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer")
+LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
+
+
+def check_layers(config: dict, tensor_names: list[str]) -> None:
+    """config.json's layer count is no more than the weights hold: building a model of 10**6 layers (one edited
+    number) hung the loader for minutes while its memory grew, before any weight could be found missing."""
+    held = {int(m[1]) for name in tensor_names if (m := LAYER_INDEX.search(name))}
+    for section in (config, config.get("text_config")):
+        for key in LAYER_KEYS:
+            said = section.get(key) if isinstance(section, dict) else None
+            if isinstance(said, int) and said > len(held):
+                raise ModelError(f"The model's config.json says {said} layers but its weights hold {len(held)}: "
+                                 "the folder is damaged or its files do not belong together.")
 
 
 def verify_loads(folder: Path | str) -> None:

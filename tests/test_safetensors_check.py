@@ -60,3 +60,13 @@ def test_a_header_that_is_a_list_is_refused(tmp_path):
     path.write_bytes(struct.pack("<Q", len(raw)) + raw)
     with pytest.raises(ModelError, match="not a table of tensors"):
         check_safetensors(path)
+
+
+def test_a_config_with_more_layers_than_the_weights_is_refused():
+    from models.checks import check_layers
+    names = [f"model.layers.{i}.mlp.up_proj.weight" for i in range(4)] + ["model.embed_tokens.weight"]
+    check_layers({"num_hidden_layers": 4}, names)
+    check_layers({"text_config": {"num_hidden_layers": 4}, "vision_config": {"num_hidden_layers": 99}}, names)
+    for config in ({"num_hidden_layers": 10 ** 6}, {"text_config": {"num_hidden_layers": 5}}, {"n_layer": 5}):
+        with pytest.raises(ModelError, match=r"config\.json says \d+ layers but its weights hold 4"):
+            check_layers(config, names)

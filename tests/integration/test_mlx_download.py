@@ -127,6 +127,13 @@ def test_bad_folders_give_clear_errors_and_change_nothing(tmp_path, tiny_model_d
     with pytest.raises(ModelError, match="damaged or incomplete .*impossible shape"):
         store.install(lying, repo_id="x/lying")
 
+    inflated = tmp_path / "inflated"  # one edited number: building 10**6 layers hung the loader, memory growing
+    shutil.copytree(tiny_model_dir, inflated)
+    config = json.loads((inflated / "config.json").read_text())
+    (inflated / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 10 ** 6}))
+    with pytest.raises(ModelError, match="says 1000000 layers but its weights hold"):
+        store.install(inflated, repo_id="x/inflated")
+
     alien = tmp_path / "alien"
     shutil.copytree(tiny_model_dir, alien)
     config = json.loads((alien / "config.json").read_text())
