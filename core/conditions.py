@@ -111,7 +111,7 @@ class ModelGate:
 
 def chat_reason(activity: Optional[str]) -> str:
     """Why a model-using job waits, in the words the Jobs panel shows."""
-    return "learning from your last message" if activity == LEARNING else "chat is using the model"
+    return "learning from your messages" if activity == LEARNING else "chat is using the model"
 
 
 class _ChatTurn:

@@ -73,7 +73,7 @@ def test_the_conditions_line_says_what_the_chat_does_with_the_model():
                quiet_start="01:00", quiet_end="06:00", in_quiet_hours=False)
     assert Conditions(**now, model_busy_with=None).summary().endswith(" · model free")
     assert Conditions(**now, model_busy_with=REPLYING).summary().endswith(" · chat is using the model")
-    assert Conditions(**now, model_busy_with=LEARNING).summary().endswith(" · learning from your last message")
+    assert Conditions(**now, model_busy_with=LEARNING).summary().endswith(" · learning from your messages")
 
 
 def test_queue_conditions_pause_cancel_and_tonight(qtbot, window, window_db):

@@ -173,7 +173,7 @@ def test_a_job_waiting_for_chat_says_whether_it_replies_or_learns(db, world):
     sched = make(db, world, [JobSpec("reflect", stepwise(counting_step(1, [])), uses_model=True)])
     job = store.get_job(db, sched.enqueue("reflect").id)
     world.gate.chat_started(LEARNING)
-    assert sched.waiting_reason(job) == "learning from your last message"
+    assert sched.waiting_reason(job) == "learning from your messages"
     world.gate.chat_started()  # a message arrives while it learns: the reply is what holds the model now
     assert sched.waiting_reason(job) == "chat is using the model"
     world.gate.chat_finished()
