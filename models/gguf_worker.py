@@ -49,10 +49,10 @@ def convert_isolated(gguf_path: Path | str, out_dir: Path | str, *, progress: Pr
 
 
 def crash_message(name: str, code: int, last_words: str = "") -> str:
-    how = f"crashed (signal {-code})" if code < 0 else f"stopped (exit code {code})"
-    said = f": {last_words}" if last_words and code >= 0 else ""
-    return (f"{name} could not be read: the GGUF reader {how}{said}. The file is damaged or not a model Engram "
-            "can read; nothing was installed.")
+    """A person's words for a worker that died without saying why (a signal) or said it only on stderr."""
+    how = "crashed on it" if code < 0 else "stopped" + (f" ({last_words})" if last_words else "")
+    return (f"{name} could not be read: the GGUF reader {how}. The file is damaged or not a model Engram can read; "
+            "nothing was installed.")
 
 
 def _follow(stream: TextIO | None, report: Progress) -> dict[str, Any]:
