@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
+from core.errors import ModelError
 from models.query_cache import QueryCache
 
 POOLING_MODES = {"pooling_mode_mean_tokens": "mean", "pooling_mode_cls_token": "cls"}
@@ -111,6 +112,7 @@ class BertEmbedder:
         return out
 
     def _pool(self, ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
+        _check_fits(ids, self.encoder.config)
         hidden = self.encoder(ids, mask)
         if self.pooling == "cls":
             pooled = hidden[:, 0]
@@ -154,6 +156,15 @@ class QueryThreads:
                 yield
             finally:
                 limiter.restore_original_limits()
+
+
+def _check_fits(ids: np.ndarray, config: Any) -> None:
+    """Every id has a row in the word table (positions are bounded by read_recipe). MLX does not check a lookup:
+    past the table it reads other memory, and crashes a long way past it; so a folder whose tokenizer does not
+    match its weights is refused in words."""
+    if ids.size and int(ids.max()) >= config.vocab_size:
+        raise ModelError(f"The embedding model's tokenizer gives token {int(ids.max())}, but its weights hold "
+                         f"{config.vocab_size}: its files do not belong together. Choose another embedding model.")
 
 
 def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,

@@ -9,6 +9,8 @@ import contextlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
+from core.errors import ModelError
+
 PREFILL_STEP = 2048  # prompt tokens per forward pass while reading the prompt (mlx-lm's default)
 
 
@@ -31,6 +33,7 @@ def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_to
                     logits_processors: Sequence[Callable] = ()) -> Iterator[int]:
     """Token ids after `prompt` (an mx.array of the ids the cache has not read yet), at most max_tokens."""
     import mlx.core as mx
+    check_ids_fit(model, prompt)
     sampler = sampler or (lambda logprobs: mx.argmax(logprobs, axis=-1))
     seen = None  # every token so far, for the logits processors
 
@@ -70,6 +73,29 @@ def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_to
                 mx.clear_cache()
             y, logprobs = next_y, next_logprobs
             n += 1
+
+
+def check_ids_fit(model: Any, prompt: Any) -> None:
+    """Every prompt id has a row in the model's embedding. MLX does not check: a tokenizer that maps some text past
+    the table (a mismatched or hostile model folder) read out of bounds, and crashed the app once the id was large."""
+    rows = embedding_rows(model)
+    largest = int(prompt.max().item()) if rows is not None and prompt.size else -1
+    if rows is not None and not 0 <= largest < rows:
+        raise ModelError(f"This model's tokenizer gives token {largest}, but its weights hold {rows} tokens: the "
+                         "model's files do not belong together. Choose another model.")
+
+
+def embedding_rows(model: Any) -> int | None:
+    """The rows of the model's token embedding, or None when it has none: the largest Embedding module (a position
+    table, GPT-2's wpe, is smaller than the vocabulary; taking the largest never refuses a real token)."""
+    import mlx.nn as nn
+    # mlx-lm's models say the table's size, which strict loading bound to the weights: no 2.5 ms walk of the modules
+    said = getattr(getattr(model, "args", None), "vocab_size", None)
+    if isinstance(said, int) and not isinstance(said, bool):
+        return said
+    rows = [int(module.weight.shape[0]) for _, module in model.named_modules()
+            if isinstance(module, (nn.Embedding, nn.QuantizedEmbedding))]
+    return max(rows, default=None)
 
 
 def stream_pieces(model: Any, tokenizer: Any, prompt: Any, *, cache: list, stream: Any, max_tokens: int,

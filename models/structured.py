@@ -17,7 +17,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from core.errors import GenerationStopped, StructuredOutputError
+from core.errors import GenerationStopped, ModelError, StructuredOutputError
 from core.protocols import ChatMessage
 from models.chat import ChatEngine
 from models.generation import stream_pieces
@@ -188,7 +188,11 @@ def llguidance_tokenizer(model: Any, tokenizer: Any) -> Any:
     backend.no_padding()
     backend.no_truncation()
     vocab_size = _logits_width(model, tokenizer)
-    return LLTokenizer(backend.to_str(), n_vocab=vocab_size, eos_token=sorted(tokenizer.eos_token_ids))
+    try:
+        return LLTokenizer(backend.to_str(), n_vocab=vocab_size, eos_token=sorted(tokenizer.eos_token_ids))
+    except ValueError as exc:  # "vocab size too small": the tokenizer has tokens the weights have no row for
+        raise ModelError(f"This model's tokenizer does not fit its weights ({exc}): the model's files do not belong "
+                         "together. Choose another model.") from exc
 
 
 def _logits_width(model: Any, tokenizer: Any) -> int:
