@@ -77,6 +77,7 @@ class BertEmbedder:
     batch_size: int = 32
     cache_size: int = 512
     one_query: Callable[[], AbstractContextManager] = nullcontext  # how a single query runs (load_bert_embedder)
+    vocab_size: int | None = None  # rows of the encoder's word table: ids past it are refused (_check_fits)
     _cache: QueryCache = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -112,7 +113,7 @@ class BertEmbedder:
         return out
 
     def _pool(self, ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
-        _check_fits(ids, self.encoder.config)
+        _check_fits(ids, self.vocab_size)
         hidden = self.encoder(ids, mask)
         if self.pooling == "cls":
             pooled = hidden[:, 0]
@@ -158,13 +159,13 @@ class QueryThreads:
                 limiter.restore_original_limits()
 
 
-def _check_fits(ids: np.ndarray, config: Any) -> None:
+def _check_fits(ids: np.ndarray, vocab_size: int | None) -> None:
     """Every id has a row in the word table (positions are bounded by read_recipe). MLX does not check a lookup:
     past the table it reads other memory, and crashes a long way past it; so a folder whose tokenizer does not
     match its weights is refused in words."""
-    if ids.size and int(ids.max()) >= config.vocab_size:
+    if vocab_size is not None and ids.size and int(ids.max()) >= vocab_size:
         raise ModelError(f"The embedding model's tokenizer gives token {int(ids.max())}, but its weights hold "
-                         f"{config.vocab_size}: its files do not belong together. Choose another embedding model.")
+                         f"{vocab_size}: its files do not belong together. Choose another embedding model.")
 
 
 def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
@@ -184,5 +185,5 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
     else:
         encoder = MLXBert(load_bert(folder))
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
-                        pooling=recipe.pooling, backend=backend,
+                        pooling=recipe.pooling, backend=backend, vocab_size=encoder.config.vocab_size,
                         one_query=QueryThreads() if backend == "numpy" else nullcontext)
