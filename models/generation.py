@@ -78,9 +78,11 @@ def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_to
 def check_ids_fit(model: Any, prompt: Any) -> None:
     """Every prompt id has a row in the model's embedding. MLX does not check: a tokenizer that maps some text past
     the table (a mismatched or hostile model folder) read out of bounds, and crashed the app once the id was large."""
+    if not prompt.size:
+        return
     rows = embedding_rows(model)
-    largest = int(prompt.max().item()) if rows is not None and prompt.size else -1
-    if rows is not None and not 0 <= largest < rows:
+    largest = int(prompt.max().item())
+    if rows is not None and largest >= rows:
         raise ModelError(f"This model's tokenizer gives token {largest}, but its weights hold {rows} tokens: the "
                          "model's files do not belong together. Choose another model.")
 
