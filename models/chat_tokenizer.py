@@ -182,6 +182,19 @@ def _chat_template(folder: Path, config: Mapping[str, Any]) -> Any:
     return template
 
 
+TEMPLATE_MAX_ITEMS = 1_000_000  # the longest string or list a chat template may build by repetition
+
+
+def _bounded_binop(operator: str, left: Any, right: Any) -> bool:
+    """Whether `left operator right` stays small: a repeated string or list of at most TEMPLATE_MAX_ITEMS, a power
+    of at most 64 bits."""
+    if operator == "**":
+        return not (isinstance(left, int) and isinstance(right, int)) or right < 0 or (
+            abs(left) <= 1 or right * max(abs(left), 2).bit_length() <= 64)
+    sized, times = (left, right) if isinstance(right, int) else (right, left)
+    return not (isinstance(sized, (str, list, tuple)) and isinstance(times, int)) or len(sized) * times <= TEMPLATE_MAX_ITEMS
+
+
 def compile_template(source: str) -> Any:
     """A chat template compiled in the environment transformers gives it."""
     import jinja2
@@ -206,7 +219,16 @@ def compile_template(source: str) -> Any:
                sort_keys: bool = False) -> str:
         return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
+    class Bounded(ImmutableSandboxedEnvironment):
+        """A template comes with the model file, from anyone: `"a" * 10**10` would take the machine's memory."""
+        intercepted_binops = frozenset({"*", "**"})
+
+        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+            if not _bounded_binop(operator, left, right):
+                raise jinja2.exceptions.SecurityError(f"the chat template computes something too large ({operator})")
+            return super().call_binop(context, operator, left, right)
+
+    env = Bounded(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)

@@ -108,3 +108,28 @@ def test_a_folder_it_cannot_read_gets_mlx_lms_tokenizer(tiny_model_dir, tmp_path
     (tmp_path / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template_type": "deepseek_v32"}))
     tokenizer = load_tokenizer(tmp_path)
     assert not isinstance(tokenizer, ChatTokenizer) and type(tokenizer).__name__ == "TokenizerWrapper"
+
+
+@pytest.mark.parametrize("expression, refused", [('"  " * 4', False), ("[1] * 3", False), ("2 ** 10", False),
+                                                 ('("a" * 100000) * 100000', True), ("9 ** 9 ** 9", True),
+                                                 ("[0] * 10 ** 7", True)])
+def test_a_chat_templates_repetition_and_powers_stay_small(tiny_model_dir, tmp_path, expression, refused):
+    """A template ships in the model file, from anyone: one that builds a 10 GB string is refused in words, before
+    it takes the machine's memory; an ordinary indent or power renders."""
+    import shutil
+
+    from core.errors import ModelError
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{{ (" + expression + ") | string | length }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    tokenizer = load_tokenizer(folder)
+    messages = [{"role": "user", "content": "hello"}]
+    if refused:
+        with pytest.raises(ModelError, match="chat template refused the conversation: the chat template computes "
+                                             "something too large"):
+            render_prompt(tokenizer, messages, control_markers(tokenizer))
+    else:
+        assert render_prompt(tokenizer, messages, control_markers(tokenizer))
