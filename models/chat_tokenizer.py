@@ -192,7 +192,9 @@ def _bounded_binop(operator: str, left: Any, right: Any) -> bool:
         return not (isinstance(left, int) and isinstance(right, int)) or right < 0 or (
             abs(left) <= 1 or right * max(abs(left), 2).bit_length() <= 64)
     sized, times = (left, right) if isinstance(right, int) else (right, left)
-    return not (isinstance(sized, (str, list, tuple)) and isinstance(times, int)) or len(sized) * times <= TEMPLATE_MAX_ITEMS
+    if not (isinstance(sized, (str, list, tuple)) and isinstance(times, int)):
+        return True
+    return len(sized) * times <= TEMPLATE_MAX_ITEMS
 
 
 def compile_template(source: str) -> Any:

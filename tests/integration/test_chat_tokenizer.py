@@ -122,7 +122,8 @@ def test_a_chat_templates_repetition_and_powers_stay_small(tiny_model_dir, tmp_p
     folder = tmp_path / "model"
     shutil.copytree(tiny_model_dir, folder)
     config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["chat_template"] = "{{ (" + expression + ") | string | length }}{% for m in messages %}{{ m['content'] }}{% endfor %}"
+    config["chat_template"] = ("{{ (" + expression + ") | string | length }}"
+                               "{% for m in messages %}{{ m['content'] }}{% endfor %}")
     (folder / "tokenizer_config.json").write_text(json.dumps(config))
     (folder / "chat_template.jinja").unlink(missing_ok=True)
     tokenizer = load_tokenizer(folder)
