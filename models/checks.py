@@ -125,17 +125,18 @@ def check_model_folder(folder: Path | str, *, total_ram: int | None = None) -> d
 
 LAYER_KEYS = ("num_hidden_layers", "num_layers", "n_layer")
 LAYER_INDEX = re.compile(r"(?:^|\.)(?:layers|h|blocks)\.(\d+)\.")
+MOST_LAYERS = 1000  # beyond any released model; the bound when the weights name their layers some other way
 
 
 def check_layers(config: dict, tensor_names: list[str]) -> None:
     """config.json's layer count is no more than the weights hold: building a model of 10**6 layers (one edited
     number) hung the loader for minutes while its memory grew, before any weight could be found missing."""
-    held = {int(m[1]) for name in tensor_names if (m := LAYER_INDEX.search(name))}
+    held = len({int(m[1]) for name in tensor_names if (m := LAYER_INDEX.search(name))})
     for section in (config, config.get("text_config")):
         for key in LAYER_KEYS:
             said = section.get(key) if isinstance(section, dict) else None
-            if isinstance(said, int) and said > len(held):
-                raise ModelError(f"The model's config.json says {said} layers but its weights hold {len(held)}: "
+            if isinstance(said, int) and said > (held or MOST_LAYERS):
+                raise ModelError(f"The model's config.json says {said} layers but its weights hold {held}: "
                                  "the folder is damaged or its files do not belong together.")
 
 

@@ -36,6 +36,9 @@ def convert_isolated(gguf_path: Path | str, out_dir: Path | str, *, progress: Pr
                                 stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8")
         try:
             outcome = _follow(proc.stdout, report)
+        except BaseException:
+            proc.kill()  # the caller is gone (a progress report failed): no conversion left running for nobody
+            raise
         finally:
             code = proc.wait()
         errors.seek(0)

@@ -70,3 +70,7 @@ def test_a_config_with_more_layers_than_the_weights_is_refused():
     for config in ({"num_hidden_layers": 10 ** 6}, {"text_config": {"num_hidden_layers": 5}}, {"n_layer": 5}):
         with pytest.raises(ModelError, match=r"config\.json says \d+ layers but its weights hold 4"):
             check_layers(config, names)
+    other_naming = ["encoder.layer.0.attention.weight", "encoder.layer.1.attention.weight"]
+    check_layers({"num_hidden_layers": 2}, other_naming)  # layers it cannot count: only an absurd number is refused
+    with pytest.raises(ModelError, match="says 1000000 layers but its weights hold 0"):
+        check_layers({"num_hidden_layers": 10 ** 6}, other_naming)
