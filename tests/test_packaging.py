@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -68,7 +69,31 @@ def test_bundle_runs_the_command_line_and_leaves_out_unused_parts(bundle, tmp_pa
     assert done.returncode == 0, done.stderr[-4000:]
     assert len(json.loads(done.stdout)["models"]) >= 5
     done = run_bundled(bundle, "-m", "nothing.here", home=tmp_path)
-    assert done.returncode == 2  # only the fine-tune worker may be run by module name
+    assert done.returncode == 2  # only the fine-tune and GGUF workers may be run by module name
     internal = bundle.parent / "_internal" if sys.platform != "darwin" else bundle.parents[1] / "Frameworks"
     for unused in ("torch", "sentence_transformers", "scipy", "sklearn", "tkinter", "PySide6/Qt/lib/libQt6Quick.so.6"):
         assert not (internal / unused).exists(), unused  # the embedder runs without torch (models/bert_embedder.py)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_bundle_converts_a_gguf_in_its_own_worker_process(bundle, tmp_path, monkeypatch):
+    """The shipped app has no `python`: "Add a GGUF file…" runs `engram -m models.gguf_worker`, which must hold all
+    a conversion needs; a file that crashes the reader crashes only that process."""
+    from core.errors import ModelError
+    from models.checks import check_model_folder
+    from models.gguf_worker import convert_isolated
+    from models.testing_real import smollm2_gguf
+    monkeypatch.delenv("PYTHONPATH", raising=False)  # the bundle must not borrow modules from this checkout
+    hostile = tmp_path / "hostile.gguf"
+    hostile.write_bytes(b"GGUF" + struct.pack("<IQQ", 3, 2 ** 40, 0))
+    with pytest.raises(ModelError, match="the GGUF reader crashed on it"):
+        convert_isolated(hostile, tmp_path / "hostile", python=str(bundle))
+    try:
+        gguf = smollm2_gguf()
+    except ModelError as exc:
+        pytest.skip(str(exc))
+    stages = []
+    done = convert_isolated(gguf, tmp_path / "smollm2", python=str(bundle), progress=lambda s, f: stages.append(s))
+    assert done.architecture == "llama" and stages[0] == "reading" and stages[-1] == "done"
+    assert check_model_folder(done.folder)["model_type"] == "llama"
