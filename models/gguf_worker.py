@@ -13,12 +13,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from core.errors import ModelError
 from models.gguf import Converted, Progress, convert
+from models.train_worker import watch_parent
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STAGING_PREFIX = ".converting-"  # the folder convert() writes in before it renames it into place
@@ -89,22 +89,13 @@ def _emit(event: str, **fields: Any) -> None:
     print(json.dumps({"event": event, **fields}), flush=True)
 
 
-def _exit_with_parent(parent: int, getppid: Callable[[], int] = os.getppid, poll: float = 0.5) -> None:
-    """A conversion whose app is gone (killed mid-way) stops instead of writing gigabytes for nobody."""
-    def watch() -> None:
-        while getppid() == parent:
-            threading.Event().wait(poll)
-        os._exit(1)
-    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
-
-
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         _emit("error", message="usage: python -m models.gguf_worker GGUF OUT")
         return 2
     from models.cpu_blas import preload_fast_blas
     preload_fast_blas()  # before mlx loads, as in the app
-    _exit_with_parent(os.getppid())
+    watch_parent(os.getppid())  # a conversion whose app is gone (killed mid-way) stops: SIGTERM ends it
     try:
         done = convert(argv[0], argv[1], progress=lambda stage, fraction: _emit("progress", stage=stage,
                                                                                  fraction=fraction))

@@ -20,7 +20,7 @@ import numpy as np
 from core.errors import GenerationStopped, ModelError, StructuredOutputError
 from core.protocols import ChatMessage
 from models.chat import ChatEngine
-from models.generation import stream_pieces
+from models.generation import embedding_rows, stream_pieces
 from models.prompt_cache import PrefixCaches
 
 DEFAULT_MAX_STRING = 256
@@ -196,6 +196,4 @@ def llguidance_tokenizer(model: Any, tokenizer: Any) -> Any:
 
 
 def _logits_width(model: Any, tokenizer: Any) -> int:
-    args = getattr(model, "args", None)
-    size = getattr(args, "vocab_size", None)
-    return int(size) if size else len(tokenizer.vocab)
+    return embedding_rows(model) or len(tokenizer.vocab)
