@@ -8,6 +8,7 @@ import json
 import re
 import struct
 from pathlib import Path
+from typing import Any
 
 from core.errors import ModelError
 from models.registry import GB, TOO_BIG, fit, need_for_folder
@@ -147,7 +148,23 @@ def verify_loads(folder: Path | str) -> None:
     folder = Path(folder)
     try:
         model, config = load_model(folder, lazy=True)
-        load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
+        tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
     except Exception as exc:  # mlx-lm raises ValueError, KeyError, RuntimeError... for a bad folder
         raise ModelError(f"The model in {folder} does not load: {exc}") from exc
     del model
+    check_chat_template(tokenizer, folder.name)
+
+
+SAMPLE_CHAT = ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"},
+               {"role": "assistant", "content": "Hi! How can I help?"}, {"role": "user", "content": "Thanks."})
+
+
+def check_chat_template(tokenizer: Any, name: str) -> None:
+    """The chat template renders a conversation as the chat will send it (in time: a template can loop for
+    ever), so a model that cannot chat is refused when it is added, not on its first message."""
+    from models.prompt_text import control_markers, render_prompt
+    try:
+        render_prompt(tokenizer, list(SAMPLE_CHAT), control_markers(tokenizer))
+    except ModelError as exc:
+        raise ModelError(f"{name} cannot chat: its chat template failed on a sample conversation "
+                         f"({exc.__cause__ or exc}).") from exc

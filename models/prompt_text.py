@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any, Iterable, Mapping, Sequence
 
+from models.template_deadline import within_deadline
+
 WORD_JOINER = "\u2060"  # invisible, and part of no tokenizer's marker
 MIN_MARKER = 3  # shorter added tokens (single symbols) are ordinary text
 # Marker-like text inside a chat template's string literals: '<start_of_turn>', '[INST] ', '<|header|>'.
@@ -56,8 +58,9 @@ def render_prompt(tokenizer: Any, messages: Iterable[Mapping[str, str]], markers
     """
     safe = [{"role": m["role"], "content": neutralise(_earlier_reply(m), markers)} for m in normalise_roles(messages)]
     try:
-        rendered = tokenizer.apply_chat_template(safe, add_generation_prompt=True, enable_thinking=False)
-    except Exception as exc:  # jinja2's TemplateError or the template's own raise_exception
+        rendered = within_deadline(lambda: tokenizer.apply_chat_template(safe, add_generation_prompt=True,
+                                                                         enable_thinking=False))
+    except Exception as exc:  # jinja2's TemplateError, the template's own raise_exception, TemplateTooSlow
         from core.errors import ModelError
         raise ModelError(f"This model's chat template refused the conversation: {exc}") from exc
     if isinstance(rendered, Mapping):  # transformers 5 returns an encoding unless mlx-lm's wrapper unwraps it

@@ -134,3 +134,62 @@ def test_a_chat_templates_repetition_and_powers_stay_small(tiny_model_dir, tmp_p
             render_prompt(tokenizer, messages, control_markers(tokenizer))
     else:
         assert render_prompt(tokenizer, messages, control_markers(tokenizer))
+
+
+LOOPING = ("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+           "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+
+
+def _with_template(tiny_model_dir, tmp_path, template: str) -> Path:
+    import shutil
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text())
+    config["chat_template"] = template
+    (folder / "tokenizer_config.json").write_text(json.dumps(config))
+    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    return folder
+
+
+def _finishes(work, seconds: float = 60.0):
+    """work() run on a thread: what it returned or raised, or a failure if it is still running after `seconds`."""
+    import threading
+    outcome: dict = {}
+
+    def run():
+        try:
+            outcome["value"] = work()
+        except Exception as exc:  # noqa: BLE001 - handed back to the test
+            outcome["error"] = exc
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "the chat template was still rendering"
+    return outcome
+
+
+@pytest.mark.parametrize("own_tokenizer", [True, False])
+def test_a_chat_template_that_loops_for_ever_is_stopped_in_words(tiny_model_dir, tmp_path, own_tokenizer):
+    """Nested loops of 10**10 steps pass every size bound (each range is small): the render has a deadline, on
+    Engram's tokenizer and on mlx-lm's (transformers renders that one), and the chat says so in one line."""
+    from mlx_lm.utils import load_tokenizer as mlx_lm_load_tokenizer
+
+    from core.errors import ModelError
+    folder = _with_template(tiny_model_dir, tmp_path, LOOPING)
+    tokenizer = load_tokenizer(folder) if own_tokenizer else mlx_lm_load_tokenizer(folder)
+    outcome = _finishes(lambda: render_prompt(tokenizer, [{"role": "user", "content": "hello"}], ()))
+    assert isinstance(outcome.get("error"), ModelError)
+    assert "did not finish" in str(outcome["error"]) and "\n" not in str(outcome["error"])
+    quick = _with_template(tiny_model_dir, tmp_path / "quick", "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    assert render_prompt(load_tokenizer(quick), [{"role": "user", "content": "hello"}], ())  # the deadline is gone
+
+
+def test_a_model_whose_chat_template_loops_is_not_installed(tiny_model_dir, tmp_path):
+    """verify_loads renders a conversation as the chat will: a template that never finishes is refused at install,
+    not found on the first message."""
+    from core.errors import ModelError
+    from models.checks import verify_loads
+    folder = _with_template(tiny_model_dir, tmp_path, LOOPING)
+    outcome = _finishes(lambda: verify_loads(folder))
+    assert isinstance(outcome.get("error"), ModelError) and "chat template" in str(outcome["error"])
+    verify_loads(tiny_model_dir)
