@@ -225,18 +225,22 @@ class FineTuner:
         baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"], r.get("known_fact_loss")) for r in results)
         decision = decide(baseline, candidate, self.gate)
         sources = json.loads((run_dir / "sources.json").read_text(encoding="utf-8"))
-        adapter = versions.record_adapter(
-            self.db, name=f"adapter {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.db.now()))}",
-            base_model=self.model_path, path=candidate_path, status="accepted" if decision.accept else "rejected",
-            metrics={"baseline": asdict(baseline), "candidate": asdict(candidate), "gate": decision.as_dict(),
-                     "probe_loss_by_kind": {"baseline": results[0].get("probe_loss_by_kind"),
-                                            "candidate": results[1].get("probe_loss_by_kind")},
-                     "baseline_adapter": active.id if active else None, "baseline_key": key,
-                     "baseline_reused": known is not None, "iters": state["iters"]},
-            config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
+        with self.db.transaction():  # a Forget everything lands wholly before this (cancelled) or after (switched off)
+            if ctx.should_yield() and ctx.yield_reason == "cancel":
+                return YIELDED  # cancelled as the scores came back: what it learned from is gone, so is it
+            adapter = versions.record_adapter(
+                self.db, name=f"adapter {time.strftime('%Y-%m-%d %H:%M', time.localtime(self.db.now()))}",
+                base_model=self.model_path, path=candidate_path, status="accepted" if decision.accept else "rejected",
+                metrics={"baseline": asdict(baseline), "candidate": asdict(candidate), "gate": decision.as_dict(),
+                         "probe_loss_by_kind": {"baseline": results[0].get("probe_loss_by_kind"),
+                                                "candidate": results[1].get("probe_loss_by_kind")},
+                         "baseline_adapter": active.id if active else None, "baseline_key": key,
+                         "baseline_reused": known is not None, "iters": state["iters"]},
+                config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
+            switched_on = versions.activate(self.db, adapter.id) if decision.accept else None
         _drop_training_text(run_dir)
-        if decision.accept:
-            self.on_activated(versions.activate(self.db, adapter.id))
+        if switched_on is not None:
+            self.on_activated(switched_on)
         ctx.progress(1.0, ("activated: " if decision.accept else "kept the active one: ") + "; ".join(decision.reasons))
         return None
 

@@ -126,3 +126,21 @@ def test_meaning_beyond_the_question_tells_a_paraphrase_from_a_different_answer(
     assert says_in_other_words("Where do I work?", "You're a nurse at the hospital in town.",
                                 ["I work as a nurse at the city hospital.", "I love hiking."], embedder,
                                 Settings().grounding) == [True, False]
+
+
+def test_an_everyday_word_in_the_reply_is_no_evidence_even_when_one_item_holds_it():
+    """A reply says "work", "time", "today" or "great" whatever it draws on: with a single memory in the context
+    (a new user's first hour) every word of it was "distinctive", and a chip said the reply drew on it."""
+    nurse, sister = "I work as a nurse in Lisbon.", "My sister Ana visited last week."
+    dinner = "How about a quick pasta after a long day at work?"
+    assert drawn_on("What should I cook tonight?", dinner, [nurse]) == [False]
+    assert drawn_on("What should I cook tonight?", dinner, [nurse, sister]) == [False, False]
+    assert drawn_on("Any plans?", "You could take some time for yourself today.",
+                    ["I spend time with my family every Sunday."]) == [False]
+    assert drawn_on("Any plans?", "A great day to get out!", ["Work has been a great help lately."]) == [False]
+    # what the item itself says still counts, alone or with an everyday word beside it
+    assert drawn_on("What should I cook tonight?", "Something light after your shifts at the hospital in Lisbon?",
+                    [nurse]) == [True]
+    assert drawn_on("Any plans?", "Time with your family, as every Sunday?",
+                    ["I spend time with my family every Sunday."]) == [True]
+    assert drawn_on("Which one?", "Work on the violin today.", [SISTER + " She works hard."]) == [True]

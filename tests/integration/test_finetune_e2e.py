@@ -212,3 +212,28 @@ def test_the_user_coming_back_while_the_adapter_is_scored_stops_the_scoring(db, 
     done = sched.run_next()
     assert done.state == "done", done.last_error
     assert len(versions.list_adapters(db)) == 1  # scored from the start, recorded once
+
+
+def test_forget_everything_while_the_new_adapter_is_scored_keeps_nothing_it_learned(db, tiny_model_dir, tmp_path,
+                                                                                      monkeypatch):
+    """The wipe asks a running fine-tune to cancel; when the scoring process ends before it sees the request, the
+    adapter it scored (trained on what is now forgotten) was recorded and switched on after the wipe had switched
+    the old one off."""
+    import models.finetune as finetune
+    from core.store.wipe import forget_everything
+    add_facts(db)
+    real_worker = finetune.run_worker
+
+    def worker_then_wipe(mode, config, folder, **kwargs):
+        result = real_worker(mode, config, folder, **kwargs)
+        if mode == "evaluate":  # the user chose Forget everything as the scores came back
+            forget_everything(db, tmp_path / "backups")
+        return result
+    monkeypatch.setattr(finetune, "run_worker", worker_then_wipe)
+    tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**TINY))
+    sched = scheduler(db, tuner)
+    job = sched.enqueue("finetune", run_now=True)
+    final = sched.run_job(job.id)
+    assert final.state == "cancelled", (final.state, final.message)
+    assert versions.list_adapters(db) == [] and versions.active_adapter(db) is None
+    assert not list((tmp_path / "adapters").glob("run-*")), "the run's data and adapter stay on disk"
