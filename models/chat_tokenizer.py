@@ -61,21 +61,9 @@ class ChatTokenizer:
         """The conversation through the chat template (special tokens as variables, extra kwargs such as
         enable_thinking passed on), encoded without adding special tokens, as transformers does."""
         if self._template is None:
-            self._template = compile_template(self._default_template())
-        rendered = self._template.render(messages=[_without_none(m) for m in messages], tools=None, documents=None,
-                                         add_generation_prompt=add_generation_prompt,
-                                         **{**self.special_tokens_map, **kwargs})
+            self._template = BoundedTemplate(self.chat_template, self.special_tokens_map)
+        rendered = self._template(messages, add_generation_prompt=add_generation_prompt, **kwargs)
         return self.encode(rendered, add_special_tokens=False) if tokenize else rendered
-
-    def _default_template(self) -> str:
-        template = self.chat_template
-        if isinstance(template, dict):
-            if "default" not in template:
-                raise ValueError("This model has several chat templates and none is named 'default'.")
-            template = template["default"]
-        if not template:
-            raise ValueError("This tokenizer has no chat template.")
-        return template
 
     # -- special tokens ------------------------------------------------------------------------------
 
@@ -141,6 +129,35 @@ class ChatTokenizer:
         return detokenizer
 
 
+class BoundedTemplate:
+    """A chat template rendered as transformers renders it (special tokens as variables, extra kwargs such as
+    enable_thinking passed on), in Engram's bounded sandbox (compile_template): ChatTokenizer's, and the one handed
+    to mlx-lm's tokenizer for a folder read through transformers, whose own sandbox lets a template build a 10 GB
+    string."""
+
+    def __init__(self, template: Any, special_tokens: Mapping[str, Any]) -> None:
+        self.template = template  # one source, or several by name (the one named 'default' is used)
+        self.special_tokens = dict(special_tokens)
+        self._compiled: Any = None
+
+    def __call__(self, messages: list[Mapping[str, Any]], add_generation_prompt: bool = False, **kwargs: Any) -> str:
+        if self._compiled is None:
+            self._compiled = compile_template(_default_template(self.template))
+        return self._compiled.render(messages=[_without_none(m) for m in messages], tools=None, documents=None,
+                                     add_generation_prompt=add_generation_prompt,
+                                     **{**self.special_tokens, **kwargs})
+
+
+def _default_template(template: Any) -> str:
+    if isinstance(template, dict):
+        if "default" not in template:
+            raise ValueError("This model has several chat templates and none is named 'default'.")
+        template = template["default"]
+    if not template:
+        raise ValueError("This tokenizer has no chat template.")
+    return template
+
+
 def load_tokenizer(folder: Path | str, eos_token_ids: Any = None, defaults: Mapping[str, Any] | None = None) -> Any:
     """The folder's tokenizer as mlx_lm.utils.load_tokenizer gives it: eos ids from the model config (else the model
     module's TOKENIZER_DEFAULTS) plus the tokenizer's own eos token."""
@@ -149,7 +166,7 @@ def load_tokenizer(folder: Path | str, eos_token_ids: Any = None, defaults: Mapp
     defaults = defaults or {}
     if not _readable_here(folder, config, defaults):
         from mlx_lm.utils import load_tokenizer as mlx_lm_load_tokenizer
-        return mlx_lm_load_tokenizer(folder, eos_token_ids=eos_token_ids)
+        return _bounded(mlx_lm_load_tokenizer(folder, eos_token_ids=eos_token_ids))
     from tokenizers import Tokenizer
     backend = Tokenizer.from_file(str(folder / "tokenizer.json"))  # truncation and padding as the file sets them
     decoder = json.loads(backend.decoder.__getstate__()) if backend.decoder is not None else None
@@ -159,6 +176,15 @@ def load_tokenizer(folder: Path | str, eos_token_ids: Any = None, defaults: Mapp
         eos_token_ids = [eos_token_ids]
     return ChatTokenizer(backend, config, chat_template=_chat_template(folder, config),
                          eos_token_ids=eos_token_ids or [], detokenizer_class=detokenizer_factory(decoder))
+
+
+def _bounded(wrapper: Any) -> Any:
+    """mlx-lm's tokenizer with its jinja chat template rendered by BoundedTemplate (mlx-lm's own Python renderers,
+    chosen by chat_template_type, stay)."""
+    template = getattr(wrapper._tokenizer, "chat_template", None)  # noqa: SLF001 - mlx-lm's hook for a renderer
+    if wrapper._chat_template is None and isinstance(template, (str, dict)) and template:  # noqa: SLF001
+        wrapper._chat_template = BoundedTemplate(template, wrapper._tokenizer.special_tokens_map)  # noqa: SLF001
+    return wrapper
 
 
 def _readable_here(folder: Path, config: Mapping[str, Any], defaults: Mapping[str, Any]) -> bool:

@@ -113,20 +113,22 @@ def test_a_folder_it_cannot_read_gets_mlx_lms_tokenizer(tiny_model_dir, tmp_path
 @pytest.mark.parametrize("expression, refused", [('"  " * 4', False), ("[1] * 3", False), ("2 ** 10", False),
                                                  ('("a" * 100000) * 100000', True), ("9 ** 9 ** 9", True),
                                                  ("[0] * 10 ** 7", True)])
-def test_a_chat_templates_repetition_and_powers_stay_small(tiny_model_dir, tmp_path, expression, refused):
+@pytest.mark.parametrize("own_tokenizer", [True, False])
+def test_a_chat_templates_repetition_and_powers_stay_small(tiny_model_dir, tmp_path, expression, refused,
+                                                           own_tokenizer):
     """A template ships in the model file, from anyone: one that builds a 10 GB string is refused in words, before
-    it takes the machine's memory; an ordinary indent or power renders."""
-    import shutil
-
+    it takes the machine's memory; an ordinary indent or power renders. Also in a folder Engram reads through
+    mlx-lm's tokenizer (here: one that names its own tokenizer code), whose template transformers would render in a
+    sandbox that bounds neither."""
     from core.errors import ModelError
-    folder = tmp_path / "model"
-    shutil.copytree(tiny_model_dir, folder)
-    config = json.loads((folder / "tokenizer_config.json").read_text())
-    config["chat_template"] = ("{{ (" + expression + ") | string | length }}"
-                               "{% for m in messages %}{{ m['content'] }}{% endfor %}")
-    (folder / "tokenizer_config.json").write_text(json.dumps(config))
-    (folder / "chat_template.jinja").unlink(missing_ok=True)
+    folder = _with_template(tiny_model_dir, tmp_path, "{{ (" + expression + ") | string | length }}"
+                                                      "{% for m in messages %}{{ m['content'] }}{% endfor %}")
+    if not own_tokenizer:
+        config = json.loads((folder / "tokenizer_config.json").read_text())
+        config["auto_map"] = {"AutoTokenizer": ["tokenization_custom.CustomTokenizer", None]}  # never run
+        (folder / "tokenizer_config.json").write_text(json.dumps(config))
     tokenizer = load_tokenizer(folder)
+    assert isinstance(tokenizer, ChatTokenizer) == own_tokenizer
     messages = [{"role": "user", "content": "hello"}]
     if refused:
         with pytest.raises(ModelError, match="chat template refused the conversation: the chat template computes "
