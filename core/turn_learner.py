@@ -4,8 +4,9 @@ The turn is claimed first (core.store.turn_learning), so two learners (the chat,
 learn it twice; then its episode is embedded for recall and, with a structured model, its facts are extracted
 (core.memory.engram) and reconciled (core.memory.reconcile), and the memories the reply used are rated for
 usefulness, strengthening their edges. A model failure is reported in the LearnReport, never raised. `busy()` says
-a reply needs the model first: asked before and all through extraction (between its tokens: a weak model on a
-CPU can take minutes), a yes leaves the turn pending (BUSY); asked before and through the rating, a yes skips only
+a reply needs the model first: asked before and all through extraction and each fact's reconciliation (between
+their tokens: a weak model on a CPU can take minutes), a yes leaves the turn pending (BUSY) — the facts reconciled
+by then stay, and are skipped when the turn is learned again; asked before and through the rating, a yes skips only
 the rating.
 """
 from __future__ import annotations
@@ -19,7 +20,7 @@ from core.memory import hebbian, recall_learning
 from core.memory.engram import Extraction, Fact, extract_facts
 from core.memory.attribution import says_in_other_words
 from core.memory.index import index_episodes
-from core.memory.reconcile import Outcome, reconcile_fact
+from core.memory.reconcile import Outcome, learned_from, reconcile_fact
 from core.memory.rejected import drop_rejected
 from core.prompts.rating import rating_messages, rating_schema
 from core.protocols import Embedder, StructuredModel
@@ -132,9 +133,14 @@ class TurnLearner:
         report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
                                                               extraction.dates_ignored)
         for fact in extraction.facts:
+            if learned_from(self.db, fact.statement, turn.episode_id) is not None:
+                continue  # stored before learning gave way, the last time this turn was learned
             try:
                 report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
-                                                      turn.episode_id, self.settings))
+                                                      turn.episode_id, self.settings, stop=busy))
+            except GenerationStopped:
+                report.skipped = BUSY  # what is stored stays; the rest is learned with the turn, later
+                return
             except EngramError as exc:
                 report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
 

@@ -59,7 +59,8 @@ def test_a_reply_that_starts_after_extraction_skips_only_the_rating(db, embedder
     assistant = make(db, embedder, clock, structured)
     reply = assistant.reply(None, "I play the cello every evening in Boston", learn=False)
     assert reply.used_ids  # memories were used: a quiet machine would rate them
-    answers = iter([False, False, True])  # free before and through extraction, a message arrives after it
+    answers = iter([False, False, False, True])  # free before and through extraction and reconciliation, a message
+    # arrives after them
     report = assistant.learn(reply.record, busy=lambda: next(answers))
     assert "engram_facts" in structured.titles() and "usefulness_rating" not in structured.titles()
     assert report.rating_skipped and report.facts
@@ -74,3 +75,34 @@ def test_incognito_and_reanswers_never_wait_to_be_learned(db, embedder, clock):
     again = assistant.prepare(None, "I play the viola too")
     assistant.finish(again, "A new answer", replaces=first.record.episode_id)  # a re-answer: nothing new to learn
     assert pending_learning(db) == []
+
+
+def test_a_reply_wanted_between_two_facts_stops_learning_and_nothing_is_learned_twice(db, embedder, clock):
+    """Reconciling a fact is a model call of its own: the next reply waits for none of them. The facts already
+    reconciled stay; when the turn is learned again they are neither added again nor made surer."""
+    from core.memory.index import index_memories
+    from core.store.memories import add_memory
+    piano = add_memory(db, "The user plays the piano.", subject="user", relation="plays", object="piano",
+                       confidence=0.8)
+    index_memories(db, embedder, [piano])
+    structured = ScriptedStructuredModel({
+        "engram_facts": [{"facts": [fact_reply("The user plays the cello.", "cello", "plays"),
+                                    fact_reply("The user lives in Boston.", "Boston", "lives in")]}],
+        "reconcile_decision": [{"decision": "new", "target": 0, "reason": "another instrument"}],
+        "usefulness_rating": [{"useful": []}]})
+    assistant = make(db, embedder, clock, structured)
+    reply = assistant.reply(None, "I play the cello and I live in Boston", learn=False)
+    structured.calls.clear()
+    answers = iter([False, False, False, True])  # a message arrives while the second fact is reconciled
+    report = assistant.learn(reply.record, busy=lambda: next(answers, True))
+    assert report.skipped == BUSY and structured.titles() == ["engram_facts", "reconcile_decision",
+                                                              "reconcile_decision"]
+    assert pending_learning(db) == [reply.record.episode_id]
+    cello = [m for m in list_memories(db) if "cello" in m.statement]
+    assert len(cello) == 1
+    later = assistant.learn(assistant.stored_turn(reply.record.episode_id))
+    assert later.skipped == "" and pending_learning(db) == []
+    statements = sorted(m.statement for m in list_memories(db))
+    assert statements == ["The user lives in Boston.", "The user plays the cello.", "The user plays the piano."]
+    again = next(m for m in list_memories(db) if "cello" in m.statement)
+    assert (again.id, again.confidence) == (cello[0].id, cello[0].confidence)

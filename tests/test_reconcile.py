@@ -58,6 +58,20 @@ def test_a_duplicate_raises_confidence_and_access_instead_of_adding_a_row(db, em
     assert memory.source_episode_ids == (episode,)
 
 
+def test_the_same_turn_said_again_is_no_new_evidence(db, embedder, boston):
+    """A turn whose learning gave way is learned again from the start: its duplicate raised the confidence once."""
+    episode = add_episode(db, "I live in Boston, as I said.")
+    reconcile_fact(db, embedder, decide("duplicate"), Fact("user", "lives_in", "Boston", "The user lives in Boston",
+                                                           0.5), episode, SETTINGS)
+    once = get_memory(db, boston)
+    again = reconcile_fact(db, embedder, decide("duplicate"), city("Boston"), episode, SETTINGS)
+    assert again.decision == "duplicate" and "already learned from this turn" in again.reason
+    assert get_memory(db, boston).confidence == once.confidence and get_memory(db, boston).access_count == 1
+    later = add_episode(db, "Boston, still.")
+    reconcile_fact(db, embedder, decide("duplicate"), city("Boston"), later, SETTINGS)
+    assert get_memory(db, boston).access_count == 2  # another turn saying it is evidence
+
+
 def test_an_update_rewrites_in_place_and_keeps_the_old_value_in_history(db, embedder, boston):
     fact = Fact("user", "lives_in", "Boston, in Back Bay", "The user lives in Back Bay, Boston.", 0.8)
     outcome = reconcile_fact(db, embedder, decide("update"), fact, None, SETTINGS)

@@ -6,13 +6,15 @@ min_related_cosine); otherwise the fact is added as new and the outcome's reason
 
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
 'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
-stored fact's confidence and access count. A pinned, protected, permanent or critical fact is never
-closed or rewritten automatically: the conflict becomes a learning goal that asks the user, the new fact
-waits in the trash meanwhile, and the answer (resolve_conflict) applies the user's choice.
+stored fact's confidence and access count (once a turn: a turn learned again adds no evidence). A pinned,
+protected, permanent or critical fact is never closed or rewritten automatically: the conflict becomes a learning
+goal that asks the user, the new fact waits in the trash meanwhile, and the answer (resolve_conflict) applies the
+user's choice.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -55,13 +57,16 @@ def similar_facts(db: Database, vector: np.ndarray, fact: Fact, limit: int) -> l
 
 
 def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fact: Fact, episode_id: int | None,
-                   settings: Settings, vector: np.ndarray | None = None) -> Outcome:
+                   settings: Settings, vector: np.ndarray | None = None, *,
+                   stop: Callable[[], bool] | None = None) -> Outcome:
+    """Store the fact as new, as a duplicate, update or contradiction of the closest stored fact the model names,
+    or as a question to the user. `stop`: see StructuredModel.generate_json (GenerationStopped: nothing written)."""
     vector = embedder.embed([fact.statement])[0] if vector is None else vector
     candidates = similar_facts(db, vector, fact, settings.generation.reconcile_candidates)
     decision, target, reason = "new", None, "nothing similar stored"
     if candidates:
         answer = model.generate_json(reconcile_messages(fact.statement, [c.statement for c in candidates]),
-                                     reconcile_schema(len(candidates)), max_tokens=RECONCILE_MAX_TOKENS)
+                                     reconcile_schema(len(candidates)), max_tokens=RECONCILE_MAX_TOKENS, stop=stop)
         decision, reason = answer.get("decision", "new"), str(answer.get("reason", ""))[:200]
         index = int(answer.get("target", 0))
         target = candidates[index - 1] if 1 <= index <= len(candidates) else None
@@ -118,8 +123,22 @@ def _add(db: Database, fact: Fact, sources: list[int]) -> MemoryId:
                       source_episode_ids=sources, valid_from=fact.valid_from, reason=f"engram ({fact.source})")
 
 
+def learned_from(db: Database, statement: str, episode_id: int | None) -> MemoryId | None:
+    """The memory (in any state: the user may have deleted it since) that holds this statement learned from this
+    turn: a turn whose learning gave way half-way is learned again from the start, and what it stored stays once."""
+    if episode_id is None:
+        return None
+    found = db.scalar("SELECT m.id FROM memories m JOIN memory_sources s ON s.memory_id = m.id "
+                      "WHERE s.episode_id = ? AND lower(trim(m.statement)) = lower(trim(?)) LIMIT 1",
+                      (int(episode_id), statement))
+    return None if found is None else MemoryId(int(found))
+
+
 def _duplicate(db: Database, fact: Fact, target: Memory, sources: list[int], reason: str,
                settings: Settings) -> Outcome:
+    known = {int(r[0]) for r in db.execute("SELECT episode_id FROM memory_sources WHERE memory_id = ?", (target.id,))}
+    if sources and set(sources) <= known:  # the same turn again (learned once more after giving way): no new evidence
+        return Outcome("duplicate", target.id, target.id, reason=f"already learned from this turn. {reason}"[:300])
     confidence = min(1.0, max(target.confidence, fact.confidence) + settings.generation.duplicate_confidence_step)
     with db.transaction():
         update_memory(db, target.id, confidence=confidence, reason=f"reconcile: said again. {reason}")
