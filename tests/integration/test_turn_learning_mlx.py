@@ -58,3 +58,30 @@ def test_two_learners_on_two_connections_learn_a_turn_once_with_the_tiny_model(t
     assert pending_learning(job_db) == [] and get_episode(job_db, episode).metadata["learning"] == "done"
     for database in (chat_db, job_db):
         database.close()
+
+
+def test_reconciling_a_fact_through_the_tiny_model_stops_between_tokens_with_nothing_written(db, embedder,
+                                                                                           tiny_engine):
+    """Reconciliation's model call gives way to a reply as extraction's does: a stop asked between tokens ends it
+    with GenerationStopped and the store as it was; let run, the same call decides."""
+    import pytest
+
+    from core.errors import GenerationStopped
+    from core.memory.engram import Fact
+    from core.memory.index import index_memories
+    from core.memory.reconcile import reconcile_fact
+    from core.store.memories import add_memory, count_memories
+    boston = add_memory(db, "The user lives in Boston.", subject="user", relation="lives_in", object="Boston")
+    index_memories(db, embedder, [boston])
+    real = StructuredGenerator(tiny_engine, temperature=1.0, seed=7)
+    denver = Fact("user", "lives_in", "Denver", "The user lives in Denver.", 0.9)
+    asked = []
+
+    def reply_waiting() -> bool:  # a message arrives after a few tokens
+        asked.append(1)
+        return len(asked) > 3
+    with pytest.raises(GenerationStopped):
+        reconcile_fact(db, embedder, real, denver, None, SETTINGS, stop=reply_waiting)
+    assert len(asked) > 3 and count_memories(db) == 1
+    outcome = reconcile_fact(db, embedder, real, denver, None, SETTINGS, stop=lambda: False)
+    assert outcome.decision in ("new", "duplicate", "update", "contradiction")
