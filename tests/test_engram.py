@@ -143,3 +143,20 @@ def test_the_stored_statement_says_no_more_than_the_user_did():
     assert result.facts == [] and result.dropped_counts() == {"the statement says more than the user did": 1}
     moved, _ = run([fact("The user lives in Denver.", "Denver", relation="lives_in")], "I moved to Denver.")
     assert [f.statement for f in moved.facts] == ["The user lives in Denver."]  # a fair paraphrase stays
+
+
+def test_a_date_the_user_said_in_words_is_kept():
+    """'born on 12 March 2019', 'in May': the model copies the user's words into `when`, as it is told; they were
+    neither resolved nor accepted as said, so the fact lost its date."""
+    born, _ = run([fact("The user's daughter was born on 12 March 2019.", "12 March 2019", relation="born on",
+                        when="12 March 2019")], "My daughter was born on 12 March 2019.")
+    assert born.dates_ignored == [] and born.facts[0].valid_from is not None
+    assert datetime.fromtimestamp(born.facts[0].valid_from, tz=timezone.utc).date().isoformat() == "2019-03-12"
+    started, _ = run([fact("The user started pottery in May.", "pottery", relation="started", when="in May")],
+                     "I started pottery in May.")
+    assert datetime.fromtimestamp(started.facts[0].valid_from, tz=timezone.utc).date().isoformat() == "2026-05-01"
+    trip, _ = run([fact("The user will travel to Japan in May.", "Japan", relation="will travel to", when="May")],
+                  "I'm going to Japan in May!")
+    assert datetime.fromtimestamp(trip.facts[0].valid_from, tz=timezone.utc).date().isoformat() == "2027-05-01"
+    invented, _ = run([fact("The user likes tea.", "tea", when="12 March 2019")], "I like tea.")
+    assert invented.facts[0].valid_from is None and len(invented.dates_ignored) == 1

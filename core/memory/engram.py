@@ -174,7 +174,7 @@ def _grounded(item: dict[str, Any], text: str, settings: GroundingSettings) -> b
 def _unstated_date(item: dict[str, Any], user_text: str, assistant_text: str, now: float) -> str:
     """Why the fact's `when` is not used ('' when it is): it must name a day the user stated (or confirmed)."""
     when = str(item.get("when", "")).strip()
-    day = resolve_date(when, now) if when else None
+    day = resolve_date(when, now, future=looks_ahead(item.get("statement", ""))) if when else None
     if day is None:
         return ""
     said = split_quoted(user_text)[0] + (" " + assistant_text if item.get("source") == "user_confirmed" else "")
@@ -222,9 +222,19 @@ def _said_in_first_person(item: dict[str, Any], own_words: str) -> bool:
     return False
 
 
+# A statement about what lies ahead: its "in May" is the next May, not the last one.
+_AHEAD = re.compile(r"\b(?:will|shall|going to|gonna|plans?|planning|intends?|hopes? to|wants? to|next|upcoming|"
+                    r"soon|(?:is|are|am) (?:on|in|due|coming|getting|having|flying|travell?ing|moving|starting))\b"
+                    r"|'ll\b", re.IGNORECASE)
+
+
+def looks_ahead(statement: str) -> bool:
+    return bool(_AHEAD.search(statement))
+
+
 def to_fact(item: dict[str, Any], now: float) -> Fact:
     relation = canonical_relation(item.get("relation", "")) or "about"
-    when = resolve_date(item.get("when", ""), now) if item.get("when") else None
+    when = resolve_date(item["when"], now, future=looks_ahead(item.get("statement", ""))) if item.get("when") else None
     confidence = _confidence(item)
     subject = item.get("subject", "").strip()
     return Fact(subject="user" if not subject or _is_user(subject) else subject, relation=relation,

@@ -11,14 +11,8 @@ import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
 
-from core.memory.dates import resolve_date
+from core.memory.dates import DAY_OF_MONTH, MONTH, YEAR, month_number, resolve_date
 
-MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
-          "november", "december")
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|" \
-         r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
-_YEAR = r"((?:19|20)\d{2})"
-_DAY = r"(\d{1,2})(?:st|nd|rd|th)?"
 SEASONS = {"spring": (3, 3), "summer": (6, 3), "autumn": (9, 3), "fall": (9, 3), "winter": (12, 3)}  # start, months
 DAY_SECONDS = 86400.0
 
@@ -49,10 +43,6 @@ def _stamp(day: date) -> float:
     return datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
 
 
-def _month_number(word: str) -> int:
-    return next(i for i, name in enumerate(MONTHS, 1) if name.startswith(word[:3]))
-
-
 def _month_span(year: int, month: int, months: int = 1) -> tuple[date, date]:
     end_month = month - 1 + months
     return date(year, month, 1), date(year + end_month // 12, end_month % 12 + 1, 1)
@@ -65,7 +55,7 @@ def _valid(year: int, month: int, day: int) -> date | None:
         return None
 
 
-_DATE_FORMS = (rf"\b{_DAY} (?:of )?{_MONTH}(?:, ?| ){_YEAR}\b", rf"\b{_MONTH} {_DAY}(?:, ?| ){_YEAR}\b")
+_DATE_FORMS = (rf"\b{DAY_OF_MONTH} (?:of )?{MONTH}(?:, ?| ){YEAR}\b", rf"\b{MONTH} {DAY_OF_MONTH}(?:, ?| ){YEAR}\b")
 
 
 def _dates_in(text: str) -> list[tuple[date, str]]:
@@ -74,7 +64,7 @@ def _dates_in(text: str) -> list[tuple[date, str]]:
     for form, day_first in zip(_DATE_FORMS, (True, False)):
         for m in re.finditer(form, text):
             day, month = (m[1], m[2]) if day_first else (m[2], m[1])
-            parsed = _valid(int(m[3]), _month_number(month), int(day))
+            parsed = _valid(int(m[3]), month_number(month), int(day))
             if parsed:
                 found.append((m.start(), parsed, m[0]))
     return [(d, phrase) for _, d, phrase in sorted(found)]
@@ -82,11 +72,11 @@ def _dates_in(text: str) -> list[tuple[date, str]]:
 
 def _between(text: str, today: date, now: float):
     """"between August 11 and August 15 2023": the year written once, at the end, serves both days."""
-    m = re.search(rf"\bbetween {_MONTH} {_DAY} and {_MONTH} {_DAY},? {_YEAR}\b", text)
+    m = re.search(rf"\bbetween {MONTH} {DAY_OF_MONTH} and {MONTH} {DAY_OF_MONTH},? {YEAR}\b", text)
     if not m:
         return None
-    first = _valid(int(m[5]), _month_number(m[1]), int(m[2]))
-    last = _valid(int(m[5]), _month_number(m[3]), int(m[4]))
+    first = _valid(int(m[5]), month_number(m[1]), int(m[2]))
+    last = _valid(int(m[5]), month_number(m[3]), int(m[4]))
     if first is None or last is None or last < first:
         return None
     return first, last + timedelta(days=1), m[0]
@@ -103,17 +93,17 @@ def _day_month_year(text: str, today: date, now: float):
 
 
 def _month_year(text: str, today: date, now: float):
-    m = re.search(rf"\b{_MONTH},? {_YEAR}\b", text)
+    m = re.search(rf"\b{MONTH},? {YEAR}\b", text)
     if not m:
         return None
-    start, end = _month_span(int(m[2]), _month_number(m[1]))
+    start, end = _month_span(int(m[2]), month_number(m[1]))
     return start, end, m[0]
 
 
 def _season(text: str, today: date, now: float):
     """"last summer" is the latest summer over before today's season; "summer 2022" / "in the summer" name one."""
     m = re.search(rf"\b(last|this|in the|during the|in|over the)? ?(spring|summer|autumn|fall|winter)"
-                  rf"(?: (?:of )?{_YEAR})?\b", text)
+                  rf"(?: (?:of )?{YEAR})?\b", text)
     if not m or (m[1] is None and m[3] is None):
         return None
     first_month, months = SEASONS[m[2]]
@@ -130,10 +120,10 @@ def _season(text: str, today: date, now: float):
 
 def _month(text: str, today: date, now: float):
     """"in March": the latest March that has begun (a month needs a word before it: "may" is also a verb)."""
-    m = re.search(rf"\b(?:in|during|of|last|early|late|mid)[ -]{_MONTH}\b(?!['’]s)", text)  # not "of May's" (a name)
+    m = re.search(rf"\b(?:in|during|of|last|early|late|mid)[ -]{MONTH}\b(?!['’]s)", text)  # not "of May's" (a name)
     if not m:
         return None
-    month = _month_number(m[1])
+    month = month_number(m[1])
     year = today.year if month <= today.month else today.year - 1
     if m[0].startswith("last") and month == today.month:
         year -= 1
@@ -142,7 +132,7 @@ def _month(text: str, today: date, now: float):
 
 
 def _year(text: str, today: date, now: float):
-    m = re.search(rf"\b(?:in|during|throughout) {_YEAR}\b", text)
+    m = re.search(rf"\b(?:in|during|throughout) {YEAR}\b", text)
     if not m:
         return None
     year = int(m[1])
