@@ -10,11 +10,11 @@ renderers (`chat_template_type`), custom tokenizer code — gets mlx-lm's tokeni
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from models.detokenize import StreamingDetokenizer, detokenizer_factory
+from models.template_sandbox import compile_template
 
 NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _OWN_TOKENIZER_CLASSES = ("NewlineTokenizer",)  # mlx-lm's subclass that rewrites newlines
@@ -206,61 +206,6 @@ def _chat_template(folder: Path, config: Mapping[str, Any]) -> Any:
     if isinstance(template, list):
         return {entry["name"]: entry["template"] for entry in template}
     return template
-
-
-TEMPLATE_MAX_ITEMS = 1_000_000  # the longest string or list a chat template may build by repetition
-
-
-def _bounded_binop(operator: str, left: Any, right: Any) -> bool:
-    """Whether `left operator right` stays small: a repeated string or list of at most TEMPLATE_MAX_ITEMS, a power
-    of at most 64 bits."""
-    if operator == "**":
-        return not (isinstance(left, int) and isinstance(right, int)) or right < 0 or (
-            abs(left) <= 1 or right * max(abs(left), 2).bit_length() <= 64)
-    sized, times = (left, right) if isinstance(right, int) else (right, left)
-    if not (isinstance(sized, (str, list, tuple)) and isinstance(times, int)):
-        return True
-    return len(sized) * times <= TEMPLATE_MAX_ITEMS
-
-
-def compile_template(source: str) -> Any:
-    """A chat template compiled in the environment transformers gives it."""
-    import jinja2
-    from jinja2.ext import Extension, loopcontrols
-    from jinja2.sandbox import ImmutableSandboxedEnvironment
-
-    class Generation(Extension):  # `{% generation %}…{% endgeneration %}` marks the assistant's part: kept as is
-        tags = {"generation"}
-
-        def parse(self, parser: Any) -> Any:
-            lineno = next(parser.stream).lineno
-            body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
-            return jinja2.nodes.CallBlock(self.call_method("_render"), [], [], body).set_lineno(lineno)
-
-        def _render(self, caller: Any) -> str:
-            return caller()
-
-    def raise_exception(message: str) -> None:
-        raise jinja2.exceptions.TemplateError(message)
-
-    def tojson(x: Any, ensure_ascii: bool = False, indent: Any = None, separators: Any = None,
-               sort_keys: bool = False) -> str:
-        return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
-
-    class Bounded(ImmutableSandboxedEnvironment):
-        """A template comes with the model file, from anyone: `"a" * 10**10` would take the machine's memory."""
-        intercepted_binops = frozenset({"*", "**"})
-
-        def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
-            if not _bounded_binop(operator, left, right):
-                raise jinja2.exceptions.SecurityError(f"the chat template computes something too large ({operator})")
-            return super().call_binop(context, operator, left, right)
-
-    env = Bounded(trim_blocks=True, lstrip_blocks=True, extensions=[Generation, loopcontrols])
-    env.filters["tojson"] = tojson
-    env.globals["raise_exception"] = raise_exception
-    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    return env.from_string(source)
 
 
 def clean_up_tokenization(text: str) -> str:

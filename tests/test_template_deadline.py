@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from models.chat_tokenizer import compile_template
+from models.template_sandbox import compile_template
 from models.template_deadline import TemplateTooSlow, within_deadline
 
 
