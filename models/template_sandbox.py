@@ -6,7 +6,8 @@ A template comes inside the model file, from anyone. jinja2's sandbox keeps it f
 doubled forty times (`{% set s = s ~ s %}`, a macro calling itself, a namespace in a loop) or a loop writing a
 large string a million times each build gigabytes in one call, where no deadline can stop them
 (models.template_deadline stops a template that runs long). So every place a template makes a value checks its
-size first — operators, concatenation (`~`), filters, method and macro calls, and the rendered output — and
+size first — operators (a number squared in a loop too), concatenation (`~`), filters (adding up lists copies
+each one), method and macro calls, and the rendered output — and
 refuses in words (SecurityError) past a bound no real chat template comes near: a prompt is some thousands of
 words, and Engram renders it within the model's context window.
 """
@@ -22,6 +23,7 @@ from typing import Any, Callable, Iterable
 MAX_ITEMS = 1_000_000  # the longest string or list a template may build by repetition
 MAX_TEXT = 10_000_000  # characters (or items) of any value it makes, its output included
 MAX_NUMBER_ARGUMENT = 100_000  # a width, count or size handed to a filter or method (jinja2's own bound on range)
+MAX_INTEGER_BITS = 4096  # a product of whole numbers
 MAX_PRODUCT = 100 * MAX_TEXT  # two arguments' sizes multiplied: what a call could write from them in one go
 _PERCENT_SPEC = re.compile(r"%[-+ #0]*(\d*)(?:\.(\d*))?[a-zA-Z%]")
 _BRACE_SPEC = re.compile(r"\{[^{}]*:([^{}]*)\}")
@@ -107,6 +109,8 @@ def binop_problem(operator: str, left: Any, right: Any, sizes: "Sizes") -> str:
         return "+" if sized and len(left) + len(right) > MAX_TEXT else ""
     if operator == "%":
         return "%" if isinstance(left, str) and formatted_size(left, right, sizes) > MAX_TEXT else ""
+    if isinstance(left, int) and isinstance(right, int):  # squaring in a loop doubles the digits each time
+        return "*" if left.bit_length() + right.bit_length() > MAX_INTEGER_BITS else ""
     sized, times = (left, right) if isinstance(right, int) else (right, left)
     if isinstance(sized, (str, list, tuple)) and isinstance(times, int) and len(sized) * times > MAX_ITEMS:
         return "*"
@@ -202,6 +206,8 @@ def _predicted(name: str, values: list[Any], kwargs: Mapping[str, Any], sizes: "
     if name == "|join":  # (items, separator)
         separator = rest[0] if rest else kwargs.get("d", "")
         return sizes.of(first) + len(str(separator)) * (len(first) if hasattr(first, "__len__") else 0)
+    if name == "|sum" and not isinstance(kwargs.get("start", rest[1] if len(rest) > 1 else 0), (int, float)):
+        return sizes.of(first) * (len(first) if hasattr(first, "__len__") else 1)  # lists added: each one copied
     if name == "|tojson":
         indent = kwargs.get("indent", rest[1] if len(rest) > 1 else None) or 0
         return sizes.of(first) * (2 + (len(indent) if isinstance(indent, str) else int(indent)))

@@ -31,6 +31,9 @@ REFUSED = {
     "doubling through a macro": ('{% macro f(s, n) %}{{ f(s ~ s, n - 1) if n else s | length }}{% endmacro %}'
                                  '{{ f("a", 30) }}'),
     "writing a long string many times": '{% set s = ' + BIG + ' %}{% for i in range(300) %}{{ s }}{% endfor %}',
+    "squaring a number": ('{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}'
+                          '{% endfor %}{{ ns.n | string | length }}'),
+    "adding up lists": '{{ ([[1]] * 100000) | sum(start=[]) | length }}',
     "a macro's output": ('{% macro f(s) %}{% for i in range(300) %}{{ s }}{% endfor %}{% endmacro %}'
                          '{{ f(' + BIG + ') | length }}'),
 }
@@ -53,6 +56,7 @@ ALLOWED = {
     '{{ messages[1].content | replace(" ", "") | length }}': "100000",
     '{{ (messages[1].content ~ messages[1].content) | length }}': "400000",
     '{{ messages[2].content.expandtabs(4) }}': "Fine.   Yes.",
+    '{{ [1, 2, 3] | sum }}{{ [[1], [2]] | sum(start=[]) }}{{ 12 * 12 }}': "6[1, 2]144",
     '{{ "a\\nb" | indent(4, true) }}': "    a\n    b",
     ('{% set ns = namespace(text="") %}{% for m in messages %}{% set ns.text = ns.text + m.role[0] %}{% endfor %}'
      '{{ ns.text }}'): "sua",
