@@ -7,9 +7,8 @@ doubled forty times (`{% set s = s ~ s %}`, a macro calling itself, a namespace 
 large string a million times each build gigabytes in one call, where no deadline can stop them
 (models.template_deadline stops a template that runs long). So every place a template makes a value checks its
 size first — operators (a number squared in a loop too), concatenation (`~`), filters (adding up lists copies
-each one), method and macro calls, and the rendered output — and
-refuses in words (SecurityError) past a bound no real chat template comes near: a prompt is some thousands of
-words, and Engram renders it within the model's context window.
+each one), method and macro calls, and the rendered output — and refuses in words (SecurityError) past a bound no
+real chat template comes near: a prompt is some thousands of words, rendered within the model's context window.
 """
 from __future__ import annotations
 
