@@ -170,8 +170,9 @@ def formatted_size(fmt: str, values: Any, sizes: "Sizes") -> int:
 def checked(name: str, args: Iterable[Any], kwargs: Mapping[str, Any], sizes: "Sizes", *,
             pairwise: bool = True) -> None:
     """Refuse a call whose arguments, or whose result by its arguments, are too large. `name`: "|filter" or
-    ".method". `pairwise`: also refuse when two arguments' sizes multiply past MAX_PRODUCT — the shape of every call
-    that writes one argument into the other once per character or line (not for a macro, which only passes on)."""
+    ".method". `pairwise`: also refuse a call on a string whose size times another argument's passes MAX_PRODUCT —
+    the shape of every call that writes an argument into the string once per character or line (not for a macro,
+    which only passes its arguments on)."""
     values = [a for a in args if not _is_jinja_state(a)] + list(kwargs.values())
     measured = []
     for value in values:
@@ -183,13 +184,9 @@ def checked(name: str, args: Iterable[Any], kwargs: Mapping[str, Any], sizes: "S
             measured.append(sizes.of(value))
     if sum(measured) > MAX_TEXT or _predicted(name, values, kwargs, sizes) > MAX_TEXT:
         raise _too_large(name)
-    if pairwise and len(measured) > 1 and _product_of_two_largest(measured) > MAX_PRODUCT:
+    if pairwise and values and isinstance(values[0], str) and len(measured) > 1 and \
+            measured[0] * max(measured[1:]) > MAX_PRODUCT:
         raise _too_large(name)
-
-
-def _product_of_two_largest(sizes: list[int]) -> int:
-    second, first = sorted(sizes)[-2:]
-    return first * second
 
 
 def checked_result(name: str, result: Any, sizes: "Sizes") -> Any:

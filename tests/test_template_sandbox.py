@@ -60,6 +60,8 @@ ALLOWED = {
     '{{ "a\\nb" | indent(4, true) }}': "    a\n    b",
     ('{% set ns = namespace(text="") %}{% for m in messages %}{% set ns.text = ns.text + m.role[0] %}{% endfor %}'
      '{{ ns.text }}'): "sua",
+    ('{% set ns = namespace(turns=messages, more=messages[1].content) %}{{ ns.turns | length }}'
+     '{{ ns.more | length }}'): "3200000",
     '{% macro turn(m) %}<{{ m.role }}>{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}':
         "<system><user><assistant>",
 }
