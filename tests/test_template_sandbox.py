@@ -34,6 +34,7 @@ REFUSED = {
     "squaring a number": ('{% set ns = namespace(n=3) %}{% for i in range(40) %}{% set ns.n = ns.n * ns.n %}'
                           '{% endfor %}{{ ns.n | string | length }}'),
     "adding up lists": '{{ ([[1]] * 100000) | sum(start=[]) | length }}',
+    "a long string written for each link": '{{ ("http://a.b " * 90000) | urlize(rel="r" * 2000) | length }}',
     "a macro's output": ('{% macro f(s) %}{% for i in range(300) %}{{ s }}{% endfor %}{% endmacro %}'
                          '{{ f(' + BIG + ') | length }}'),
 }
@@ -62,6 +63,8 @@ ALLOWED = {
      '{{ ns.text }}'): "sua",
     ('{% set ns = namespace(turns=messages, more=messages[1].content) %}{{ ns.turns | length }}'
      '{{ ns.more | length }}'): "3200000",
+    ('{% set c = messages[1].content %}{{ (c ~ "!").startswith(c) }} {{ (c ~ c).replace(c, "") | length }} '
+     '{{ (c ~ "x").split(c) | length }}'): "True 0 2",
     '{% macro turn(m) %}<{{ m.role }}>{% endmacro %}{% for m in messages %}{{ turn(m) }}{% endfor %}':
         "<system><user><assistant>",
 }
