@@ -37,7 +37,7 @@ EVERYDAY_WORDS = (
     "look looks looking want wants wanted need needs needed use used using try tries tried trying feel feels felt "
     "help helps helped helping keep kept let lets put say says tell told ask asked find found start started "
     "keep stay stays stayed enjoy enjoyed love loved hope hoped mean means meant sound sounds seem idea ideas "
-    "plan plans planned plenty spend spent done doing able around away back together well even enough sometimes "
+    "plan plans planned plenty spend spent done doing able around away together well even enough sometimes "
     "probably definitely especially quick quickly")
 EVERYDAY = content_words(EVERYDAY_WORDS)
 
