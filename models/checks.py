@@ -152,19 +152,19 @@ def verify_loads(folder: Path | str) -> None:
     except Exception as exc:  # mlx-lm raises ValueError, KeyError, RuntimeError... for a bad folder
         raise ModelError(f"The model in {folder} does not load: {exc}") from exc
     del model
-    check_chat_template(tokenizer, folder.name)
+    check_chat_template(tokenizer)
 
 
 SAMPLE_CHAT = ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"},
                {"role": "assistant", "content": "Hi! How can I help?"}, {"role": "user", "content": "Thanks."})
 
 
-def check_chat_template(tokenizer: Any, name: str) -> None:
+def check_chat_template(tokenizer: Any) -> None:
     """The chat template renders a conversation as the chat will send it (in time: a template can loop for
     ever), so a model that cannot chat is refused when it is added, not on its first message."""
     from models.prompt_text import control_markers, render_prompt
     try:
         render_prompt(tokenizer, list(SAMPLE_CHAT), control_markers(tokenizer))
     except ModelError as exc:
-        raise ModelError(f"{name} cannot chat: its chat template failed on a sample conversation "
-                         f"({exc.__cause__ or exc}).") from exc
+        raise ModelError("This model cannot chat: its chat template failed on a sample conversation "
+                         f"({exc.__cause__ or exc}).") from exc  # the folder's name is a staging one for a GGUF
