@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Collection, Iterator, Protocol, TextIO
 from app.cli.arguments import count, real
 from app.cli.terminal import printable
 from core.errors import EngramError, ModelError
+from core.loop_trim import without_loop
 
 if TYPE_CHECKING:  # core.protocols imports numpy: not while the command line is parsed
     from core.protocols import ChatMessage, GenerationChunk, SamplingParams
@@ -74,6 +75,8 @@ class PlainBackend:
 
     def finish(self, text: str, reply: str, finish_reason: str | None) -> str:
         from core.protocols import ChatMessage
+        if finish_reason == "repetition":
+            reply = without_loop(reply)  # the loop, sent back as the model's own words, invites another
         self.history += [ChatMessage("user", text), ChatMessage("assistant", reply)]
         return ""
 
@@ -328,7 +331,10 @@ class ChatLoop:
             return
         self.say({"cancelled": " [stopped]", "repetition": " [stopped: the model was repeating itself]"}.get(
             finish_reason or "", ""))
-        note = self.backend.finish(text, "".join(parts), finish_reason)
+        said = "".join(parts)
+        if finish_reason == "repetition" and without_loop(said) != said:  # printed, so it cannot be taken back
+            self.say(f"Kept, without the repeats: {without_loop(said)}")
+        note = self.backend.finish(text, said, finish_reason)
         if note:
             self.say(note)
 
