@@ -68,7 +68,7 @@ def _environment() -> Any:
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             problem = binop_problem(operator, left, right, self.sizes)
             if problem:
-                raise jinja2.exceptions.SecurityError(f"the chat template computes something too large ({problem})")
+                raise _too_large(problem)
             return super().call_binop(context, operator, left, right)
 
         def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 - jinja's
