@@ -47,9 +47,17 @@ def _recall_summary(r: dict) -> str:
     return (f"{data}with the query's embedding (one message) p50/p95/p99 "
             f"{_ms(r, 'recall_with_embedding_ms')}; recall alone {_ms(r, 'recall_ms')}; the embedding alone "
             f"{_ms(r, 'embed_query_ms') if isinstance(r.get('embed_query_ms'), dict) else _get(r, 'embed_query_ms')}; "
-            f"vector search {_ms(r, 'vector_knn_ms')}; exact numpy (one thread) {_ms(r, exact)}; prefilter "
-            f"recall@10 vs exact {_get(r, 'knn_recall_at_10_vs_exact')}{peer}; ingest "
+            f"vector search {_ms(r, 'vector_knn_ms')}{_unpacked(r)}; exact numpy (one thread) {_ms(r, exact)}; "
+            f"prefilter recall@10 vs exact {_get(r, 'knn_recall_at_10_vs_exact')}{peer}; ingest "
             f"{_get(r, 'ingest_rows_per_s')} rows/s; store {_get(r, 'store_mb_with_wal')} MB with its WAL")
+
+
+def _unpacked(r: dict) -> str:
+    """The same search before the partitions were packed (core.store.vector_packs), in the same run."""
+    if "vector_knn_unpacked_ms" not in r:
+        return ""
+    return (f" (before packing, sqlite-vec's bit scan: {_ms(r, 'vector_knn_unpacked_ms')}, recall@10 vs exact "
+            f"{_get(r, 'knn_unpacked_recall_at_10_vs_exact')}; packing took {_get(r, 'pack_s')} s)")
 
 
 def _ms(r: dict, key: str) -> str:

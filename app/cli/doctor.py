@@ -102,7 +102,10 @@ def _rebuild(path: Path, services: Any) -> int:
 
 def _repair_vectors(services: Any) -> int:
     from core.memory.index import repair_missing_vectors
-    return repair_missing_vectors(services.db, services.embedder)
+    from core.store import vectors
+    repaired = repair_missing_vectors(services.db, services.embedder)
+    vectors.repack(services.db)  # recall's packs of vectors are derived from them too
+    return repaired
 
 
 def _refuse_rebuild(path: Path) -> int:

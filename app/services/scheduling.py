@@ -22,7 +22,7 @@ from core.errors import InvalidInput, ModelError
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
     standard_specs, stepwise
 from core.scheduler import Environment, JobContext, Scheduler
-from core.store import health, turn_learning
+from core.store import health, turn_learning, vectors
 from core.store.db import Database
 from core.store.jobs import OPEN_STATES, Job, list_jobs
 from core.words import counted
@@ -194,6 +194,7 @@ def forgetting_handler(services: Any, db: Database) -> Handler:
 
     def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
         result = forget.forgetting_pass(db, services.settings, embedder=services.embedder)
+        vectors.pack_partitions(db)  # idle-time upkeep of recall's vector index (core.store.vector_packs)
         return Step({"archived": len(result.archived), "compacted": len(result.compacted)}, 1.0,
                     f"archived {counted(len(result.archived), 'fact')}, compacted "
                     f"{counted(len(result.compacted), 'turn')} into {counted(len(result.summaries), 'summary')}",

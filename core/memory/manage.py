@@ -253,7 +253,9 @@ class MemoryManager:
                 index.index_episodes(self.db, ready, list(result.episodes.values()))
             return result
 
-        return self.db.retrying(write)
+        result = self.db.retrying(write)
+        vectors.pack_partitions(self.db)  # an import writes in bulk, which leaves the partitions it filled unpacked
+        return result
 
     def reembed(self, stop: Callable[[], bool] | None = None) -> int:
         """Remake every vector with this manager's embedder (after switching models); `stop` as vectors.reembed's."""

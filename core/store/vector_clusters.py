@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from core.store import vector_packs
+
 if TYPE_CHECKING:  # annotations only
     from core.store.db import Database
 
@@ -93,7 +95,19 @@ def cluster(db: Database, name: str, bits_of, clusters: int | None = None, seed:
         db.conn.executemany(f"DELETE FROM {name} WHERE id = ?", [(int(i),) for i in ids])
         db.conn.executemany(f"INSERT INTO {name}(id, shard, bits) VALUES (?, ?, vec_bit(?))",
                             [(int(i), int(k), b.tobytes()) for i, k, b in zip(ids, keys, bits_of(matrix))])
+        _pack(db, name, ids, matrix, keys)
     return len(centres)
+
+
+def _pack(db: Database, name: str, ids: np.ndarray, matrix: np.ndarray, keys: np.ndarray) -> None:
+    """Every cluster's pack, from the vectors in hand (the shards' packs are gone with the shards)."""
+    vector_packs.drop(db, name)
+    vector_packs.start(db, name)
+    order = np.argsort(keys, kind="stable")
+    starts = np.flatnonzero(np.r_[True, keys[order][1:] != keys[order][:-1]])
+    for first, last in zip(starts, [*starts[1:], len(order)]):
+        rows = order[first:last]
+        vector_packs.write(db, name, int(keys[rows[0]]), ids[rows], matrix[rows])
 
 
 def kmeans(matrix: np.ndarray, count: int, *, seed: int = 0, iterations: int = ITERATIONS) -> np.ndarray:
@@ -113,6 +127,7 @@ def kmeans(matrix: np.ndarray, count: int, *, seed: int = 0, iterations: int = I
 
 def drop(db: Database, name: str) -> None:
     db.execute(f"DROP TABLE IF EXISTS {name}_centroids")
+    vector_packs.drop(db, name)
     db.execute("DELETE FROM meta WHERE key = ?", (_stamp_key(name),))
 
 

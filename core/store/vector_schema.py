@@ -3,6 +3,7 @@ kept apart from core.store.vectors so that the migrations (which db imports) nev
 from __future__ import annotations
 
 import apsw
+import numpy as np
 
 VEC_TABLES: dict[str, str] = {"memory": "memory_vec", "episode": "episode_vec"}
 PARTITION_COLUMN = "partition00"  # sqlite-vec 0.1.x's name for the partition key in its <table>_chunks
@@ -19,3 +20,37 @@ def index_partitions(conn: apsw.Connection, table: str) -> bool:
         return False
     conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_chunks_partition ON {table}_chunks({PARTITION_COLUMN})")
     return True
+
+
+def has_partition_column(conn: apsw.Connection, table: str) -> bool:
+    return PARTITION_COLUMN in {row[1] for row in conn.execute(f"PRAGMA table_info({table}_chunks)")}
+
+
+def partitions(conn: apsw.Connection, table: str) -> list[int]:
+    """Every partition key that holds a chunk (an indexed read of sqlite-vec's chunk list)."""
+    return [int(p) for (p,) in conn.execute(
+        f"SELECT DISTINCT {PARTITION_COLUMN} FROM {table}_chunks WHERE {PARTITION_COLUMN} IS NOT NULL")]
+
+
+def partition_members(conn: apsw.Connection, table: str, partition: int) -> list[int]:
+    """The ids in one partition, read from its chunks' rowid lists and validity bitmaps (sqlite-vec 0.1.x's
+    layout: a chunk's slots hold int64 ids, a bit set for each slot in use)."""
+    ids: list[int] = []
+    for validity, rowids in conn.execute(
+            f"SELECT validity, rowids FROM {table}_chunks WHERE {PARTITION_COLUMN} = ?", (int(partition),)):
+        slots = np.frombuffer(rowids, dtype=np.int64)
+        used = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")[:len(slots)].astype(bool)
+        ids.extend(int(i) for i in slots[used])
+    return ids
+
+
+def partitions_of(conn: apsw.Connection, table: str, ids: list[int]) -> dict[int, int]:
+    """id → the partition it sits in, for the ids the table holds."""
+    found: dict[int, int] = {}
+    for start in range(0, len(ids), 500):
+        chunk = [int(i) for i in ids[start:start + 500]]
+        marks = ",".join("?" * len(chunk))
+        for i, p in conn.execute(f"SELECT r.rowid, c.{PARTITION_COLUMN} FROM {table}_rowids r JOIN {table}_chunks c "
+                                 f"ON c.chunk_id = r.chunk_id WHERE r.rowid IN ({marks})", chunk):
+            found[int(i)] = int(p)
+    return found

@@ -1,0 +1,168 @@
+"""Packed partitions (core.store.vector_packs): the same answers as an exact search, kept right by every write."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from core.store import vector_clusters as clusters
+from core.store import vector_packs as packs
+from core.store import vectors
+from core.store.vector_schema import partition_members, partitions_of
+
+NAME = "memory_vec"
+
+
+@pytest.fixture(scope="module")
+def synthetic(embedder):
+    from bench.synthetic import queries, sentences
+    return embedder.embed(sentences(1200)), embedder.embed(queries(30))
+
+
+@pytest.fixture
+def clustered(db, embedder, synthetic):
+    """1,200 real sentence vectors in 16 clusters, every cluster packed."""
+    matrix, _ = synthetic
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, len(matrix) + 1)), matrix)
+    clusters.cluster(db, NAME, vectors.sign_bits, clusters=16)
+    return db
+
+
+def _packed(db) -> dict[int, set[int]]:
+    return {int(p): set(np.frombuffer(ids, dtype=np.int64).tolist())
+            for p, ids in db.execute(f"SELECT partition, ids FROM {NAME}_packs")}
+
+
+def _same_as_exact(db, questions: np.ndarray, k: int = 10) -> None:
+    for query in questions:
+        fast = vectors.knn(db, "memory", query, k)
+        exact = vectors.knn(db, "memory", query, k, exact=True)
+        assert [i for i, _ in fast] == [i for i, _ in exact]
+        assert [d for _, d in fast] == pytest.approx([d for _, d in exact], abs=1e-6)  # rescored on the floats
+
+
+def test_int8_codes_rank_rows_by_cosine_whatever_their_length():
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(500, 384)).astype(np.float32) * rng.uniform(0.1, 50, size=(500, 1)).astype(np.float32)
+    query = rng.normal(size=384).astype(np.float32)
+    codes, scales = packs.encode(rows)
+    ids, approx = packs.similarities([packs.Pack(np.arange(500), codes, scales)], query / np.linalg.norm(query))
+    cosine = rows @ query / np.linalg.norm(rows, axis=1) / np.linalg.norm(query)
+    assert np.abs(approx - cosine).max() < 2e-3 and list(ids) == list(range(500))
+    assert packs.encode(np.zeros((1, 384), dtype=np.float32))[0].max() == 0  # a zero row stays zero, no NaN
+
+
+def test_a_clustered_table_is_packed_and_answers_as_the_exact_search(clustered, synthetic):
+    _, questions = synthetic
+    members = {p: set(partition_members(clustered.conn, NAME, p)) for p in _packed(clustered)}
+    assert _packed(clustered) == members and sum(map(len, members.values())) == 1200  # every row, once
+    _same_as_exact(clustered, questions)
+
+
+def test_the_shadow_tables_name_the_partition_vec0_itself_reports(clustered):
+    ids = [1, 77, 600, 1200]
+    assert partitions_of(clustered.conn, NAME, ids) == {
+        i: clustered.scalar(f"SELECT shard FROM {NAME} WHERE id = ?", (i,)) for i in ids}
+
+
+def test_a_small_write_updates_its_packs_in_place(clustered, embedder, synthetic):
+    _, questions = synthetic
+    fresh = embedder.embed(["My grandmother taught me to bake baklava in Izmir"])
+    vectors.upsert_vectors(clustered, "memory", [5000], fresh)
+    home = partitions_of(clustered.conn, NAME, [5000])[5000]
+    assert 5000 in _packed(clustered)[home]
+    assert vectors.knn(clustered, "memory", embedder.embed(["baking baklava with grandma"])[0], 1)[0][0] == 5000
+    moved = embedder.embed(["The car needs new tyres before winter"])  # the same id, somewhere else
+    vectors.upsert_vectors(clustered, "memory", [5000], moved)
+    assert sum(5000 in ids for ids in _packed(clustered).values()) == 1
+    vectors.delete_vectors(clustered, "memory", [5000, 3])
+    assert not any({5000, 3} & ids for ids in _packed(clustered).values())
+    _same_as_exact(clustered, questions)
+
+
+def test_a_bulk_write_drops_the_packs_it_touched_and_answers_stay_exact_until_they_are_built(
+        clustered, synthetic, monkeypatch):
+    matrix, questions = synthetic
+    monkeypatch.setattr(packs, "UPDATE_BUDGET", 1)
+    vectors.upsert_vectors(clustered, "memory", list(range(2001, 2201)), matrix[:200][::-1])
+    assert len(_packed(clustered)) < 16  # some partitions unpacked, scanned by sqlite-vec meanwhile
+    _same_as_exact(clustered, questions)
+    assert vectors.pack_partitions(clustered) > 0
+    assert sum(map(len, _packed(clustered).values())) == 1400
+    _same_as_exact(clustered, questions)
+
+
+def test_a_write_by_another_process_keeps_this_ones_answers_right(clustered, embedder):
+    from core.store.db import open_db
+    other = open_db(clustered.path)
+    try:
+        vectors.upsert_vectors(other, "memory", [7000], embedder.embed(["I keep bees on the roof of my flat"]))
+    finally:
+        other.close()
+    assert vectors.knn(clustered, "memory", embedder.embed(["beekeeping at home"])[0], 1)[0][0] == 7000
+
+
+def test_small_tables_are_packed_by_the_idle_upkeep_and_rebuilt_by_doctor(db, embedder, synthetic):
+    matrix, questions = synthetic
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 301)), matrix[:300])
+    assert not packs.read(db, NAME, range(vectors.SHARDS))  # shards: nothing packed until the upkeep runs
+    assert vectors.pack_partitions(db) == vectors.SHARDS
+    assert sum(map(len, _packed(db).values())) == 300
+    _same_as_exact(db, questions)
+    db.execute(f"UPDATE {NAME}_packs SET ids = ?", (b"",))  # a damaged pack: doctor --rebuild makes it again
+    assert vectors.repack(db) == vectors.SHARDS and sum(map(len, _packed(db).values())) == 300
+
+
+def test_reembed_and_a_wipe_leave_no_pack_of_old_vectors(clustered, embedder):
+    vectors.reembed(clustered, embedder.name, embedder.dimension,
+                    lambda table: [(1, "I play the cello")] if table == "memory" else [], embedder.embed)
+    assert {i for ids in _packed(clustered).values() for i in ids} == {1}
+    clusters.drop(clustered, NAME)
+    assert packs.read(clustered, NAME, range(vectors.SHARDS)) == {}
+
+
+def test_an_import_leaves_every_partition_it_filled_packed(db, embedder, tmp_path):
+    from core.memory.manage import MemoryManager
+    source = MemoryManager(db, embedder)
+    for text in ("My sister Ana lives in Porto", "I am allergic to peanuts", "I play the cello on Sundays"):
+        source.add(text)
+    source.export_to(tmp_path / "export.json")
+    from core.store.db import open_db
+    other = open_db(tmp_path / "other" / "engram.db")
+    try:
+        MemoryManager(other, embedder).import_from(tmp_path / "export.json")
+        assert sum(len(p) for p in packs.read(other, NAME, range(vectors.SHARDS)).values()) == 3
+        assert vectors.knn(other, "memory", embedder.embed(["nut allergy"])[0], 1)[0][0] == 2
+    finally:
+        other.close()
+
+
+def test_the_daily_forgetting_job_packs_what_bulk_writes_left_unpacked(clustered, embedder, monkeypatch):
+    from types import SimpleNamespace
+
+    from app.services.scheduling import forgetting_handler
+    from core.config import Settings
+    from core.scheduler import Environment, JobSpec, Scheduler
+    monkeypatch.setattr(packs, "UPDATE_BUDGET", 1)
+    vectors.upsert_vectors(clustered, "memory", [9001, 9002], embedder.embed(["I cycle to work", "I bake bread"]))
+    unpacked = 16 - len(_packed(clustered))
+    assert unpacked > 0
+    handler = forgetting_handler(SimpleNamespace(settings=Settings(), embedder=embedder), clustered)
+    idle = Environment(clock=clustered.clock, idle_seconds=lambda: 1e9, on_ac_power=lambda: True)
+    scheduler = Scheduler(clustered, [JobSpec("forgetting", handler)], env=idle)
+    job = scheduler.run_job(scheduler.enqueue("forgetting").id)
+    assert job.state == "done", job.message
+    assert len(_packed(clustered)) == 16 and {9001, 9002} <= {i for ids in _packed(clustered).values() for i in ids}
+
+
+def test_an_unclustered_table_past_the_shard_limit_keeps_no_packs(db, embedder, synthetic, monkeypatch):
+    matrix, questions = synthetic
+    monkeypatch.setattr(vectors, "SHARD_PACKS_UP_TO", 400)
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 301)), matrix[:300])
+    vectors.pack_partitions(db)
+    vectors.upsert_vectors(db, "memory", list(range(301, 501)), matrix[300:500])
+    assert not packs._has_table(db, NAME)  # scoring 500 rows would be slower than the bit scan: not kept up
+    assert vectors.pack_partitions(db) == 0
+    _same_as_exact(db, questions)
