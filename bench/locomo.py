@@ -30,6 +30,7 @@ if str(ROOT) not in sys.path:
 from bench.meta import load_average, stamp  # noqa: E402
 from core.memory.index import index_episodes  # noqa: E402
 from core.memory.recall import recall  # noqa: E402
+from core.store import vectors  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from core.store.sessions import create_session  # noqa: E402
@@ -189,6 +190,7 @@ def _ingest(db, embedder, conv: Conversation) -> dict[int, str]:
                                   created_at=turn.time, metadata={"dia_id": turn.dia_id})
             episode_to_dia[episode] = turn.dia_id
     index_episodes(db, embedder, list(episode_to_dia))
+    vectors.pack_partitions(db)  # as an import ends: a conversation written in bulk (core.store.vector_packs)
     return episode_to_dia
 
 
