@@ -166,3 +166,34 @@ def test_engram_doctor_checks_restores_and_rebuilds_from_the_command_line(tmp_pa
     assert "kept as" in capsys.readouterr().out
     assert run_cli(["--data-dir", str(folder), "memory", "list"]) == 0
     assert "Ana lives in Lisbon." in capsys.readouterr().out
+
+
+def _failing_on_row(db, row: int) -> str:
+    """A query whose step at `row` meets corruption, as a damaged page read mid-scan would."""
+    def check(n):
+        if n == row:
+            raise apsw.CorruptError("database disk image is malformed")
+        return n
+    db.conn.create_scalar_function("check_page", check, 1)
+    return "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 5) SELECT check_page(x) FROM n"
+
+
+@pytest.mark.parametrize("read", ["iterate", "fetchall"])
+def test_corruption_met_mid_read_is_reported_and_marked_however_the_rows_are_read(tmp_path, read):
+    db = open_db(tmp_path / "engram.db")
+    try:
+        cursor = db.execute(_failing_on_row(db, 3))
+        with pytest.raises(StoreCorrupt):
+            list(cursor) if read == "iterate" else cursor.fetchall()
+        assert health.marker_path(tmp_path / "engram.db").exists()
+    finally:
+        db.close()
+
+
+def test_fetchall_reads_rows_without_a_python_call_each(tmp_path):
+    db = open_db(tmp_path / "engram.db")
+    try:
+        assert type(db.execute("SELECT 1")).__next__ is apsw.Cursor.__next__  # the C step, not a Python override
+        assert [r[0] for r in db.execute("SELECT value FROM json_each('[1,2,3]')")] == [1, 2, 3]
+    finally:
+        db.close()

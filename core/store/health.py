@@ -162,12 +162,21 @@ class GuardedCursor(apsw.Cursor):
     def fetchone(self):
         return self._guarded(super().fetchone)
 
-    def __next__(self):  # per row: written out rather than through _guarded, one call fewer (~0.1 µs a row)
-        try:
-            return super().__next__()
-        except CORRUPTION as exc:
-            mark_damaged(self.store_path, str(exc))
-            raise StoreCorrupt(damaged_message(self.store_path, str(exc))) from None
+    def __iter__(self):
+        """`for row in cursor`: each step guarded. Not a __next__ of its own: fetchall would then make a Python call
+        a row (0.55 vs 0.29 µs a row here, ~900 rows a recall), where without one it stays in C."""
+        return self._guarded_rows()
+
+    def _guarded_rows(self):
+        step = apsw.Cursor.__next__
+        while True:
+            try:
+                yield step(self)
+            except StopIteration:
+                return
+            except CORRUPTION as exc:
+                mark_damaged(self.store_path, str(exc))
+                raise StoreCorrupt(damaged_message(self.store_path, str(exc))) from None
 
     def _guarded(self, call, *args, **kwargs):
         try:
