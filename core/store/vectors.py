@@ -177,7 +177,7 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
     if exact:
         return _exact_knn(db, name, vector, int(k))
     plan = _scan_plan(db, name, vector, int(k))
-    packs = vector_packs.read(db, name, plan.partitions) if plan.packed else {}
+    packs = vector_packs.read(db, name, plan.partitions)  # none past SHARD_PACKS_UP_TO unclustered rows: dropped
     found = _from_packs(db, name, vector, list(packs.values()), int(k)) if packs else {}
     rest = [p for p in plan.partitions if p not in packs]
     if rest:
@@ -190,22 +190,20 @@ class _ScanPlan:
     partitions: list[int]  # nearest first
     per_partition: int  # Hamming-nearest rows a bit scan passes on from each partition
     rescored: int  # of those, how many are rescored on their float vectors
-    packed: bool  # whether the partitions' packs are worth reading (see SHARD_PACKS_UP_TO)
 
 
 def _scan_plan(db: Database, name: str, vector: np.ndarray, k: int) -> _ScanPlan:
     """Which partitions a query scans — every id-modulo shard, or the nearest clusters once the table is
     clustered — and how many rows a bit scan keeps of them."""
     centres = clusters.centroids(db, name)
-    rows = db.scalar(f"SELECT max(id) FROM {name}_float") or 0  # one seek; an upper bound after deletions
     if centres is None:
         partitions, minimum, floor = list(range(SHARDS)), PER_SHARD_MIN, SHARDS * PER_SHARD_MIN
     else:
+        rows = db.scalar(f"SELECT max(id) FROM {name}_float") or 0  # one seek; an upper bound after deletions
         count, minimum = clusters.probe_plan(len(centres), rows)
         partitions, floor = clusters.probes(centres, vector, count), minimum * RESCORED_PER_PARTITION_MIN
     per_partition = min(MAX_CANDIDATES, max(minimum, -(-OVERSAMPLE * k // len(partitions))))
-    return _ScanPlan(partitions, per_partition, min(MAX_CANDIDATES, max(floor, OVERSAMPLE * k)),
-                     packed=centres is not None or rows <= SHARD_PACKS_UP_TO)
+    return _ScanPlan(partitions, per_partition, min(MAX_CANDIDATES, max(floor, OVERSAMPLE * k)))
 
 
 def _from_packs(db: Database, name: str, vector: np.ndarray, packs: list[vector_packs.Pack],
