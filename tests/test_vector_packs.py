@@ -106,7 +106,7 @@ def test_small_tables_are_packed_by_the_idle_upkeep_and_rebuilt_by_doctor(db, em
     matrix, questions = synthetic
     vectors.bind_embedder(db, embedder.name, embedder.dimension)
     vectors.upsert_vectors(db, "memory", list(range(1, 301)), matrix[:300])
-    assert not packs.read(db, NAME, range(vectors.SHARDS))  # shards: nothing packed until the upkeep runs
+    assert not packs.read(db, NAME, range(vectors.SHARDS), 384)  # shards: nothing packed until the upkeep runs
     assert vectors.pack_partitions(db) == vectors.SHARDS
     assert sum(map(len, _packed(db).values())) == 300
     _same_as_exact(db, questions)
@@ -119,7 +119,7 @@ def test_reembed_and_a_wipe_leave_no_pack_of_old_vectors(clustered, embedder):
                     lambda table: [(1, "I play the cello")] if table == "memory" else [], embedder.embed)
     assert {i for ids in _packed(clustered).values() for i in ids} == {1}
     clusters.drop(clustered, NAME)
-    assert packs.read(clustered, NAME, range(vectors.SHARDS)) == {}
+    assert packs.read(clustered, NAME, range(vectors.SHARDS), 384) == {}
 
 
 def test_an_import_leaves_every_partition_it_filled_packed(db, embedder, tmp_path):
@@ -132,7 +132,7 @@ def test_an_import_leaves_every_partition_it_filled_packed(db, embedder, tmp_pat
     other = open_db(tmp_path / "other" / "engram.db")
     try:
         MemoryManager(other, embedder).import_from(tmp_path / "export.json")
-        assert sum(len(p) for p in packs.read(other, NAME, range(vectors.SHARDS)).values()) == 3
+        assert sum(len(p) for p in packs.read(other, NAME, range(vectors.SHARDS), 384).values()) == 3
         assert vectors.knn(other, "memory", embedder.embed(["nut allergy"])[0], 1)[0][0] == 2
     finally:
         other.close()
@@ -166,3 +166,15 @@ def test_an_unclustered_table_past_the_shard_limit_keeps_no_packs(db, embedder, 
     assert not packs._has_table(db, NAME)  # scoring 500 rows would be slower than the bit scan: not kept up
     assert vectors.pack_partitions(db) == 0
     _same_as_exact(db, questions)
+
+
+def test_a_damaged_pack_is_bit_scanned_instead_and_rebuilt_by_the_next_write(clustered, embedder, synthetic):
+    _, questions = synthetic
+    victim = next(iter(_packed(clustered)))
+    clustered.execute(f"UPDATE {NAME}_packs SET codes = x'00' WHERE partition = ?", (victim,))
+    _same_as_exact(clustered, questions)  # its partition answers through sqlite-vec's bit scan
+    member = sorted(partition_members(clustered.conn, NAME, victim))[0]
+    vectors.upsert_vectors(clustered, "memory", [member], vectors.get_vectors(clustered, "memory", [member])[member])
+    assert victim not in _packed(clustered)  # dropped by the write, not rewritten from damage
+    assert vectors.pack_partitions(clustered) == 1 and victim in _packed(clustered)
+    _same_as_exact(clustered, questions)

@@ -59,15 +59,17 @@ def similarities(packs: Iterable[Pack], query: np.ndarray) -> tuple[np.ndarray, 
     return np.concatenate([p.ids for p in packs]), np.concatenate(scores)
 
 
-def read(db: Database, name: str, keys: Iterable[int]) -> dict[int, Pack]:
-    """The packs of these partitions that exist, by partition key."""
+def read(db: Database, name: str, keys: Iterable[int], dimension: int) -> dict[int, Pack]:
+    """The packs of these partitions that exist and are whole, by partition key. A pack whose parts disagree (a
+    damaged row) is left out, so its partition is bit-scanned like one never packed."""
     keys = [int(k) for k in keys]
     if not keys or not _has_table(db, name):
         return {}
     marks = ",".join("?" * len(keys))
     rows = db.execute(f"SELECT partition, ids, codes, scales FROM {name}_packs WHERE partition IN ({marks})",
                       keys).fetchall()
-    return {int(p): _decoded(ids, codes, scales) for p, ids, codes, scales in rows}
+    decoded = {int(p): _decoded(ids, codes, scales, dimension) for p, ids, codes, scales in rows}
+    return {p: pack for p, pack in decoded.items() if pack is not None}
 
 
 def leaving(db: Database, name: str, ids: list[int]) -> dict[int, int]:
@@ -75,7 +77,8 @@ def leaving(db: Database, name: str, ids: list[int]) -> dict[int, int]:
     return partitions_of(db.conn, name, ids) if _has_table(db, name) else {}
 
 
-def touch(db: Database, name: str, removed: Mapping[int, int], added: Mapping[int, tuple[int, np.ndarray]]) -> None:
+def touch(db: Database, name: str, removed: Mapping[int, int], added: Mapping[int, tuple[int, np.ndarray]],
+          dimension: int) -> None:
     """Bring the packs in line with a write: `removed` id → the partition it left, `added` id → (partition, vector).
     Call inside the write's transaction."""
     if not _has_table(db, name):
@@ -92,7 +95,7 @@ def touch(db: Database, name: str, removed: Mapping[int, int], added: Mapping[in
     for partition in sizes:
         gone = {i for i, p in removed.items() if p == partition} | set(added)
         new = {i: v for i, (p, v) in added.items() if p == partition}
-        _rewrite(db, name, partition, gone, new)
+        _rewrite(db, name, partition, gone, new, dimension)
 
 
 def pack_missing(db: Database, name: str, vectors_of: Callable[[list[int]], dict[int, np.ndarray]]) -> int:
@@ -133,11 +136,13 @@ def drop(db: Database, name: str) -> None:
         db.execute(f"DROP TABLE {name}_packs")
 
 
-def _rewrite(db: Database, name: str, partition: int, gone: set[int], new: Mapping[int, np.ndarray]) -> None:
-    pack = read(db, name, [partition])[partition]
-    keep = ~np.isin(pack.ids, np.fromiter(gone, dtype=np.int64, count=len(gone)))
-    ids = np.concatenate([pack.ids[keep], np.fromiter(new, dtype=np.int64, count=len(new))])
-    if not len(ids):
+def _rewrite(db: Database, name: str, partition: int, gone: set[int], new: Mapping[int, np.ndarray],
+             dimension: int) -> None:
+    pack = read(db, name, [partition], dimension).get(partition)
+    if pack is not None:
+        keep = ~np.isin(pack.ids, np.fromiter(gone, dtype=np.int64, count=len(gone)))
+        ids = np.concatenate([pack.ids[keep], np.fromiter(new, dtype=np.int64, count=len(new))])
+    if pack is None or not len(ids):  # damaged (pack_missing builds it again), or emptied
         db.execute(f"DELETE FROM {name}_packs WHERE partition = ?", (int(partition),))
         return
     codes, scales = encode(np.stack(list(new.values()))) if new else (pack.codes[:0], pack.scales[:0])
@@ -146,9 +151,13 @@ def _rewrite(db: Database, name: str, partition: int, gone: set[int], new: Mappi
                 np.concatenate([pack.scales[keep], scales]).tobytes(), int(partition)))
 
 
-def _decoded(ids: bytes, codes: bytes, scales: bytes) -> Pack:
-    ids_array = np.frombuffer(ids, dtype=np.int64)
-    return Pack(ids_array, np.frombuffer(codes, dtype=np.int8).reshape(len(ids_array), -1),
+def _decoded(ids: bytes, codes: bytes, scales: bytes, dimension: int) -> Pack | None:
+    if not all(isinstance(b, bytes) for b in (ids, codes, scales)) or len(ids) % 8:
+        return None
+    rows = len(ids) // 8
+    if len(codes) != rows * dimension or len(scales) != rows * 4:
+        return None
+    return Pack(np.frombuffer(ids, dtype=np.int64), np.frombuffer(codes, dtype=np.int8).reshape(rows, dimension),
                 np.frombuffer(scales, dtype=np.float32))
 
 

@@ -102,7 +102,8 @@ def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.n
                             [(i, int(p), b.tobytes()) for i, p, b in zip(keys, partitions, sign_bits(vectors))])
         db.conn.executemany(f"INSERT OR REPLACE INTO {name}_float(id, embedding) VALUES (?, ?)",
                             [(i, v.tobytes()) for i, v in zip(keys, vectors)])
-        vector_packs.touch(db, name, left, {i: (int(p), v) for i, p, v in zip(keys, partitions, vectors)})
+        vector_packs.touch(db, name, left, {i: (int(p), v) for i, p, v in zip(keys, partitions, vectors)},
+                           vectors.shape[1])
         if centres is not None:
             return
         rows = db.scalar(f"SELECT count(*) FROM {name}_float")
@@ -132,7 +133,7 @@ def delete_vectors(db: Database, table: Table, ids: Iterable[int]) -> None:
         db.conn.executemany(f"DELETE FROM {name} WHERE id = ?", keys)
         if _has_bits(db):
             db.conn.executemany(f"DELETE FROM {name}_float WHERE id = ?", keys)
-            vector_packs.touch(db, name, left, {})
+            vector_packs.touch(db, name, left, {}, _dimension(db))
 
 
 def pack_partitions(db: Database) -> int:
@@ -177,7 +178,7 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
     if exact:
         return _exact_knn(db, name, vector, int(k))
     plan = _scan_plan(db, name, vector, int(k))
-    packs = vector_packs.read(db, name, plan.partitions)  # none past SHARD_PACKS_UP_TO unclustered rows: dropped
+    packs = vector_packs.read(db, name, plan.partitions, len(vector))  # none for a large unclustered table
     found = _from_packs(db, name, vector, list(packs.values()), int(k)) if packs else {}
     rest = [p for p in plan.partitions if p not in packs]
     if rest:
@@ -220,8 +221,9 @@ def _from_bit_scan(db: Database, name: str, vector: np.ndarray, partitions: list
                    k: int) -> dict[int, float]:
     near = " UNION ALL ".join(f"SELECT id, distance FROM {name} WHERE bits MATCH vec_bit(?1) AND "
                               f"k = {plan.per_partition} AND shard = {int(p)}" for p in partitions)
-    rows = db.execute(  # one statement: partition scans, the Hamming-best of them, cosine on their floats
-        f"WITH near AS ({near}), best AS (SELECT id FROM near ORDER BY distance, id LIMIT ?4) "
+    rows = db.execute(  # one statement: partition scans, the Hamming-best of them, cosine on their floats; the scans
+        # stay a subquery of their own (MATERIALIZED): flattened, a lone one would take best's LIMIT beside its k
+        f"WITH near AS MATERIALIZED ({near}), best AS (SELECT id FROM near ORDER BY distance, id LIMIT ?4) "
         f"SELECT f.id, vec_distance_cosine(f.embedding, ?2) AS d FROM best "
         f"JOIN {name}_float f ON f.id = best.id ORDER BY d, f.id LIMIT ?3",
         (sign_bits(vector[None, :])[0].tobytes(), vector.tobytes(), int(k), plan.rescored)).fetchall()
@@ -319,6 +321,11 @@ def _legacy_float_knn(db: Database, name: str, vector: np.ndarray, k: int) -> li
 def _meta(db: Database) -> dict[str, str]:
     return {r[0]: r[1] for r in db.execute(
         "SELECT key, value FROM meta WHERE key IN ('embedder_name', 'embedder_dimension', ?)", (LAYOUT_KEY,))}
+
+
+def _dimension(db: Database) -> int:
+    bound = bound_embedder(db)
+    return bound[1] if bound else 0
 
 
 def _has_bits(db: Database) -> bool:
