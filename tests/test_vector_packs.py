@@ -178,3 +178,13 @@ def test_a_damaged_pack_is_bit_scanned_instead_and_rebuilt_by_the_next_write(clu
     assert victim not in _packed(clustered)  # dropped by the write, not rewritten from damage
     assert vectors.pack_partitions(clustered) == 1 and victim in _packed(clustered)
     _same_as_exact(clustered, questions)
+
+
+def test_packs_dropped_by_another_process_mid_query_leave_the_bit_scan(clustered, embedder, synthetic, monkeypatch):
+    _, questions = synthetic
+    clusters.drop(clustered, NAME)  # as a re-embed elsewhere would, between this query's check and its read
+    clusters.cluster(clustered, NAME, vectors.sign_bits, clusters=16)
+    packs.drop(clustered, NAME)
+    monkeypatch.setattr(packs, "_has_table", lambda db, name: True)
+    assert packs.read(clustered, NAME, [1000, 1001], 384) == {}
+    _same_as_exact(clustered, questions)

@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping
 
+import apsw
 import numpy as np
 
 from core.store.vector_schema import has_partition_column, partition_members, partitions, partitions_of
@@ -66,8 +67,11 @@ def read(db: Database, name: str, keys: Iterable[int], dimension: int) -> dict[i
     if not keys or not _has_table(db, name):
         return {}
     marks = ",".join("?" * len(keys))
-    rows = db.execute(f"SELECT partition, ids, codes, scales FROM {name}_packs WHERE partition IN ({marks})",
-                      keys).fetchall()
+    try:
+        rows = db.execute(f"SELECT partition, ids, codes, scales FROM {name}_packs WHERE partition IN ({marks})",
+                          keys).fetchall()
+    except apsw.SQLError:  # another process dropped the table since the check (a re-embed, doctor --rebuild)
+        return {}
     decoded = {int(p): _decoded(ids, codes, scales, dimension) for p, ids, codes, scales in rows}
     return {p: pack for p, pack in decoded.items() if pack is not None}
 
