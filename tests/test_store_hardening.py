@@ -155,7 +155,8 @@ def test_engram_doctor_checks_restores_and_rebuilds_from_the_command_line(tmp_pa
     MemoryManager(db, HashEmbedder()).add("Later fact.")
     db.close()
     assert run_cli(["--data-dir", str(folder), "doctor", "--rebuild"]) == 0
-    assert "full-text index" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "full-text index" in out and "packed 2 vector partitions for recall" in out  # two facts, two shards
     damage(folder / "engram.db") if (folder / "engram.db").stat().st_size > 8 * 4096 else \
         (folder / "engram.db").write_bytes((folder / "engram.db").read_bytes()[:4096] + b"\xff" * 8192)
     assert run_cli(["--data-dir", str(folder), "memory", "add", "x"]) == 1

@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     action.add_argument("--restore", action="store_true",
                         help="put the newest backup that passes the check in place of the store (the store is kept aside)")
     action.add_argument("--rebuild", action="store_true",
-                        help="rebuild the full-text and b-tree indexes and the missing vectors (for a store that "
-                             "passes the check but searches badly)")
+                        help="rebuild the full-text and b-tree indexes, the missing vectors and recall's packed "
+                             "vectors (for a store that passes the check but searches badly)")
     doctor.set_defaults(func=cmd_doctor)
 
 
@@ -95,17 +95,18 @@ def _rebuild(path: Path, services: Any) -> int:
         done = health.rebuild_indexes(conn)
     finally:
         conn.close()
-    repaired = _repair_vectors(services)
-    print("Rebuilt " + ", ".join(done) + (f"; made {counted(repaired, 'missing vector')}" if repaired else "") + ".")
+    repaired, packed = _repair_vectors(services)
+    print("Rebuilt " + ", ".join(done) + (f"; made {counted(repaired, 'missing vector')}" if repaired else "")
+          + (f"; packed {counted(packed, 'vector partition')} for recall" if packed else "") + ".")
     return 0
 
 
-def _repair_vectors(services: Any) -> int:
+def _repair_vectors(services: Any) -> tuple[int, int]:
+    """Vectors for the rows without one, then recall's packs of them (core.store.vector_packs), made anew."""
     from core.memory.index import repair_missing_vectors
     from core.store import vectors
     repaired = repair_missing_vectors(services.db, services.embedder)
-    vectors.repack(services.db)  # recall's packs of vectors are derived from them too
-    return repaired
+    return repaired, vectors.repack(services.db)
 
 
 def _refuse_rebuild(path: Path) -> int:
