@@ -70,7 +70,9 @@ def read(db: Database, name: str, keys: Iterable[int], dimension: int) -> dict[i
     try:
         rows = db.execute(f"SELECT partition, ids, codes, scales FROM {name}_packs WHERE partition IN ({marks})",
                           keys).fetchall()
-    except apsw.SQLError:  # another process dropped the table since the check (a re-embed, doctor --rebuild)
+    except apsw.SQLError as exc:  # another process dropped the table since the check (a re-embed, doctor --rebuild)
+        if "no such table" not in str(exc):
+            raise
         return {}
     decoded = {int(p): _decoded(ids, codes, scales, dimension) for p, ids, codes, scales in rows}
     return {p: pack for p, pack in decoded.items() if pack is not None}

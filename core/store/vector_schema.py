@@ -1,5 +1,6 @@
-"""The vector tables' names and the index on their partitions: what a migration needs of the vector layout,
-kept apart from core.store.vectors so that the migrations (which db imports) never import what imports db."""
+"""The vector tables' names, the index on their partitions and the reads of sqlite-vec 0.1.x's own layout (which
+partition holds which row): what a migration and the packs need of the vector layout, kept apart from
+core.store.vectors so that the migrations (which db imports) never import what imports db."""
 from __future__ import annotations
 
 import apsw
@@ -15,14 +16,14 @@ def index_partitions(conn: apsw.Connection, table: str) -> bool:
     sqlite-vec 0.1.x finds a partition's chunks by scanning every chunk row: with 512 clusters that scan
     cost ~0.7 ms per cluster probed, ten times the search inside the cluster. An index on its own shadow
     table is plain SQLite; a future layout without that column is simply left as it is."""
-    columns = {row[1] for row in conn.execute(f"PRAGMA table_info({table}_chunks)")}
-    if PARTITION_COLUMN not in columns:
+    if not has_partition_column(conn, table):
         return False
     conn.execute(f"CREATE INDEX IF NOT EXISTS {table}_chunks_partition ON {table}_chunks({PARTITION_COLUMN})")
     return True
 
 
 def has_partition_column(conn: apsw.Connection, table: str) -> bool:
+    """Whether the table's chunk list has sqlite-vec 0.1.x's partition column (no such table: False)."""
     return PARTITION_COLUMN in {row[1] for row in conn.execute(f"PRAGMA table_info({table}_chunks)")}
 
 
