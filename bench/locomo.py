@@ -190,7 +190,7 @@ def _ingest(db, embedder, conv: Conversation) -> dict[int, str]:
                                   created_at=turn.time, metadata={"dia_id": turn.dia_id})
             episode_to_dia[episode] = turn.dia_id
     index_episodes(db, embedder, list(episode_to_dia))
-    vectors.pack_partitions(db)  # as an import ends: a conversation written in bulk (core.store.vector_packs)
+    vectors.upkeep(db)  # as an import ends: a conversation written in bulk (core.store.vector_packs)
     return episode_to_dia
 
 

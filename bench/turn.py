@@ -121,7 +121,7 @@ def _build(db, embedder, n: int, cache: Path, embed_limit: int, log) -> str:
     vectors.upsert_vectors(db, "memory", critical, embedder.embed(list(CRITICAL)))
     _edges(db, n, rng)
     _episodes(db, texts, matrix, now, rng)
-    vectors.pack_partitions(db)  # what the nightly upkeep leaves (core.store.vector_packs); the bulk load left none
+    vectors.upkeep(db)  # what the nightly upkeep leaves (clusters and packs); the bulk load left no packs
     log(f"built {n} memories in {time.perf_counter() - started:.1f} s")
     return vectors_from
 

@@ -111,7 +111,27 @@ def test_small_tables_are_packed_by_the_idle_upkeep_and_rebuilt_by_doctor(db, em
     assert sum(map(len, _packed(db).values())) == 300
     _same_as_exact(db, questions)
     db.execute(f"UPDATE {NAME}_packs SET ids = ?", (b"",))  # a damaged pack: doctor --rebuild makes it again
-    assert vectors.repack(db) == vectors.SHARDS and sum(map(len, _packed(db).values())) == 300
+    assert vectors.repack(db) == vectors.Upkeep(clustered=0, packed=vectors.SHARDS)
+    assert sum(map(len, _packed(db).values())) == 300
+
+
+def test_a_table_past_its_shards_is_clustered_by_the_upkeep_not_by_the_write(db, embedder, synthetic, monkeypatch):
+    """Past SHARD_PACKS_UP_TO rows a write leaves the table to the upkeep (no stall of seconds inside a user's
+    write); the upkeep clusters and packs it, and a query then probes enough small clusters to stay exact."""
+    matrix, questions = synthetic
+    monkeypatch.setattr(vectors, "SHARD_PACKS_UP_TO", 500)
+    monkeypatch.setattr(clusters, "MIN_SCANNED", 300)  # a quarter of the rows, as 2,000 of 8,000
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 1201)), matrix[:1200])
+    assert clusters.centroids(db, NAME) is None and not packs.read(db, NAME, range(vectors.SHARDS), 384)
+    assert vectors.upkeep(db) == vectors.Upkeep(clustered=1, packed=0)  # clustering packed every cluster
+    assert len(clusters.centroids(db, NAME)) == clusters.CLUSTERS
+    assert sum(map(len, _packed(db).values())) == 1200
+    assert clusters.probe_plan(clusters.CLUSTERS, 1200)[0] == 128  # 300 rows in clusters of ~2.3
+    found = [{i for i, _ in vectors.knn(db, "memory", q, 10)} for q in questions]
+    exact = [{i for i, _ in vectors.knn(db, "memory", q, 10, exact=True)} for q in questions]
+    assert np.mean([len(f & e) / 10 for f, e in zip(found, exact)]) >= 0.95
+    assert vectors.upkeep(db) == vectors.Upkeep(clustered=0, packed=0)  # nothing left to do
 
 
 def test_reembed_and_a_wipe_leave_no_pack_of_old_vectors(clustered, embedder):

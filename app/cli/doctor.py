@@ -95,13 +95,14 @@ def _rebuild(path: Path, services: Any) -> int:
         done = health.rebuild_indexes(conn)
     finally:
         conn.close()
-    repaired, packed = _repair_vectors(services)
+    repaired, index = _repair_vectors(services)
     print("Rebuilt " + ", ".join(done) + (f"; made {counted(repaired, 'missing vector')}" if repaired else "")
-          + (f"; packed {counted(packed, 'vector partition')} for recall" if packed else "") + ".")
+          + (f"; clustered {counted(index.clustered, 'vector table')}" if index.clustered else "")
+          + (f"; packed {counted(index.packed, 'vector partition')} for recall" if index.packed else "") + ".")
     return 0
 
 
-def _repair_vectors(services: Any) -> tuple[int, int]:
+def _repair_vectors(services: Any) -> tuple[int, Any]:
     """Vectors for the rows without one, then recall's packs of them (core.store.vector_packs), made anew."""
     from core.memory.index import repair_missing_vectors
     from core.store import vectors

@@ -194,7 +194,7 @@ def forgetting_handler(services: Any, db: Database) -> Handler:
 
     def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
         result = forget.forgetting_pass(db, services.settings, embedder=services.embedder)
-        vectors.pack_partitions(db)  # idle-time upkeep of recall's vector index (core.store.vector_packs)
+        vectors.upkeep(db)  # idle-time upkeep of recall's vector index: clusters, packs
         return Step({"archived": len(result.archived), "compacted": len(result.compacted)}, 1.0,
                     f"archived {counted(len(result.archived), 'fact')}, compacted "
                     f"{counted(len(result.compacted), 'turn')} into {counted(len(result.summaries), 'summary')}",

@@ -254,7 +254,7 @@ class MemoryManager:
             return result
 
         result = self.db.retrying(write)
-        vectors.pack_partitions(self.db)  # an import writes in bulk, which leaves the partitions it filled unpacked
+        vectors.upkeep(self.db)  # an import writes in bulk, which leaves the partitions it filled unpacked
         return result
 
     def reembed(self, stop: Callable[[], bool] | None = None) -> int:

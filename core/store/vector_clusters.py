@@ -1,10 +1,11 @@
 """Inverted-file clustering of a vector table: search a few clusters near the query instead of every row.
 
 sqlite-vec 0.1.x scans every bit vector of the partitions a query names (~60 ns a row here), so a store of a
-million rows would cost ~60 ms a query. Once a table holds CLUSTER_AT rows, its vectors are grouped by
-spherical k-means into CLUSTERS clusters (kept as one matrix in `<table>_centroids`); each row's vec0 partition
-key becomes its nearest centroid, new rows join their nearest cluster, and a query scans only the clusters whose
-centroids are nearest to it. bench/recall.py measures the recall@10 against exact search.
+million rows would cost ~60 ms a query. Once a table outgrows its packed shards (core.store.vectors.upkeep, in idle
+time), its vectors are grouped by spherical k-means into CLUSTERS clusters (kept as one matrix in
+`<table>_centroids`); each row's vec0 partition key becomes its nearest centroid, new rows join their nearest
+cluster, and a query scans only the clusters whose centroids are nearest to it — while the clusters are small,
+enough of them to score MIN_SCANNED rows. bench/recall.py measures the recall@10 against exact search.
 
 Centroids are learnt once from the rows present at that point; later rows only join clusters, which then grow.
 What limited recall was not the centroids (re-learnt from all 100k or all 1M rows they gave the same recall in a
@@ -17,6 +18,7 @@ recall p95 21 ms; a sixth of each cluster instead of a tenth gave 0.9955 but 29 
 """
 from __future__ import annotations
 
+import math
 import uuid
 from typing import TYPE_CHECKING
 
@@ -27,11 +29,14 @@ from core.store import vector_packs
 if TYPE_CHECKING:  # annotations only
     from core.store.db import Database
 
-CLUSTER_AT = 20_000  # rows before a table is clustered: below this a full bit scan takes a few ms
+# Rows past which a write clusters a table itself: only a store whose idle-time upkeep never ran gets this far
+# unclustered (clustering 20k rows holds the write lock ~3 s, inside that write).
+CLUSTER_AT = 20_000
 CLUSTERS = 512  # centroids: 100k rows make clusters of ~200 (one 256-row vec0 chunk), a million ~2,000
 PROBES = 12  # clusters scanned per query while clusters are small (≤ LARGE_CLUSTER rows on average)
 PROBES_LARGE = 16  # ... and once they have grown past it
 LARGE_CLUSTER = 1000
+MIN_SCANNED = 2000  # rows a query scores at the least: clustered at 8k rows (clusters of ~16), it probes ~128
 PER_PROBE_MIN = 160  # Hamming-nearest rows passed on from each scanned cluster; sqlite-vec's top-k is O(rows x k)
 PER_PROBE_SHARE = 10  # ... or a tenth of an average cluster, whichever is more
 PER_PROBE_MAX = 1024
@@ -67,6 +72,8 @@ def probe_plan(clusters: int, rows: int) -> tuple[int, int]:
     """(clusters to scan, Hamming-nearest rows to take from each) for a table of `rows` in `clusters` clusters."""
     average = rows / max(clusters, 1)
     probes = PROBES if average <= LARGE_CLUSTER else PROBES_LARGE
+    if average > 0:  # small clusters: enough of them to score MIN_SCANNED rows (probes() keeps to those there are)
+        probes = max(probes, math.ceil(MIN_SCANNED / average))
     return probes, int(min(PER_PROBE_MAX, max(PER_PROBE_MIN, average // PER_PROBE_SHARE)))
 
 
@@ -80,13 +87,19 @@ def probes(centres: np.ndarray, query: np.ndarray, count: int | None = None) -> 
 
 def cluster(db: Database, name: str, bits_of, clusters: int | None = None, seed: int = 0) -> int:
     """Learn centroids from the table's float vectors and move every row into its nearest cluster's
-    partition; returns the number of clusters. `bits_of(matrix)` packs vectors as the vec0 column wants."""
-    ids, matrix = _all_vectors(db, name)
-    if len(ids) == 0:
+    partition; returns the number of clusters. `bits_of(matrix)` packs vectors as the vec0 column wants.
+
+    The centroids are learnt before the write lock is taken (seconds at 20k rows); the rows are then read again
+    under it, so a row another process wrote meanwhile joins its nearest cluster like every other one."""
+    _, sample = _all_vectors(db, name)
+    if len(sample) == 0:
         return 0
-    centres = kmeans(matrix, min(clusters or CLUSTERS, len(ids)), seed=seed)
-    keys = nearest_clusters(centres, matrix)
+    centres = kmeans(sample, min(clusters or CLUSTERS, len(sample)), seed=seed)
     with db.transaction():
+        ids, matrix = _all_vectors(db, name)
+        if len(ids) == 0:
+            return 0
+        keys = nearest_clusters(centres, matrix)
         db.execute(f"CREATE TABLE IF NOT EXISTS {name}_centroids(id INTEGER PRIMARY KEY CHECK (id = 1), "
                    "clusters INTEGER NOT NULL, matrix BLOB NOT NULL)")  # one row: one read per query
         db.execute(f"INSERT OR REPLACE INTO {name}_centroids(id, clusters, matrix) VALUES (1, ?, ?)",

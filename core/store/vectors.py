@@ -43,7 +43,8 @@ MAX_CANDIDATES = 4096  # vec0's own limit on k
 # at a million (~2,000 rows a cluster) they are ~1.3x slower, well inside that size's budget.
 CHUNK_SIZE = 256
 # Shards hold the whole table while it is small: scoring every row from packs is faster than the bit scan up to
-# ~10k rows (2k: 0.74 vs 1.27 ms a query; 10k: 3.97 vs 3.71; 19k: 7.83 vs 4.24), so larger ones are not packed.
+# ~10k rows (2k: 0.74 vs 1.27 ms a query; 10k: 3.97 vs 3.71; 19k: 7.83 vs 4.24), so larger ones are not packed,
+# and the idle-time upkeep clusters them.
 SHARD_PACKS_UP_TO = 8000
 PACKED_RESCORED_EXTRA = 16  # the packs' int8 scores rank the best k + 16 rows, which are rescored on their floats
 
@@ -106,8 +107,8 @@ def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.n
                            vectors.shape[1])
         if centres is not None:
             return
-        rows = db.scalar(f"SELECT count(*) FROM {name}_float")
-        if rows >= clusters.CLUSTER_AT:
+        rows = _rows(db, name)
+        if rows >= clusters.CLUSTER_AT:  # the idle-time upkeep has not clustered it (upkeep): not left for later
             clusters.cluster(db, name, sign_bits)  # packs every cluster
         elif rows > SHARD_PACKS_UP_TO:
             vector_packs.drop(db, name)  # read by no query at this size: not kept up either
@@ -136,6 +137,29 @@ def delete_vectors(db: Database, table: Table, ids: Iterable[int]) -> None:
             vector_packs.touch(db, name, left, {}, _dimension(db))
 
 
+@dataclass(frozen=True)
+class Upkeep:
+    clustered: int  # tables clustered (each cluster packed as it was made)
+    packed: int  # partitions packed besides
+
+
+def upkeep(db: Database) -> Upkeep:
+    """Idle-time and bulk-write upkeep of recall's vector index: a table grown past what its packed shards serve
+    well is clustered, then every partition without a pack is packed. Run by the daily forgetting job, at the end
+    of an import and a re-embed, and by `engram doctor --rebuild`; recall is right without it, only slower."""
+    if bound_embedder(db) is None or not _has_bits(db):
+        return Upkeep(0, 0)
+    grown = [name for name in VEC_TABLES.values()
+             if clusters.centroids(db, name) is None and _rows(db, name) > SHARD_PACKS_UP_TO]
+    for name in grown:
+        clusters.cluster(db, name, sign_bits)
+    return Upkeep(len(grown), pack_partitions(db))
+
+
+def _rows(db: Database, name: str) -> int:
+    return int(db.scalar(f"SELECT count(*) FROM {name}_float") or 0)
+
+
 def pack_partitions(db: Database) -> int:
     """Pack every partition of both vector tables that has no pack (core.store.vector_packs); returns how many.
     Idle-time and bulk-write upkeep: recall is right without it, only slower on the partitions it has not packed."""
@@ -152,15 +176,16 @@ def _packs_read(db: Database, name: str) -> bool:
     """False for a table whose packs no query would read: unclustered and past SHARD_PACKS_UP_TO rows."""
     if clusters.centroids(db, name) is not None:
         return True
-    return (db.scalar(f"SELECT count(*) FROM {name}_float") or 0) <= SHARD_PACKS_UP_TO
+    return _rows(db, name) <= SHARD_PACKS_UP_TO
 
 
-def repack(db: Database) -> int:
-    """Build every pack again from the float vectors (`engram doctor --rebuild`: they are derived data)."""
+def repack(db: Database) -> Upkeep:
+    """Build every pack again from the float vectors (`engram doctor --rebuild`: they are derived data), and
+    cluster a table that has grown past its shards."""
     with db.transaction():
         for name in VEC_TABLES.values():
             vector_packs.drop(db, name)
-    return pack_partitions(db)
+    return upkeep(db)
 
 
 def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = False) -> list[tuple[int, float]]:
@@ -289,7 +314,7 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
                 chunk = [i for i, _ in rows[start:start + batch]]
                 upsert_vectors(db, table, chunk, np.stack([made[i][1] for i in chunk]))  # type: ignore[arg-type]
             done += len(rows)
-        pack_partitions(db)
+        upkeep(db)
     return done
 
 
