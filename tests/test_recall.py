@@ -208,3 +208,17 @@ def test_a_question_that_names_a_time_favours_what_was_said_then(db, embedder):
     plain = recall(db, embedder, "What cake did Ana bake?", kinds=("episode",), now=now).hits
     assert all(h.breakdown["time"] == 0 for h in plain)  # no time named, no window
 
+
+
+def test_a_store_whose_nearest_rows_were_forgotten_still_recalls_what_is_left(db, embedder):
+    """Forgetting archives most of a long-used store; the rows nearest a question may all be archived. Recall
+    asks its retrievers deeper until the rows it may return fill its pool: the one active memory is found."""
+    archived = [add_memory(db, f"My morning green tea habit, note {i}") for i in range(80)]
+    kept = add_memory(db, "Each day starts with a cup of sencha")
+    index_memories(db, embedder, [*archived, kept])
+    db.conn.executemany("UPDATE memories SET forgotten_at = 1 WHERE id = ?", [(i,) for i in archived])
+    settings = Settings(recall=RecallSettings(candidates=20))
+    result = recall(db, embedder, "green tea habit in the morning", k=3, settings=settings, kinds=("memory",))
+    assert result.ids("memory") == [kept]
+    assert recall(db, embedder, "green tea habit in the morning", k=3, settings=settings,
+                  include_history=True).ids("memory")[0] in archived

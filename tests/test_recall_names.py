@@ -48,6 +48,6 @@ def test_a_deep_recall_asks_each_retriever_for_more_rows_than_it_returns(db, emb
     monkeypatch.setattr(recall_sources, "bm25_candidates", lambda db, kind, terms, limit: asked.append(limit)
                         or real(db, kind, terms, limit))
     assert set(recall(db, embedder, "garden shed", k=100, kinds=("memory",)).ids("memory")) == set(ids)
-    assert asked == [recall_module.POOL_PER_HIT * 100 * recall_module.OVERFETCH]
+    assert asked == [recall_module.POOL_PER_HIT * 100 * recall_module.TEXT_SHARE]
     recall(db, embedder, "garden shed", k=5, kinds=("memory",))
-    assert asked[-1] == 50 * recall_module.OVERFETCH  # a usual k keeps the settings' pool
+    assert asked[-1] == 50 * recall_module.TEXT_SHARE  # a usual k keeps the settings' pool

@@ -208,3 +208,19 @@ def test_packs_dropped_by_another_process_mid_query_leave_the_bit_scan(clustered
     monkeypatch.setattr(packs, "_has_table", lambda db, name: True)
     assert packs.read(clustered, NAME, [1000, 1001], 384) == {}
     _same_as_exact(clustered, questions)
+
+
+def test_rows_the_caller_refuses_are_passed_over_before_rescoring(clustered, synthetic, monkeypatch):
+    """knn(keep=...): recall's way past archived rows. From packs, the answer is the exact top k of the kept rows,
+    and only kept rows are rescored on their floats."""
+    _, questions = synthetic
+    refused = {i for q in questions[:5] for i, _ in vectors.knn(clustered, "memory", q, 10, exact=True)}
+    rescored: list[int] = []
+    real = vectors._cosine_distances
+    monkeypatch.setattr(vectors, "_cosine_distances", lambda db, source, v, ids: rescored.extend(ids)
+                        or real(db, source, v, ids))
+    for query in questions[:5]:
+        fast = vectors.knn(clustered, "memory", query, 10, keep=lambda ids: set(ids) - refused)
+        exact = [(i, d) for i, d in vectors.knn(clustered, "memory", query, 200, exact=True) if i not in refused]
+        assert [i for i, _ in fast] == [i for i, _ in exact[:10]]
+    assert rescored and not refused & set(rescored)

@@ -9,7 +9,8 @@ confidence (core.memory.scoring). Recall never writes: the turn pipeline records
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from functools import partial
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -26,7 +27,12 @@ from core.store.db import Database
 
 KINDS = ("memory", "episode")
 MAX_K = 1000
-OVERFETCH = 2  # inactive rows are dropped after the full-text search, so ask it for more
+# A retriever whose best rows recall may not return (forgotten, trashed) is asked deeper: up to 16x its first depth
+# and MAX_DEPTH rows (sqlite-vec's own limit on k).
+DEEPEST, MAX_DEPTH = 16, 4096
+# Full-text search gives twice the vector search's pool: at the turn's k = 8, LoCoMo R@8 0.7905 / 0.7935 / 0.7948
+# with 1x / 1.5x / 2x (1x costs ~1 ms less a recall at 100k and ~4 ms at 10k; quality chosen).
+TEXT_SHARE = 2
 POOL_PER_HIT = 2  # rescoring lifts rows from deeper in each retriever's list than k (LoCoMo R@50 0.907 → 0.911)
 LEADERS_PER_HIT, MIN_LEADERS = 3, 30  # episode matches whose neighbouring turns are looked up (see _leaders)
 TIME_WEIGHT = 1.0  # a row from the time the query names ("in March") counts its own relevance twice
@@ -74,8 +80,7 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
     window = time_window(analysis.text, now)
     scored: list[_Scored] = []
     for kind in kinds:
-        found = _gather(db, kind, vector, analysis, pool)
-        found = {i: c for i, c in found.items() if _allowed(c, kind, include_history, vetoed, skip)}
+        found = _gather(db, kind, vector, analysis, pool, vetoed if kind == "memory" else skip, include_history)
         if vector is not None:
             _fill_distances(db, kind, vector, found)
         best_bm25 = min((c.bm25 for c in found.values() if c.bm25 is not None), default=0.0)
@@ -122,21 +127,60 @@ def _in_context(db: Database, session_id: int | None, settings: Settings) -> set
     return sources.in_context_turns(db, session_id, settings.generation.history_turns)
 
 
-def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryAnalysis,
-            pool: int) -> dict[int, Candidate]:
-    found: dict[int, Candidate] = {}
+def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryAnalysis, pool: int,
+            excluded: set[int], include_history: bool) -> dict[int, Candidate]:
+    """The best rows recall may return: `pool` of the vector search's, TEXT_SHARE times that of full-text search's.
+    Rows it may not return are ranked by the retrievers too: the `excluded` few (vetoed, already in the prompt)
+    are asked for on top, and a retriever left short by the others (forgotten, trashed: unless `include_history`)
+    is asked again, deeper, while it has more to give — a store whose nearest rows forgetting has archived still
+    fills its pool, and one with nothing archived is asked once."""
+    retrievers: dict[str, Callable[[int], dict[int, float]]] = {}
     if vector is not None:
-        for i, distance in sources.vector_candidates(db, kind, vector, pool).items():
-            found[i] = Candidate(kind, i, distance=distance)
-    for i, bm25 in sources.bm25_candidates(db, kind, _topic_terms(db, kind, analysis), pool * OVERFETCH).items():
-        found.setdefault(i, Candidate(kind, i)).bm25 = bm25
-    rows = sources.load_rows(db, kind, found)
-    for i, candidate in list(found.items()):
-        if i in rows:
-            candidate.row = rows[i]
-        else:
-            del found[i]  # a vector whose row is gone
+        retrievers["distance"] = partial(sources.vector_candidates, db, kind, vector)
+    retrievers["bm25"] = partial(sources.bm25_candidates, db, kind, _topic_terms(db, kind, analysis))
+    wanted = {name: pool * TEXT_SHARE if name == "bm25" else pool for name in retrievers}
+    first = {name: min(want + len(excluded), max(want, MAX_DEPTH)) for name, want in wanted.items()}
+    ranked = {name: fetch(first[name]) for name, fetch in retrievers.items()}
+    rows = sources.load_rows(db, kind, {i for found in ranked.values() for i in found})
+    active = {i: sources.is_active(row) for i, row in rows.items()}  # a vector whose row is gone: none
+    usable = _usable(active, excluded, include_history)
+
+    def keep(ids: list[int]) -> set[int]:
+        active.update(sources.activity(db, kind, [i for i in ids if i not in active]))
+        return _usable(active, excluded, include_history).intersection(ids)
+
+    if vector is not None:  # asked again, the vector search passes over unusable rows before it rescores any
+        retrievers["distance"] = partial(sources.vector_candidates, db, kind, vector, keep=keep)
+    for name, fetch in retrievers.items():
+        depth, limit = first[name], min(MAX_DEPTH, first[name] * DEEPEST)
+        again = name == "distance"  # the first time at the same depth: only bit-scanned rows can still be unusable
+        while len(usable.intersection(ranked[name])) < wanted[name] and len(ranked[name]) >= depth \
+                and (again or depth < limit):
+            depth = depth if again else _deeper(depth, len(usable.intersection(ranked[name])), wanted[name], limit)
+            again = False
+            ranked[name] = fetch(depth)
+            active.update(sources.activity(db, kind, [i for i in ranked[name] if i not in active]))
+            usable = _usable(active, excluded, include_history)
+    best = {name: [i for i in scores if i in usable][:wanted[name]] for name, scores in ranked.items()}  # best first
+    rows.update(sources.load_rows(db, kind, {i for ids in best.values() for i in ids if i not in rows}))
+    found: dict[int, Candidate] = {}
+    for name, ids in best.items():
+        for i in ids:
+            setattr(found.setdefault(i, Candidate(kind, i, row=rows[i])), name, ranked[name][i])
     return found
+
+
+def _usable(active: dict[int, bool], excluded: set[int], include_history: bool) -> set[int]:
+    """The rows recall may return, of those whose state is known."""
+    return {i for i, alive in active.items() if (alive or include_history) and i not in excluded}
+
+
+def _deeper(depth: int, kept: int, wanted: int, limit: int) -> int:
+    """How deep to ask next: as deep as the share of usable rows so far says `wanted` needs, a quarter more, and at
+    least twice as deep — one more query, not a ladder of them."""
+    share = kept / depth
+    needed = int(wanted / share * 1.25) + 1 if share > 0 else limit
+    return min(limit, max(2 * depth, needed))
 
 
 def _topic_terms(db: Database, kind: str, analysis: QueryAnalysis) -> tuple[str, ...]:
@@ -148,14 +192,6 @@ def _topic_terms(db: Database, kind: str, analysis: QueryAnalysis) -> tuple[str,
     names = sources.speaker_terms(db, analysis.terms)
     topic = tuple(t for t in analysis.terms if t not in names)
     return topic or analysis.terms
-
-
-def _allowed(candidate: Candidate, kind: str, include_history: bool, vetoed: set[int], skip: set[int]) -> bool:
-    if kind == "memory" and candidate.id in vetoed:
-        return False
-    if kind == "episode" and candidate.id in skip:
-        return False
-    return include_history or sources.is_active(candidate.row)
 
 
 def _fill_distances(db: Database, kind: str, vector: np.ndarray, found: dict[int, Candidate]) -> None:

@@ -6,7 +6,7 @@ embedder, records an access or creates a table.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -46,9 +46,11 @@ def check_embedder(db: Database, name: str, dimension: int) -> bool:
     return True
 
 
-def vector_candidates(db: Database, kind: str, query: np.ndarray, limit: int) -> dict[int, float]:
-    """id → cosine distance of the `limit` nearest rows (inactive ones included: filtered later)."""
-    return dict(vectors.knn(db, kind, query, limit))  # type: ignore[arg-type]
+def vector_candidates(db: Database, kind: str, query: np.ndarray, limit: int,
+                      keep: Callable[[list[int]], set[int]] | None = None) -> dict[int, float]:
+    """id → cosine distance of the `limit` nearest rows; with `keep`, passing over those it refuses where the
+    vector search can (core.store.vectors.knn). Others may come back: recall filters them."""
+    return dict(vectors.knn(db, kind, query, limit, keep=keep))  # type: ignore[arg-type]
 
 
 def bm25_candidates(db: Database, kind: str, terms: Sequence[str], limit: int) -> dict[int, float]:
@@ -111,6 +113,19 @@ def load_rows(db: Database, kind: str, ids: Iterable[int]) -> dict[int, dict]:
 
 def is_active(row: dict) -> bool:
     return row["invalidated_at"] is None and row["forgotten_at"] is None and row["deleted_at"] is None
+
+
+def activity(db: Database, kind: str, ids: Iterable[int]) -> dict[int, bool]:
+    """id → whether the row is active (not invalidated, forgotten or trashed), without loading it; unknown ids are
+    left out. For a retriever asked deeper than usual: hundreds of rows, most of which recall will not keep."""
+    keys = sorted({int(i) for i in ids})
+    if not keys:
+        return {}
+    table, invalidated = ("memories", "invalidated_at") if kind == "memory" else ("episodes", "NULL")
+    marks = ",".join("?" * len(keys))
+    return {int(i): bool(a) for i, a in db.execute(
+        f"SELECT id, {invalidated} IS NULL AND forgotten_at IS NULL AND deleted_at IS NULL FROM {table} "
+        f"WHERE id IN ({marks})", keys)}
 
 
 def turn_neighbours(db: Database, ids: Sequence[int], include_history: bool) -> dict[int, list[int]]:

@@ -188,12 +188,15 @@ def repack(db: Database) -> Upkeep:
     return upkeep(db)
 
 
-def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = False) -> list[tuple[int, float]]:
+def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = False,
+        keep: Callable[[list[int]], set[int]] | None = None) -> list[tuple[int, float]]:
     """The k nearest rows as (id, cosine distance), nearest first.
 
     The partitions nearest the query (every shard while the table is small), each scored from its pack
     (core.store.vector_packs) or, without one, by sqlite-vec's bit scan; the best rescored exactly on their float
-    vectors. `exact` scans every float vector instead."""
+    vectors. `exact` scans every float vector instead. `keep(ids)`: those of the ids the caller can use (recall:
+    the rows not forgotten). Rows scored from packs that it refuses are passed over before any is rescored, so
+    a search past mostly archived rows costs no deeper search; bit-scanned rows may still come back unkept."""
     if bound_embedder(db) is None or k <= 0:
         return []
     vector = _as_matrix(db, query, 1)[0]
@@ -204,7 +207,7 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
         return _exact_knn(db, name, vector, int(k))
     plan = _scan_plan(db, name, vector, int(k))
     packs = vector_packs.read(db, name, plan.partitions, len(vector))  # none for a large unclustered table
-    found = _from_packs(db, name, vector, list(packs.values()), int(k)) if packs else {}
+    found = _from_packs(db, name, vector, list(packs.values()), int(k), keep) if packs else {}
     rest = [p for p in plan.partitions if p not in packs]
     if rest:
         found.update(_from_bit_scan(db, name, vector, rest, plan, int(k)))
@@ -232,14 +235,29 @@ def _scan_plan(db: Database, name: str, vector: np.ndarray, k: int) -> _ScanPlan
     return _ScanPlan(partitions, per_partition, min(MAX_CANDIDATES, max(floor, OVERSAMPLE * k)))
 
 
-def _from_packs(db: Database, name: str, vector: np.ndarray, packs: list[vector_packs.Pack],
-                k: int) -> dict[int, float]:
-    """Every row of the packs scored on its int8 codes; the best few rescored exactly."""
+def _from_packs(db: Database, name: str, vector: np.ndarray, packs: list[vector_packs.Pack], k: int,
+                keep: Callable[[list[int]], set[int]] | None = None) -> dict[int, float]:
+    """Every row of the packs scored on its int8 codes; the best few (that `keep` keeps) rescored exactly."""
     ids, scores = vector_packs.similarities(packs, vector)
-    keep = min(len(ids), k + PACKED_RESCORED_EXTRA)
-    if keep < len(ids):
-        ids = ids[np.argpartition(-scores, keep - 1)[:keep]]
+    wanted = min(len(ids), k + PACKED_RESCORED_EXTRA)
+    if keep is not None:
+        return _cosine_distances(db, f"{name}_float", vector, _best_kept(ids, scores, wanted, keep))
+    if wanted < len(ids):
+        ids = ids[np.argpartition(-scores, wanted - 1)[:wanted]]
     return _cosine_distances(db, f"{name}_float", vector, [int(i) for i in ids])
+
+
+def _best_kept(ids: np.ndarray, scores: np.ndarray, wanted: int, keep: Callable[[list[int]], set[int]]) -> list[int]:
+    """The `wanted` best-scored ids that `keep` keeps, asking it about 4x as many each time, best first."""
+    order = np.argsort(-scores, kind="stable")
+    chosen: list[int] = []
+    start, step = 0, max(wanted, 1)
+    while len(chosen) < wanted and start < len(order):
+        batch = [int(i) for i in ids[order[start:start + step]]]
+        kept = keep(batch)
+        chosen += [i for i in batch if i in kept]
+        start, step = start + step, step * 4
+    return chosen[:wanted]
 
 
 def _from_bit_scan(db: Database, name: str, vector: np.ndarray, partitions: list[int], plan: _ScanPlan,
