@@ -120,14 +120,14 @@ def test_a_table_past_its_shards_is_clustered_by_the_upkeep_not_by_the_write(db,
     write); the upkeep clusters and packs it, and a query then probes enough small clusters to stay exact."""
     matrix, questions = synthetic
     monkeypatch.setattr(vectors, "SHARD_PACKS_UP_TO", 500)
-    monkeypatch.setattr(clusters, "MIN_SCANNED", 300)  # a quarter of the rows, as 2,000 of 8,000
+    monkeypatch.setattr(clusters, "MIN_SCANNED", 150)  # an eighth of the rows, as 1,000 of 8,000
     vectors.bind_embedder(db, embedder.name, embedder.dimension)
     vectors.upsert_vectors(db, "memory", list(range(1, 1201)), matrix[:1200])
     assert clusters.centroids(db, NAME) is None and not packs.read(db, NAME, range(vectors.SHARDS), 384)
     assert vectors.upkeep(db) == vectors.Upkeep(clustered=1, packed=0)  # clustering packed every cluster
     assert len(clusters.centroids(db, NAME)) == clusters.CLUSTERS
     assert sum(map(len, _packed(db).values())) == 1200
-    assert clusters.probe_plan(clusters.CLUSTERS, 1200)[0] == 128  # 300 rows in clusters of ~2.3
+    assert clusters.probe_plan(clusters.CLUSTERS, 1200)[0] == 64  # 150 rows in clusters of ~2.3
     found = [{i for i, _ in vectors.knn(db, "memory", q, 10)} for q in questions]
     exact = [{i for i, _ in vectors.knn(db, "memory", q, 10, exact=True)} for q in questions]
     assert np.mean([len(f & e) / 10 for f, e in zip(found, exact)]) >= 0.95

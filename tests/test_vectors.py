@@ -141,8 +141,8 @@ def test_the_scan_plan_grows_with_the_clusters():
     """Small clusters: 12 probes of 160 rows; a million rows in 512 clusters: 16 probes of a tenth of each; a table
     clustered young (8,000 rows, clusters of ~16): enough probes to score MIN_SCANNED rows."""
     from core.store import vector_clusters as clusters
-    assert clusters.probe_plan(512, 8_000) == (128, 160)
-    assert clusters.probe_plan(512, 20_000) == (52, 160)
+    assert clusters.probe_plan(512, 8_000) == (64, 160)
+    assert clusters.probe_plan(512, 20_000) == (26, 160)
     assert clusters.probe_plan(512, 100_000) == (12, 160)
     assert clusters.probe_plan(512, 1_000_000) == (16, 195)
     assert clusters.probe_plan(512, 100_000_000) == (16, clusters.PER_PROBE_MAX)
