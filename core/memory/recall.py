@@ -165,7 +165,7 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
     rows.update(sources.load_rows(db, kind, {i for ids in best.values() for i in ids if i not in rows}))
     found: dict[int, Candidate] = {}
     for name, ids in best.items():
-        for i in ids:
+        for i in [j for j in ids if j in rows]:  # a row another process purged since its state was read is gone
             setattr(found.setdefault(i, Candidate(kind, i, row=rows[i])), name, ranked[name][i])
     return found
 

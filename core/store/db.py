@@ -94,7 +94,7 @@ class Database:
             names = [d[0] for d in cursor.getdescription()]
         except apsw.ExecutionCompleteError:  # the statement returned no rows at all
             return []
-        return [dict(zip(names, row)) for row in cursor.fetchall()]  # rows fetched in C, not one Python call each
+        return [dict(zip(names, row)) for row in cursor.fetchall()]
 
     def query_one(self, sql: str, params: Sequence[Any] | dict = ()) -> dict[str, Any] | None:
         rows = self.query(sql, params)

@@ -163,8 +163,8 @@ class GuardedCursor(apsw.Cursor):
         return self._guarded(super().fetchone)
 
     def __iter__(self):
-        """`for row in cursor`: each step guarded. Not a __next__ of its own: fetchall would then make a Python call
-        a row (0.55 vs 0.29 µs a row here, ~900 rows a recall), where without one it stays in C."""
+        """`for row in cursor`: each step guarded. apsw's fetchall iterates the cursor too, so it steps through this
+        generator (0.35 µs a row here against 0.26 for apsw's own; a __next__ of our own cost 0.55)."""
         return self._guarded_rows()
 
     def _guarded_rows(self):

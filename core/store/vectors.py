@@ -108,7 +108,7 @@ def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.n
         if centres is not None:
             return
         rows = _rows(db, name)
-        if rows >= clusters.CLUSTER_AT:  # the idle-time upkeep has not clustered it (upkeep): not left for later
+        if rows >= clusters.CLUSTER_AT:  # the idle-time upkeep never ran: clustered here, not left to the bit scan
             clusters.cluster(db, name, sign_bits)  # packs every cluster
         elif rows > SHARD_PACKS_UP_TO:
             vector_packs.drop(db, name)  # read by no query at this size: not kept up either
