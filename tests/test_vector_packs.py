@@ -224,3 +224,43 @@ def test_rows_the_caller_refuses_are_passed_over_before_rescoring(clustered, syn
         exact = [(i, d) for i, d in vectors.knn(clustered, "memory", query, 200, exact=True) if i not in refused]
         assert [i for i, _ in fast] == [i for i, _ in exact[:10]]
     assert rescored and not refused & set(rescored)
+
+
+def test_the_daily_forgetting_job_clusters_a_table_grown_past_its_shards(db, embedder, synthetic, monkeypatch):
+    from types import SimpleNamespace
+
+    from app.services.scheduling import forgetting_handler
+    from core.config import Settings
+    from core.scheduler import Environment, JobSpec, Scheduler
+    matrix, questions = synthetic
+    monkeypatch.setattr(vectors, "SHARD_PACKS_UP_TO", 500)
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 1201)), matrix[:1200])
+    handler = forgetting_handler(SimpleNamespace(settings=Settings(), embedder=embedder), db)
+    idle = Environment(clock=db.clock, idle_seconds=lambda: 1e9, on_ac_power=lambda: True)
+    scheduler = Scheduler(db, [JobSpec("forgetting", handler)], env=idle)
+    assert scheduler.run_job(scheduler.enqueue("forgetting").id).state == "done"
+    assert clusters.centroids(db, NAME) is not None and sum(map(len, _packed(db).values())) == 1200
+
+
+def test_a_row_another_process_writes_while_the_clusters_are_learnt_joins_one(db, embedder, synthetic, monkeypatch):
+    """The centroids are learnt outside the write lock; the rows are read again under it, so a row written in
+    between is moved into a cluster like the rest (left in its shard, no clustered query would ever probe it)."""
+    from core.store.db import open_db
+    matrix, _ = synthetic
+    vectors.bind_embedder(db, embedder.name, embedder.dimension)
+    vectors.upsert_vectors(db, "memory", list(range(1, 601)), matrix[:600])
+    real = clusters.kmeans
+
+    def learnt_while_another_writes(*args, **kwargs):
+        other = open_db(db.path)
+        try:
+            vectors.upsert_vectors(other, "memory", [7000], embedder.embed(["I keep bees on the roof of my flat"]))
+        finally:
+            other.close()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(clusters, "kmeans", learnt_while_another_writes)
+    clusters.cluster(db, NAME, vectors.sign_bits, clusters=16)
+    assert vectors.knn(db, "memory", embedder.embed(["beekeeping at home"])[0], 1)[0][0] == 7000
+    assert 7000 in {i for ids in _packed(db).values() for i in ids}
