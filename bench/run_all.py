@@ -84,6 +84,9 @@ def _turn_summary(r: dict) -> str:
                         f"({_get(r, 'headline', 'embedder')})")
     if "idle_pass" in r:
         parts.append(f"idle pass at N={r.get('idle_pass_at_n')}: {_get(r, 'idle_pass', 'total_s')} s")
+    if "after_idle_pass" in r:
+        parts.append(f"recall alone after it ({_get(r, 'after_idle_pass', 'active_memories')} memories left active): "
+                     f"{_ms(r['after_idle_pass'], 'recall_alone_ms')}")
     return "; ".join(parts) or _flat(r)
 
 

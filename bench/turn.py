@@ -18,7 +18,8 @@ wall time would be with a core to itself (the target is judged on wall time).
 The headline is the turn's p95 at the largest N with the query's embedding in it (target ≤ 20 ms at 100k):
 what a user waits for before the reply starts. At the largest N it also times one consolidation pass and one
 forgetting pass over the whole store (helper B2's core.memory.consolidate.consolidation_pass and
-core.memory.forget.forgetting_pass).
+core.memory.forget.forgetting_pass), then recall of the same questions on the store those passes aged
+(`after_idle_pass`: most memories archived).
 """
 from __future__ import annotations
 
@@ -88,6 +89,7 @@ def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, embed
             if passes and n == max(sizes):
                 result["idle_pass_at_n"] = n
                 result["idle_pass"] = _time_passes(db, embedder, log)
+                result["after_idle_pass"] = _time_aged_recall(db, embedder, turns)
             db.close()
     largest = result["sizes"].get(str(max(sizes))) if sizes else None
     if largest:  # what a user waits for: the new message's embedding is part of the turn
@@ -233,6 +235,23 @@ def _time_passes(db, embedder, log) -> dict:
             "summaries": consolidated.summaries, "similarity_edges": consolidated.similarity_edges,
             "made_permanent": consolidated.made_permanent, "scored": forgot.scored,
             "archived": len(forgot.archived), "compacted_episodes": len(forgot.compacted)}
+
+
+def _time_aged_recall(db, embedder, turns: int) -> dict:
+    """Recall of the turns' questions once the idle pass has archived most of the store (an aged store): rows
+    forgetting archived are still ranked by both retrievers, and recall asks them again to fill its pools."""
+    settings = Settings()
+    asked = queries(turns + 1, seed=23)
+    embedder.embed(asked)  # the queries' vectors cached: recall's own work is timed, as recall_alone_ms is
+    session = create_session(db, "after the idle pass")
+    times = []
+    for text in asked:
+        started = time.perf_counter()
+        recall(db, embedder, text, k=settings.recall.k, settings=settings, session_id=session)
+        times.append((time.perf_counter() - started) * 1000.0)
+    active = db.scalar("SELECT count(*) FROM memories WHERE invalidated_at IS NULL AND forgotten_at IS NULL "
+                       "AND deleted_at IS NULL")
+    return {"active_memories": int(active or 0), "recall_alone_ms": _percentiles(times[1:])}
 
 
 def _embeddings(embedder, texts: list[str], cache: Path, log) -> tuple[np.ndarray, float | None]:

@@ -27,6 +27,8 @@ def test_turn_bench_on_a_small_store(tmp_path):
     assert 0 < size["overhead_cpu_ms"]["p50"] and size["recall_alone_ms"]["p50"] > 0
     assert size["memories_per_reply"] > 0  # the turns used memories, so the graph update had work to do
     assert result["idle_pass_at_n"] == 300 and result["idle_pass"]["scored"] > 0
+    aged = result["after_idle_pass"]  # recall timed again on the store the idle pass aged
+    assert aged["active_memories"] <= 304 and aged["recall_alone_ms"]["p50"] > 0
     assert result["bench"] == "turn" and "commit" in result  # None outside a git checkout
 
 
