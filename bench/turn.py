@@ -239,7 +239,10 @@ def _time_passes(db, embedder, log) -> dict:
 
 def _time_aged_recall(db, embedder, turns: int) -> dict:
     """Recall of the turns' questions once the idle pass has archived most of the store (an aged store): rows
-    forgetting archived are still ranked by both retrievers, and recall asks them again to fill its pools."""
+    forgetting archived are still ranked by both retrievers, and recall asks them again to fill its pools. The
+    vector index is first kept up as the forgetting job does when it ends (vectors.upkeep): consolidation's bulk
+    writes left some partitions unpacked."""
+    vectors.upkeep(db)
     settings = Settings()
     asked = queries(turns + 1, seed=23)
     embedder.embed(asked)  # the queries' vectors cached: recall's own work is timed, as recall_alone_ms is
