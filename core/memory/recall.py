@@ -149,15 +149,16 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
         active.update(sources.activity(db, kind, [i for i in ids if i not in active]))
         return _usable(active, excluded, include_history).intersection(ids)
 
-    if vector is not None:  # asked again, the vector search passes over unusable rows before it rescores any
-        retrievers["distance"] = partial(sources.vector_candidates, db, kind, vector, keep=keep)
-    for name, fetch in retrievers.items():
+    # Asked again, the vector search passes over unusable rows before it rescores any: the first retry keeps its
+    # depth (only bit-scanned rows can still come back unusable); full-text search can only go deeper.
+    again = {"distance": partial(sources.vector_candidates, db, kind, vector, keep=keep)} if vector is not None else {}
+    for name in retrievers:
+        fetch, same_depth = again.get(name, retrievers[name]), name in again
         depth, limit = first[name], min(MAX_DEPTH, first[name] * DEEPEST)
-        again = name == "distance"  # the first time at the same depth: only bit-scanned rows can still be unusable
-        while len(usable.intersection(ranked[name])) < wanted[name] and len(ranked[name]) >= depth \
-                and (again or depth < limit):
-            depth = depth if again else _deeper(depth, len(usable.intersection(ranked[name])), wanted[name], limit)
-            again = False
+        while (kept := len(usable.intersection(ranked[name]))) < wanted[name] and len(ranked[name]) >= depth \
+                and (same_depth or depth < limit):
+            depth = depth if same_depth else _deeper(depth, kept, wanted[name], limit)
+            same_depth = False
             ranked[name] = fetch(depth)
             active.update(sources.activity(db, kind, [i for i in ranked[name] if i not in active]))
             usable = _usable(active, excluded, include_history)
