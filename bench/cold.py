@@ -33,7 +33,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 1.0
 WITHOUT_TORCH = "import sys; sys.modules['torch'] = None; "  # as installed without the `st` extra
+# default: what a CLI verb loads; lasting: what the window and `engram chat` load (onnxruntime here, on a Mac mlx.nn)
 LOAD = {"default": "from models.embeddings import load_embedder; load_embedder()",
+        "lasting": "from models.embeddings import load_embedder; load_embedder(lasting=True)",
         "sentence_transformers": "from models.embeddings import load_sentence_transformer; "
                                  "load_sentence_transformer()"}
 FACTS = ("Ana's dog is called Biscuit.", "Ana lives in Lisbon and works as a nurse.",
@@ -110,10 +112,10 @@ def time_loads(repeats: int) -> dict:
 
 
 def time_queries(count: int, rounds: int = 2) -> dict:
-    """One new message at a time, as a turn embeds it. Each embedder runs alone in its own process, the two
-    alternating: side by side in one process their BLAS and OpenMP thread pools spin against each other."""
+    """One new message at a time, as a turn embeds it. Each embedder runs alone in its own process, taking
+    turns: side by side in one process their BLAS and OpenMP thread pools spin against each other."""
     times: dict[str, list[float]] = {name: [] for name in LOAD}
-    runtime = "?"
+    runtimes: dict[str, str] = {}
     for _ in range(rounds):
         for name in LOAD:
             env = child_env()
@@ -122,17 +124,18 @@ def time_queries(count: int, rounds: int = 2) -> dict:
                                   check=True)
             result = json.loads(done.stdout)
             times[name] += result["ms"]
-            runtime = result["runtime"] if name == "default" else runtime
+            runtimes[name] = result["runtime"]
     out: dict = {name: {f"p{p}": round(float(np.percentile(t, p)), 2) for p in (50, 95, 99)}
                  for name, t in times.items()}
-    out["default_runtime"] = runtime
+    out["default_runtime"], out["lasting_runtime"] = runtimes.get("default", "?"), runtimes.get("lasting", "?")
     return out
 
 
 def embed_queries(name: str, count: int) -> dict:
     """In this process: `count` distinct queries (no cache hits) through one embedder, after a short warm-up."""
     from models import embeddings
-    embedder = embeddings.load_embedder() if name == "default" else embeddings.load_sentence_transformer()
+    embedder = (embeddings.load_sentence_transformer() if name == "sentence_transformers"
+                else embeddings.load_embedder(lasting=name == "lasting"))
     queries = [f"What did my sister say about the trip to Lisbon, message {i}?" for i in range(count + 10)]
     times = []
     for index, query in enumerate(queries):

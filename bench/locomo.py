@@ -197,7 +197,7 @@ def _ingest(db, embedder, conv: Conversation) -> dict[int, str]:
 def run(path: Path, ks: list[int], embedder=None, log=print) -> dict:
     if embedder is None:
         from models.embeddings import load_embedder
-        embedder = load_embedder()
+        embedder = load_embedder(lasting=True)
     header = stamp("locomo")
     started = time.perf_counter()
     conversations = load(path)
@@ -240,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cache:
         from bench.embed_cache import CachedEmbedder
         from models.embeddings import load_embedder
-        embedder = CachedEmbedder(load_embedder(), args.cache / "locomo-embeddings.npz")
+        embedder = CachedEmbedder(load_embedder(lasting=True), args.cache / "locomo-embeddings.npz")
     result = run(args.data, ks, embedder=embedder, log=log)
     if args.cache:
         embedder.save()

@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(n: int, query_count: int, cache: Path, *, real: int | None = None, log=print) -> dict:
     from models.embeddings import load_embedder
     header = stamp("recall")
-    embedder = load_embedder()
+    embedder = load_embedder(lasting=True)  # the window's embedder: recall happens in the app
     texts = sentences(n)
     real = min(real or n, n)
     matrix, embed_rate = _embeddings(embedder, texts[:real], cache, log)

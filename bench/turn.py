@@ -79,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
 def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, embed_limit: int = 20_000,
         log=print) -> dict:
     from models.embeddings import load_embedder
-    embedder = load_embedder()
+    embedder = load_embedder(lasting=True)  # the window's embedder: the turn happens in a process that lasts
     result = {**stamp("turn"), "turns": turns, "sizes": {}}
     for n in sizes:
         with tempfile.TemporaryDirectory() as folder:

@@ -3,11 +3,13 @@
 The same weights and the same recipe as sentence-transformers — its tokenizer.json, truncation to the folder's
 max_seq_length, the pooling its 1_Pooling/config.json names, L2 normalisation — without importing torch: a cold
 start costs a fraction of a second instead of tens of seconds. The encoder is mlx.nn on a GPU (Metal on a Mac)
-and its numpy twin on MLX's CPU backend (models/bert_numpy.py says why). tests/integration/test_mlx_embedder.py
-holds both to cosine ≥ 0.999 against sentence-transformers.
+and its numpy twin on MLX's CPU backend (models/bert_numpy.py says why), or that twin's arrays run by onnxruntime
+in a process that embeds for long (models/bert_onnx.py). tests/integration/test_mlx_embedder.py holds each to
+cosine ≥ 0.999 against sentence-transformers.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import threading
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -126,10 +128,18 @@ class BertEmbedder:
         return np.ascontiguousarray(pooled, dtype=np.float32)
 
 
-def default_backend() -> str:
-    """mlx.nn where MLX has a GPU (Metal on a Mac); numpy on its CPU backend, whose BLAS is the slow reference one."""
+def default_backend(lasting: bool = False) -> str:
+    """mlx.nn where MLX has a GPU (Metal on a Mac). On its CPU backend, whose BLAS is the slow reference one:
+    onnxruntime for a process that embeds for a long time, where it is installed (Linux); else numpy.
+
+    Measured here (models/bert_onnx.py): a 17-token query 2.5 ms through onnxruntime against 6.3 ms through numpy,
+    but its session takes ~0.25 s to make against numpy's ~0.05 s load, more than a CLI verb's whole embedding."""
     import mlx.core as mx
-    return "mlx" if mx.default_device().type == mx.gpu else "numpy"
+    if mx.default_device().type == mx.gpu:
+        return "mlx"
+    if lasting and importlib.util.find_spec("onnxruntime") is not None:
+        return "onnx"
+    return "numpy"
 
 
 class QueryThreads:
@@ -168,8 +178,18 @@ def _check_fits(ids: np.ndarray, vocab_size: int | None) -> None:
                          f"{vocab_size}: its files do not belong together. Choose another embedding model.")
 
 
+def _onnx_or_numpy(encoder: Any) -> tuple[Any, str]:
+    """The numpy encoder's arrays in an onnxruntime session; if onnxruntime cannot make one (a broken install), the
+    numpy encoder itself: slower a query, the same vectors (tests hold the lasting encoder to "onnx")."""
+    try:
+        from models.bert_onnx import onnx_bert
+        return onnx_bert(encoder), "onnx"
+    except Exception:  # noqa: BLE001 - onnxruntime raises its own types; the embedder must still load
+        return encoder, "numpy"
+
+
 def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
-                       backend: str | None = None) -> BertEmbedder:
+                       backend: str | None = None, lasting: bool = False) -> BertEmbedder:
     from tokenizers import Tokenizer
 
     from models.bert import MLXBert, load_bert
@@ -178,12 +198,17 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
     # to max_seq_length, special tokens included, and pads a batch to its longest sentence (done in _embed_many).
     tokenizer.enable_truncation(max_length=recipe.max_seq_length)
     tokenizer.no_padding()
-    backend = backend or default_backend()
-    if backend == "numpy":
+    backend = backend or default_backend(lasting)
+    one_query: Callable[[], AbstractContextManager] = nullcontext
+    if backend in ("numpy", "onnx"):
         from models.bert_numpy import load_numpy_bert
         encoder: Any = load_numpy_bert(folder)
+        if backend == "onnx":
+            encoder, backend = _onnx_or_numpy(encoder)
+        if backend == "numpy":
+            one_query = QueryThreads()
     else:
         encoder = MLXBert(load_bert(folder))
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
                         pooling=recipe.pooling, backend=backend, vocab_size=encoder.config.vocab_size,
-                        one_query=QueryThreads() if backend == "numpy" else nullcontext)
+                        one_query=one_query)

@@ -39,9 +39,11 @@ def test_the_page_judges_every_verb_and_leads_the_turn_with_its_embedding(tmp_pa
     (saved / "cold.json").write_text(json.dumps({
         **stamp("cold"), "processes": {"python_c_pass": {"median_s": 0.02}, "help": {"median_s": 0.06},
                                        "memory_add": fast, "self_check": {"median_s": 1.4}},
-        "embedder_load_s": {"default": {"median_s": 0.2}, "sentence_transformers": {"median_s": 3.5}},
+        "embedder_load_s": {"default": {"median_s": 0.2}, "sentence_transformers": {"median_s": 3.5},
+                            "lasting": {"median_s": 0.3}},
         "query_embed_ms": {"default": {"p50": 5.6, "p95": 6.0}, "sentence_transformers": {"p50": 6.1, "p95": 6.9},
-                           "default_runtime": "numpy"},
+                           "lasting": {"p50": 2.4, "p95": 3.1}, "default_runtime": "numpy",
+                           "lasting_runtime": "onnx"},
         "window_shown_to_first_token_s": {"median_s": 1.7},
         "window_shown_to_first_token_without_torch_s": {"median_s": 0.9}}))
     at_100k = {"overhead_ms": {"p50": 9, "p95": 14, "p99": 16}, "recall_alone_ms": {"p50": 7, "p95": 11, "p99": 12},
@@ -55,6 +57,7 @@ def test_the_page_judges_every_verb_and_leads_the_turn_with_its_embedding(tmp_pa
     rows = {line.split(" | ")[0][2:]: line for line in out.read_text().splitlines() if line.startswith("| ")}
     assert "| **miss** |" in rows["cold"] and "self check 1.4 s" in rows["cold"]  # one verb over 1 s
     assert "0.2 s (numpy) vs sentence-transformers 3.5 s" in rows["cold"]
+    assert "the window's (onnx): load 0.3 s, a query p50/p95 2.4/3.1 ms" in rows["cold"]
     first_reply = "window shown → first streamed token (tiny model, fresh process) 1.7 s, without torch 0.9 s"
     assert first_reply in rows["cold"]
     # The overhead alone (14 ms) would pass; with the query's embedding the turn misses 20 ms.

@@ -157,3 +157,51 @@ def test_the_numpy_encoder_computes_what_the_mlx_one_does():
     mask = (np.arange(6) < np.array([[4], [6]])).astype(np.float32)
     for args in ((ids, mask), (ids[1:], None)):
         assert np.allclose(twin(*args), MLXBert(model)(*args), atol=1e-4)
+
+
+def test_the_onnxruntime_encoder_computes_what_the_numpy_one_does():
+    """A random tiny BERT (12 token positions, 4 heads) through onnxruntime's graph and numpy: the same hidden
+    states, with and without padding, for any length up to the position table."""
+    from models.bert import BertConfig
+    from models.bert_numpy import NumpyBert, expected_shapes
+    from models.bert_onnx import onnx_bert
+    config = BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=64, max_position_embeddings=12)
+    rng = np.random.default_rng(5)
+    parameters = {name: rng.normal(0, 0.3, shape).astype(np.float32) for name, shape in expected_shapes(config).items()}
+    numpy_bert = NumpyBert.from_parameters(config, parameters)
+    twin = onnx_bert(numpy_bert, threads=1)
+    ids = rng.integers(0, 50, (3, 12)).astype(np.int32)
+    mask = (np.arange(12) < np.array([[4], [12], [7]])).astype(np.float32)
+    for args in ((ids, mask), (ids[1:2, :7], None), (ids[:1, :1], None)):
+        out = twin(*args)
+        assert out.dtype == np.float32 and out.shape == (*args[0].shape, 32)
+        assert np.allclose(out, numpy_bert(*args), atol=1e-4)
+
+
+def test_a_lasting_process_embeds_through_onnxruntime_where_it_is_installed(monkeypatch):
+    """The window and `engram chat` make the session (slower to start, faster a query); a one-shot verb, or a
+    machine without onnxruntime, keeps numpy; Metal keeps mlx.nn whatever the process."""
+    import importlib.util
+
+    import mlx.core as mx
+
+    from models import bert_embedder
+    if mx.default_device().type == mx.gpu:
+        assert bert_embedder.default_backend(True) == bert_embedder.default_backend(False) == "mlx"
+        return
+    assert bert_embedder.default_backend(False) == "numpy"
+    assert bert_embedder.default_backend(True) == "onnx"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "onnxruntime" else real(name, *a))
+    assert bert_embedder.default_backend(True) == "numpy"
+
+
+def test_an_onnxruntime_that_cannot_make_its_session_leaves_the_numpy_encoder(monkeypatch):
+    import models.bert_onnx
+
+    def broken(encoder, threads=None):
+        raise RuntimeError("onnxruntime: no CPU provider")
+    monkeypatch.setattr(models.bert_onnx, "onnx_bert", broken)
+    embedder = load_embedder("all-MiniLM-L6-v2", lasting=True)
+    assert embedder.backend in ("numpy", "mlx") and embedder.embed(["hello"]).shape == (1, 384)

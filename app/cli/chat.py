@@ -36,7 +36,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     chat.add_argument("--max-tokens", type=count(1, 1_000_000), help="longest reply, in tokens")
     chat.add_argument("--temperature", type=real(0.0, 5.0), help="0 for the most likely words; higher for variety")
     chat.add_argument("--no-memory", action="store_true", help="the model alone: no recall, nothing stored")
-    chat.set_defaults(func=cmd_chat)
+    chat.set_defaults(func=cmd_chat, lasting=True)  # embeds every turn: the encoder fastest a query
 
 
 class ChatBackend(Protocol):

@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     importing = commands.add_parser("import", help="add an export file's contents under new ids")
     importing.add_argument("path")
-    importing.set_defaults(func=cmd_import)
+    importing.set_defaults(func=cmd_import, lasting=True)  # a whole file embedded: the faster encoder pays
 
     reembed = commands.add_parser("reembed", help="remake every vector with the configured embedder")
     reembed.set_defaults(func=cmd_reembed)

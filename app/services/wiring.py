@@ -27,20 +27,24 @@ class Services:
     _loaded_chat: Any = field(default=None, repr=False)  # the engine this object loaded, with its model ref
     _loaded_ref: str = field(default="", repr=False)
     _learning_db: Database | None = field(default=None, repr=False)
+    # This process embeds for long (the window, `engram chat`, an import): worth an encoder slower to start and
+    # faster a text (models/bert_embedder.default_backend); a one-shot verb starts the cheaper one.
+    lasting: bool = False
     # Lanes ask for these at the same time (the GUI's first panel and the db lane): each is built once, under a lock.
     _locks: dict = field(default_factory=lambda: {name: threading.Lock() for name in ("db", "embedder", "chat")},
                          repr=False)
 
     @classmethod
-    def from_data_dir(cls, data_dir: Path | str | None = None, env: Mapping[str, str] | None = None) -> "Services":
+    def from_data_dir(cls, data_dir: Path | str | None = None, env: Mapping[str, str] | None = None, *,
+                      lasting: bool = False) -> "Services":
         env = os.environ if env is None else env
         folder = Path(data_dir).expanduser() if data_dir else resolve_data_dir(Settings(), env)
         settings = load_settings(folder)
-        return cls(settings=settings, data_dir=folder)
+        return cls(settings=settings, data_dir=folder, lasting=lasting)
 
     @classmethod
     def from_args(cls, args: Any) -> "Services":
-        return cls.from_data_dir(getattr(args, "data_dir", None))
+        return cls.from_data_dir(getattr(args, "data_dir", None), lasting=bool(getattr(args, "lasting", False)))
 
     @property
     def db_path(self) -> Path:
@@ -59,7 +63,7 @@ class Services:
         with self._locks["embedder"]:
             if self._embedder is None:
                 from models.embeddings import load_embedder  # deferred: the weights; another ST model pulls torch
-                self._embedder = load_embedder(self.settings.embedder)
+                self._embedder = load_embedder(self.settings.embedder, lasting=self.lasting)
         return self._embedder
 
     def use_embedder(self, embedder: Any) -> None:

@@ -251,7 +251,7 @@ def launch(argv: list[str] | None = None) -> int:
     app.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
     from app.ui.gc import GuiThreadCollector
     GuiThreadCollector(app).start()  # Qt objects in garbage cycles are destroyed on this thread, not on a lane
-    services = Services.from_data_dir()
+    services = Services.from_data_dir(lasting=True)
     window = open_main_window(services)
     from app.ui.background_jobs import BackgroundJobs
     window.background = BackgroundJobs(services).start(app)  # idle-time learning while the app is open
