@@ -132,8 +132,8 @@ def default_backend(lasting: bool = False) -> str:
     """mlx.nn where MLX has a GPU (Metal on a Mac). On its CPU backend, whose BLAS is the slow reference one:
     onnxruntime for a process that embeds for a long time, where it is installed (Linux); else numpy.
 
-    Measured here (models/bert_onnx.py): a 17-token query 2.5 ms through onnxruntime against 6.3 ms through numpy,
-    but its session takes ~0.25 s to make against numpy's ~0.05 s load, more than a CLI verb's whole embedding."""
+    Measured here (bench/cold.py): a query 2.7 ms through onnxruntime against 5.4 ms through numpy, but its session
+    takes ~0.3 s to make against numpy's ~0.13 s load, more than a CLI verb's whole embedding."""
     import mlx.core as mx
     if mx.default_device().type == mx.gpu:
         return "mlx"

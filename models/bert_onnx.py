@@ -4,11 +4,12 @@ Why: a query is ~17 tokens, and numpy's OpenBLAS packs every weight matrix again
 query's time went to copying weights (one 1536x384 Linear: 0.40 ms through numpy vs 0.14 ms through onnxruntime,
 which packs its constant weights once, when the session is made). Measured here on one 17-token query, two
 threads: 2.7 ms against numpy's 6.3 ms, the hidden states within 3e-6. The graph is the same arithmetic on the
-same arrays (models/bert_numpy.NumpyBert holds and checks them); making the session costs ~0.2 s, so a process
+same arrays (models/bert_numpy.NumpyBert holds and checks them); making the session costs 0.1–0.3 s, so a process
 that embeds a few texts and exits keeps numpy (models/bert_embedder.default_backend).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,11 @@ import numpy as np
 from models.bert import BertConfig
 from models.bert_numpy import NumpyBert, _Layer
 from models.onnx_proto import Graph, value_info
+
+# A query is ~17 token rows: split across many threads, each product waits on the slowest to wake. Two measured
+# here (2.4 vs 3.3 ms on one); more cores were not, and four is a guess that keeps a batch's gain and a query's
+# threads few.
+MAX_THREADS = 4
 
 
 @dataclass
@@ -41,15 +47,14 @@ def onnx_bert(encoder: NumpyBert, threads: int | None = None) -> OnnxBert:
     """An onnxruntime session over the numpy encoder's arrays (already checked against its config).
 
     The large weights go to onnxruntime as arrays, not through the serialised graph: nothing is written to disk,
-    and the word table stays the mapped file's pages. `threads`: onnxruntime's own count (one per core) if None."""
+    and the word table stays the mapped file's pages. `threads`: by default the cores, at most MAX_THREADS."""
     import onnxruntime as ort
 
     graph, weights = _graph(encoder)
     options = ort.SessionOptions()
     options.log_severity_level = 3  # its warnings go to stderr, which a CLI verb keeps for its own errors
     options.inter_op_num_threads = 1
-    if threads is not None:
-        options.intra_op_num_threads = threads
+    options.intra_op_num_threads = threads or min(MAX_THREADS, os.cpu_count() or 1)
     # Its threads wait for work by spinning; between a user's turns that would be a core kept busy for nothing.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     values = [ort.OrtValue.ortvalue_from_numpy(array) for array in weights.values()]
@@ -59,7 +64,8 @@ def onnx_bert(encoder: NumpyBert, threads: int | None = None) -> OnnxBert:
 
 
 def _graph(encoder: NumpyBert) -> tuple[bytes, dict[str, np.ndarray]]:
-    """The serialised graph, and the arrays its weight names stand for (declared as inputs, given at load)."""
+    """The serialised graph, and the arrays its weight names stand for (declared as external data, handed over
+    when the session is made)."""
     config, e = encoder.config, encoder.embeddings
     g = Graph("bert")
     weights: dict[str, np.ndarray] = {}
