@@ -222,3 +222,22 @@ def test_a_store_whose_nearest_rows_were_forgotten_still_recalls_what_is_left(db
     assert result.ids("memory") == [kept]
     assert recall(db, embedder, "green tea habit in the morning", k=3, settings=settings,
                   include_history=True).ids("memory")[0] in archived
+
+
+def test_one_vector_search_passes_over_archived_rows_once_the_partitions_are_packed(db, embedder, monkeypatch):
+    """Packed partitions let the vector search skip rows recall may not return before rescoring any, so a store
+    mostly archived costs one search, not a second one after the first came back full of archived rows."""
+    from core.memory import recall_sources
+    archived = [add_memory(db, f"My morning green tea habit, note {i}") for i in range(80)]
+    kept = add_memory(db, "Each day starts with a cup of sencha")
+    index_memories(db, embedder, [*archived, kept])
+    db.conn.executemany("UPDATE memories SET forgotten_at = 1 WHERE id = ?", [(i,) for i in archived])
+    assert vectors.upkeep(db).packed > 0
+    searches = []
+    real = recall_sources.vector_candidates
+    monkeypatch.setattr(recall_sources, "vector_candidates",
+                        lambda *args, **kwargs: searches.append(args[3]) or real(*args, **kwargs))
+    settings = Settings(recall=RecallSettings(candidates=20))
+    assert recall(db, embedder, "green tea habit in the morning", k=3, settings=settings,
+                  kinds=("memory",)).ids("memory") == [kept]
+    assert searches == [20]  # one search, at the pool's depth

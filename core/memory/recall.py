@@ -134,33 +134,41 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
     are asked for on top, and a retriever left short by the others (forgotten, trashed: unless `include_history`)
     is asked again, deeper, while it has more to give — a store whose nearest rows forgetting has archived still
     fills its pool, and one with nothing archived is asked once."""
+    rows: dict[int, dict] = {}
+    active: dict[int, bool] = {}  # a vector whose row is gone: none
+
+    def note(ids: Iterable[int], load: bool) -> None:
+        unknown = [i for i in ids if i not in active]
+        if load:
+            rows.update(loaded := sources.load_rows(db, kind, unknown))
+            active.update({i: sources.is_active(row) for i, row in loaded.items()})
+        else:  # rows recall will mostly pass over: their state only
+            active.update(sources.activity(db, kind, unknown))
+
+    def keep(ids: list[int]) -> set[int]:
+        # The vector search asks first about its pool's worth of rows, which recall loads anyway; then, past
+        # archived rows, about four times as many at a time, mostly ones it will pass over.
+        note(ids, load=len(ids) <= wanted["distance"] + len(excluded))
+        return _usable(active, excluded, include_history).intersection(ids)
+
     retrievers: dict[str, Callable[[int], dict[int, float]]] = {}
-    if vector is not None:
-        retrievers["distance"] = partial(sources.vector_candidates, db, kind, vector)
+    if vector is not None:  # it passes over unusable rows before it rescores any, so one search fills its pool
+        retrievers["distance"] = partial(sources.vector_candidates, db, kind, vector, keep=keep)
     retrievers["bm25"] = partial(sources.bm25_candidates, db, kind, _topic_terms(db, kind, analysis))
     wanted = {name: pool * TEXT_SHARE if name == "bm25" else pool for name in retrievers}
     first = {name: min(want + len(excluded), max(want, MAX_DEPTH)) for name, want in wanted.items()}
     ranked = {name: fetch(first[name]) for name, fetch in retrievers.items()}
-    rows = sources.load_rows(db, kind, {i for found in ranked.values() for i in found})
-    active = {i: sources.is_active(row) for i, row in rows.items()}  # a vector whose row is gone: none
+    note({i for found in ranked.values() for i in found}, load=True)
     usable = _usable(active, excluded, include_history)
-
-    def keep(ids: list[int]) -> set[int]:
-        active.update(sources.activity(db, kind, [i for i in ids if i not in active]))
-        return _usable(active, excluded, include_history).intersection(ids)
-
-    # Asked again, the vector search passes over unusable rows before it rescores any: the first retry keeps its
-    # depth (only bit-scanned rows can still come back unusable); full-text search can only go deeper.
-    again = {"distance": partial(sources.vector_candidates, db, kind, vector, keep=keep)} if vector is not None else {}
-    for name in retrievers:
-        fetch, same_depth = again.get(name, retrievers[name]), name in again
+    # Asked again, deeper, while short and full: full-text search, and the vector search where it bit-scans (a
+    # partition not yet packed), which cannot pass over unusable rows.
+    for name, fetch in retrievers.items():
         depth, limit = first[name], min(MAX_DEPTH, first[name] * DEEPEST)
         while (kept := len(usable.intersection(ranked[name]))) < wanted[name] and len(ranked[name]) >= depth \
-                and (same_depth or depth < limit):
-            depth = depth if same_depth else _deeper(depth, kept, wanted[name], limit)
-            same_depth = False
+                and depth < limit:
+            depth = _deeper(depth, kept, wanted[name], limit)
             ranked[name] = fetch(depth)
-            active.update(sources.activity(db, kind, [i for i in ranked[name] if i not in active]))
+            note(ranked[name], load=False)
             usable = _usable(active, excluded, include_history)
     best = {name: [i for i in scores if i in usable][:wanted[name]] for name, scores in ranked.items()}  # best first
     rows.update(sources.load_rows(db, kind, {i for ids in best.values() for i in ids if i not in rows}))
