@@ -46,6 +46,7 @@ from typing import Any, Callable, Iterator, Sequence
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
 from core.loop_trim import without_loop
+from core.prompt_echo import ECHO, stopping_at_echo
 from core.memory import attribution, hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
@@ -207,8 +208,11 @@ class Assistant:
 
     def stream(self, prepared: PreparedTurn, sampling: SamplingParams | None = None, *,
                cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
-        """The model's reply, chunk by chunk; set `cancel` to stop it (the last chunk says 'cancelled')."""
-        return self.chat.stream(list(prepared.messages), sampling or self.sampling(), cancel=cancel)
+        """The model's reply, chunk by chunk; set `cancel` to stop it (the last chunk says 'cancelled'). A reply
+        that starts writing out the prompt's fenced notes ends before them (core.prompt_echo: 'echo')."""
+        cancel = cancel or threading.Event()
+        return stopping_at_echo(self.chat.stream(list(prepared.messages), sampling or self.sampling(), cancel=cancel),
+                                cancel)
 
     # -- finish (db lane) ----------------------------------------------------------------------------
 
@@ -217,6 +221,8 @@ class Assistant:
         used = tuple(m.id for m in prepared.used)
         if finish_reason == "repetition":
             reply_text = without_loop(reply_text)  # kept and shown as said once, not thirty times
+        elif finish_reason == ECHO:
+            reply_text = reply_text.rstrip()  # the space before the fence it began was shown already
         record = TurnRecord(None, used, prepared.user_text, reply_text, finish_reason, prepared.at,
                             prepared.incognito)
         if prepared.incognito:

@@ -37,7 +37,8 @@ class GenerationChunk:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     tokens_per_second: float = 0.0
-    finish_reason: str | None = None  # "stop", "length", "cancelled", "repetition" or None while streaming
+    # "stop", "length", "cancelled", "repetition", "echo" (core.prompt_echo) or None while streaming
+    finish_reason: str | None = None
 
 
 @runtime_checkable

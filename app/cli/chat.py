@@ -329,8 +329,8 @@ class ChatLoop:
         except EngramError as exc:
             self.say(f"\n[{exc}]")
             return
-        self.say({"cancelled": " [stopped]", "repetition": " [stopped: the model was repeating itself]"}.get(
-            finish_reason or "", ""))
+        self.say({"cancelled": " [stopped]", "repetition": " [stopped: the model was repeating itself]",
+                  "echo": " [stopped: the model began writing out its notes]"}.get(finish_reason or "", ""))
         said = "".join(parts)
         if finish_reason == "repetition" and without_loop(said) != said:  # printed, so it cannot be taken back
             self.say(f"Kept, without the repeats: {without_loop(said)}")

@@ -310,8 +310,8 @@ class ChatPanel(QWidget):
         reply, self.reply = self.reply, None
         if reply is None:
             return
-        if reason == "repetition" and getattr(record, "reply_text", None):
-            reply.set_text(record.reply_text)  # as it is kept: the loop said once (core.loop_trim)
+        if reason in ("repetition", "echo") and getattr(record, "reply_text", None):
+            reply.set_text(record.reply_text)  # as it is kept: the loop said once (core.loop_trim), trimmed
         reply.render()
         reply.set_episode(getattr(record, "episode_id", None))
         if getattr(record, "episode_id", None) is not None:  # stored: what it drew on is known (not incognito)
@@ -319,7 +319,8 @@ class ChatPanel(QWidget):
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
         notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
-                 "repetition": "Stopped: the model was repeating itself."}
+                 "repetition": "Stopped: the model was repeating itself.",
+                 "echo": "Stopped: the model began writing out its notes instead of answering."}
         incognito = reply.request.incognito
         reply.set_status(" ".join(filter(None, [notes.get(reason, ""), "Incognito: not stored." if incognito else ""])))
         if not incognito:
