@@ -2,7 +2,8 @@
 
 For each N, a fresh store of N synthetic memories (real MiniLM vectors, cached like bench/recall.py), spread
 over the past year, with critical facts, Hebbian edges and 2,000 earlier conversation turns. Then, per turn,
-through core.assistant.Assistant with a scripted chat model (the model's own generation is not timed):
+through core.assistant.Assistant with a scripted chat model (the model's own generation is not timed) that counts
+the prompt's tokens with a real chat tokenizer, as the product does (`tokens_counted_with`):
 
   overhead = prepare (recall + critical facts + context assembly)
            + finish (episode row, reply attribution, access counts, co-activation)
@@ -30,6 +31,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -80,12 +82,14 @@ def run(sizes: list[int], turns: int, cache: Path, *, passes: bool = True, embed
         log=print) -> dict:
     from models.embeddings import load_embedder
     embedder = load_embedder(lasting=True)  # the window's embedder: the turn happens in a process that lasts
-    result = {**stamp("turn"), "turns": turns, "sizes": {}}
+    count_tokens, counted_with = token_counter()
+    result = {**stamp("turn"), "turns": turns, "tokens_counted_with": counted_with, "sizes": {}}
     for n in sizes:
         with tempfile.TemporaryDirectory() as folder:
             db = open_db(Path(folder) / "bench.db")
             vectors_from = _build(db, embedder, n, cache, embed_limit, log)
-            result["sizes"][str(n)] = {"vectors": vectors_from, **_time_turns(db, embedder, turns, log)}
+            result["sizes"][str(n)] = {"vectors": vectors_from,
+                                       **_time_turns(db, embedder, count_tokens, turns, log)}
             if passes and n == max(sizes):
                 result["idle_pass_at_n"] = n
                 result["idle_pass"] = _time_passes(db, embedder, log)
@@ -164,9 +168,27 @@ def _episodes(db, texts: list[str], matrix: np.ndarray, now: float, rng: random.
         vectors.upsert_vectors(db, "episode", ids, matrix[:len(ids)])
 
 
-def _time_turns(db, embedder, turns: int, log) -> dict:
+def token_counter() -> tuple[Callable[[str], int], str]:
+    """How the turn counts a prompt's tokens, as the product does (ChatEngine.count_tokens): a chat model's own
+    tokenizer — the tests' real SmolLM2 when its package is installed, else the tiny test model's BPE."""
+    from core.errors import ModelError
+    from models.chat_tokenizer import load_tokenizer
+    try:
+        from models.testing_real import build_real_model
+        folder, name = build_real_model(q_bits=32), "SmolLM2-135M-Instruct's tokenizer"
+    except ModelError:
+        from models.testing import build_tokenizer
+        folder, name = Path(tempfile.mkdtemp(prefix="engram-turn-tokenizer-")), "the tiny test model's tokenizer"
+        build_tokenizer(folder, 4096, corpus_lines=300)
+    tokenizer = load_tokenizer(folder)
+    return (lambda text: len(tokenizer.encode(text, add_special_tokens=False))), name
+
+
+def _time_turns(db, embedder, count_tokens: Callable[[str], int], turns: int, log) -> dict:
     settings = Settings()
-    assistant = Assistant(db, embedder, ScriptedChatModel([REPLY]), None, settings)
+    chat = ScriptedChatModel([REPLY])
+    chat.count_tokens = count_tokens  # the prompt's sections are counted as a chat model counts them
+    assistant = Assistant(db, embedder, chat, None, settings)
     asked = queries(turns + 1, seed=23)
     asked[::10] = [f"Which antibiotic can I take for my cough, question {i}?" for i in range(len(asked[::10]))]
     query_vectors = embedder.embed(asked)

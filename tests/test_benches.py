@@ -30,6 +30,18 @@ def test_turn_bench_on_a_small_store(tmp_path):
     aged = result["after_idle_pass"]  # recall timed again on the store the idle pass aged
     assert aged["active_memories"] <= 304 and aged["recall_alone_ms"]["p50"] > 0
     assert result["bench"] == "turn" and "commit" in result  # None outside a git checkout
+    assert result["tokens_counted_with"].endswith("tokenizer")  # as the product counts a prompt, not len // 4
+
+
+def test_without_the_real_models_package_the_turn_counts_tokens_with_the_tiny_models_tokenizer(monkeypatch):
+    import models.testing_real
+    from core.errors import ModelError
+
+    def absent(**_):
+        raise ModelError("The real test model is not installed")
+    monkeypatch.setattr(models.testing_real, "build_real_model", absent)
+    count, name = turn.token_counter()
+    assert name == "the tiny test model's tokenizer" and 5 <= count("Where does my sister Marta live now?") <= 40
 
 
 def test_startup_bench_sees_the_window_before_any_heavy_import():
