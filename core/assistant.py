@@ -48,7 +48,7 @@ from core.errors import InvalidInput, NotFound
 from core.loop_trim import without_loop
 from core.prompt_echo import ECHO, stopping_at_echo
 from core.memory import attribution, hebbian, recall_learning
-from core.memory.context import AssembledContext, ContextItem, ContextParts, assemble
+from core.memory.context import AssembledContext, ContextItem, ContextParts, CountedTokens, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
 from core.memory.dates import iso_day
 from core.memory.query import query_of_message
@@ -120,6 +120,7 @@ class Assistant:
         self.settings = settings or Settings()
         self.clock = clock or db.clock or time.time
         self.intents = IntentClassifier(embedder, threshold=self.settings.generation.intent_threshold)
+        self._counted: tuple[ChatModel, CountedTokens] | None = None  # the model whose counts are remembered
 
     # -- prepare (db lane; reads only) ---------------------------------------------------------------
 
@@ -146,10 +147,16 @@ class Assistant:
         parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
                              instructions=instructions, profile=self._profile(instructions) if reading else (),
                              history=history)
-        built = assemble(parts, self.chat.count_tokens, self._budget())
+        built = assemble(parts, self._token_counts(), self._budget())
         prepared = _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
         return replace(prepared, recall_terms=recall_learning.snapshot(hits, [m.id for m in prepared.used],
                                                                        self.settings))
+
+    def _token_counts(self) -> CountedTokens:
+        """The chat model's token counts, remembered across turns (made again if the model was swapped)."""
+        if self._counted is None or self._counted[0] is not self.chat:
+            self._counted = (self.chat, CountedTokens(self.chat.count_tokens))
+        return self._counted[1]
 
     def _dial_share(self, dial: str) -> float:
         g = self.settings.generation

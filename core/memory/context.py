@@ -106,3 +106,24 @@ def _admit_history(history: Sequence[tuple[str, str]], budget: _Budget) -> list[
             break
         kept.append((user, assistant))
     return kept[::-1]
+
+
+class CountedTokens:
+    """A chat model's token counts, remembered for the texts seen most recently.
+
+    Each turn counts the identity, the history's turns and the recalled notes again, nearly all of them counted on
+    the turns before (a tokenizer's encode: ~28 µs a line for SmolLM2's, twenty-odd lines a turn). The count of a
+    text never changes for one model; an Assistant holds one of these per model."""
+
+    def __init__(self, count: TokenCounter, size: int = 2048) -> None:
+        self._count, self._size = count, size
+        self._known: dict[str, int] = {}
+
+    def __call__(self, text: str) -> int:
+        found = self._known.pop(text, None)
+        if found is None:
+            found = self._count(text)
+            if len(self._known) >= self._size:
+                del self._known[next(iter(self._known))]  # the least recently used: dicts keep their order
+        self._known[text] = found
+        return found
