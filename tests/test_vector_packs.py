@@ -226,6 +226,23 @@ def test_rows_the_caller_refuses_are_passed_over_before_rescoring(clustered, syn
     assert rescored and not refused & set(rescored)
 
 
+def test_a_few_refused_rows_among_the_best_cost_no_second_round_of_questions(clustered, synthetic):
+    """The rows turns already in the prompt: refused, but fewer than the extra rows rescored beyond k, so keep is
+    asked once; the answer is still the top k of the kept rows."""
+    _, questions = synthetic
+    query = questions[7]
+    refused = {i for i, _ in vectors.knn(clustered, "memory", query, 5, exact=True)}
+    asked: list[int] = []
+
+    def keep(ids: list[int]) -> set[int]:
+        asked.append(len(ids))
+        return set(ids) - refused
+
+    fast = vectors.knn(clustered, "memory", query, 10, keep=keep)
+    exact = [i for i, _ in vectors.knn(clustered, "memory", query, 200, exact=True) if i not in refused]
+    assert [i for i, _ in fast] == exact[:10] and asked == [10 + vectors.PACKED_RESCORED_EXTRA]
+
+
 def test_the_daily_forgetting_job_clusters_a_table_grown_past_its_shards(db, embedder, synthetic, monkeypatch):
     from types import SimpleNamespace
 

@@ -147,8 +147,8 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
 
     def keep(ids: list[int]) -> set[int]:
         # The vector search asks first about its pool's worth of rows, which recall loads anyway; then, past
-        # archived rows, about four times as many at a time, mostly ones it will pass over.
-        note(ids, load=len(ids) <= wanted["distance"] + len(excluded))
+        # archived rows, about four times as many at a time, mostly ones it will pass over: their state only.
+        note(ids, load=not active)
         return _usable(active, excluded, include_history).intersection(ids)
 
     retrievers: dict[str, Callable[[int], dict[int, float]]] = {}

@@ -241,22 +241,28 @@ def _from_packs(db: Database, name: str, vector: np.ndarray, packs: list[vector_
     ids, scores = vector_packs.similarities(packs, vector)
     wanted = min(len(ids), k + PACKED_RESCORED_EXTRA)
     if keep is not None:
-        return _cosine_distances(db, f"{name}_float", vector, _best_kept(ids, scores, wanted, keep))
+        return _cosine_distances(db, f"{name}_float", vector, _best_kept(ids, scores, wanted, keep, min(k, wanted)))
     if wanted < len(ids):
         ids = ids[np.argpartition(-scores, wanted - 1)[:wanted]]
     return _cosine_distances(db, f"{name}_float", vector, [int(i) for i in ids])
 
 
-def _best_kept(ids: np.ndarray, scores: np.ndarray, wanted: int, keep: Callable[[list[int]], set[int]]) -> list[int]:
-    """The `wanted` best-scored ids that `keep` keeps, asking it about 4x as many each time, best first."""
-    order = np.argsort(-scores, kind="stable")
+def _best_kept(ids: np.ndarray, scores: np.ndarray, wanted: int, keep: Callable[[list[int]], set[int]],
+               needed: int) -> list[int]:
+    """Up to `wanted` best-scored ids that `keep` keeps, best first: it is asked about `wanted` ids, then 4x as many
+    each time while fewer than `needed` were kept (the rows past `needed` only widen the exact rescoring, so a few
+    refused among the first do not cost a second, larger round). Only the best `end` are put in order each time
+    (a partition, then a sort of those)."""
     chosen: list[int] = []
     start, step = 0, max(wanted, 1)
-    while len(chosen) < wanted and start < len(order):
-        batch = [int(i) for i in ids[order[start:start + step]]]
+    while len(chosen) < needed and start < len(ids):
+        end = min(len(ids), start + step)
+        best = np.argpartition(-scores, end - 1)[:end] if end < len(ids) else np.arange(len(ids))
+        order = best[np.argsort(-scores[best], kind="stable")]
+        batch = [int(i) for i in ids[order[start:end]]]
         kept = keep(batch)
         chosen += [i for i in batch if i in kept]
-        start, step = start + step, step * 4
+        start, step = end, step * 4
     return chosen[:wanted]
 
 
