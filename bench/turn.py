@@ -175,12 +175,12 @@ def token_counter() -> tuple[Callable[[str], int], str]:
     from models.chat_tokenizer import load_tokenizer
     try:
         from models.testing_real import build_real_model
-        folder, name = build_real_model(q_bits=32), "SmolLM2-135M-Instruct's tokenizer"
+        tokenizer, name = load_tokenizer(build_real_model(q_bits=32)), "SmolLM2-135M-Instruct's tokenizer"
     except ModelError:
         from models.testing import build_tokenizer
-        folder, name = Path(tempfile.mkdtemp(prefix="engram-turn-tokenizer-")), "the tiny test model's tokenizer"
-        build_tokenizer(folder, 4096, corpus_lines=300)
-    tokenizer = load_tokenizer(folder)
+        with tempfile.TemporaryDirectory(prefix="engram-turn-tokenizer-") as folder:
+            build_tokenizer(Path(folder), 4096, corpus_lines=300)
+            tokenizer, name = load_tokenizer(folder), "the tiny test model's tokenizer"  # read whole: folder may go
     return (lambda text: len(tokenizer.encode(text, add_special_tokens=False))), name
 
 

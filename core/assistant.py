@@ -46,7 +46,6 @@ from typing import Any, Callable, Iterator, Sequence
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
 from core.loop_trim import without_loop
-from core.prompt_echo import ECHO, stopping_at_echo
 from core.memory import attribution, hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, CountedTokens, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
@@ -54,6 +53,7 @@ from core.memory.dates import iso_day
 from core.memory.query import query_of_message
 from core.memory.recall import recall
 from core.memory.reflect import session_instructions
+from core.prompt_echo import ECHO, stopping_at_echo
 from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
 from core.store import turns
 from core.store.db import Database

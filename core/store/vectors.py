@@ -254,12 +254,14 @@ def _best_kept(ids: np.ndarray, scores: np.ndarray, wanted: int, keep: Callable[
     refused among the first do not cost a second, larger round). Only the best `end` are put in order each time
     (a partition, then a sort of those)."""
     chosen: list[int] = []
+    asked: set[int] = set()  # a tie at a round's edge may fall on either side of it: no row is asked twice
     start, step = 0, max(wanted, 1)
     while len(chosen) < needed and start < len(ids):
         end = min(len(ids), start + step)
         best = np.argpartition(-scores, end - 1)[:end] if end < len(ids) else np.arange(len(ids))
         order = best[np.argsort(-scores[best], kind="stable")]
-        batch = [int(i) for i in ids[order[start:end]]]
+        batch = [i for i in (int(j) for j in ids[order[start:end]]) if i not in asked]
+        asked.update(batch)
         kept = keep(batch)
         chosen += [i for i in batch if i in kept]
         start, step = end, step * 4
