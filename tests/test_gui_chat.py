@@ -1,7 +1,9 @@
 """The chat panel, offscreen, against a real store, the real MiniLM embedder and the real tiny MLX model."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import SimpleNamespace
+from typing import Iterator
 
 import pytest
 
@@ -66,6 +68,27 @@ def _send_and_wait(qtbot, panel, text: str):
     with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
         panel.send(text)
     return finished.args[0]
+
+
+def _typed_and_sent(qtbot, panel, text: str):
+    """As a user sends a message: a click in the composer, the text typed, Return; the finished reply."""
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
+        qtbot.mouseClick(panel.composer, Qt.LeftButton)
+        qtbot.keyClicks(panel.composer, text)
+        qtbot.keyClick(panel.composer, Qt.Key_Return)
+    return finished.args[0]
+
+
+@contextmanager
+def _scripted_window(qtbot, tmp_path, chat, embedder) -> Iterator[MainWindow]:
+    """A window on a scripted chat model, its lanes and store closed afterwards."""
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    try:
+        yield window
+    finally:
+        window.panels["chat"].shutdown()
+        window.runner.shutdown(wait=True)
+        window.services.close()
 
 
 # -- the store side of the conversation list -----------------------------------------------------------

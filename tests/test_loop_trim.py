@@ -53,20 +53,9 @@ def test_the_turn_keeps_a_looping_reply_without_its_loop(db, embedder, clock):
 
 def test_the_chat_shows_a_looping_reply_without_its_loop(qtbot, tmp_path, embedder):
     pytest.importorskip("pytestqt")
-    from PySide6.QtCore import Qt
     from tests.fakes import ScriptedChatModel
-    from tests.test_gui_chat import TURN_MS, _window
-    window = _window(qtbot, tmp_path, chat=ScriptedChatModel([RAMBLE], finish="repetition"), embedder=embedder)
-    try:
-        panel = window.show_panel("chat")
-        with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
-            qtbot.mouseClick(panel.composer, Qt.LeftButton)
-            qtbot.keyClicks(panel.composer, "What instrument does my sister play?")
-            qtbot.keyClick(panel.composer, Qt.Key_Return)
-        reply = finished.args[0]
+    from tests.test_gui_chat import _scripted_window, _typed_and_sent
+    with _scripted_window(qtbot, tmp_path, ScriptedChatModel([RAMBLE], finish="repetition"), embedder) as window:
+        reply = _typed_and_sent(qtbot, window.show_panel("chat"), "What instrument does my sister play?")
         assert reply.text == without_loop(RAMBLE) and reply.text.count("You forgot to add") == 1
         assert "repeating itself" in reply.status.text()
-    finally:
-        window.panels["chat"].shutdown()
-        window.runner.shutdown(wait=True)
-        window.services.close()

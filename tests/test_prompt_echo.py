@@ -81,24 +81,12 @@ def test_the_assistant_keeps_and_stores_the_reply_up_to_the_fence(db, embedder):
 
 def test_the_window_shows_the_reply_up_to_the_fence_and_says_why_it_stopped(qtbot, tmp_path, embedder):
     pytest.importorskip("pytestqt")
-    from PySide6.QtCore import Qt
-
     from tests.fakes import ScriptedChatModel
-    from tests.test_gui_chat import TURN_MS, _window
-    window = _window(qtbot, tmp_path, chat=ScriptedChatModel([ECHOING]), embedder=embedder)
-    try:
-        panel = window.show_panel("chat")
-        with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
-            qtbot.mouseClick(panel.composer, Qt.LeftButton)
-            qtbot.keyClicks(panel.composer, "Where does my sister live?")
-            qtbot.keyClick(panel.composer, Qt.Key_Return)
-        reply = finished.args[0]
+    from tests.test_gui_chat import _scripted_window, _typed_and_sent
+    with _scripted_window(qtbot, tmp_path, ScriptedChatModel([ECHOING]), embedder) as window:
+        reply = _typed_and_sent(qtbot, window.show_panel("chat"), "Where does my sister live?")
         assert reply.text == "Family and friends, not your own personal blogs.\nMemorials:"
         assert "writing out its notes" in reply.status.text()
-    finally:
-        window.panels["chat"].shutdown()
-        window.runner.shutdown(wait=True)
-        window.services.close()
 
 
 def test_the_terminal_chat_says_why_the_reply_stopped_and_stores_it_trimmed(db, embedder):

@@ -240,11 +240,8 @@ def _from_packs(db: Database, name: str, vector: np.ndarray, packs: list[vector_
     """Every row of the packs scored on its int8 codes; the best few (that `keep` keeps) rescored exactly."""
     ids, scores = vector_packs.similarities(packs, vector)
     wanted = min(len(ids), k + PACKED_RESCORED_EXTRA)
-    if keep is not None:
-        return _cosine_distances(db, f"{name}_float", vector, _best_kept(ids, scores, wanted, keep, min(k, wanted)))
-    if wanted < len(ids):
-        ids = ids[np.argpartition(-scores, wanted - 1)[:wanted]]
-    return _cosine_distances(db, f"{name}_float", vector, [int(i) for i in ids])
+    best = _best_kept(ids, scores, wanted, keep or set, min(k, wanted))  # without `keep`, one round keeps them all
+    return _cosine_distances(db, f"{name}_float", vector, best)
 
 
 def _best_kept(ids: np.ndarray, scores: np.ndarray, wanted: int, keep: Callable[[list[int]], set[int]],
