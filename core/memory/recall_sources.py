@@ -135,14 +135,13 @@ def turn_neighbours(db: Database, ids: Sequence[int], include_history: bool) -> 
     active = "1" if include_history else "n.deleted_at IS NULL AND n.forgotten_at IS NULL"
     found: dict[int, list[int]] = {int(i): [] for i in ids}
     marks = ",".join("?" * len(found))
-    for direction, order in (("<", "DESC"), (">", "ASC")):
-        rows = db.execute(
-            f"SELECT e.id, (SELECT n.id FROM episodes n WHERE n.session_id = e.session_id AND {active} AND "
-            f"(n.created_at, n.id) {direction} (e.created_at, e.id) ORDER BY n.created_at {order}, n.id {order} "
-            f"LIMIT 1) FROM episodes e WHERE e.id IN ({marks}) AND e.session_id IS NOT NULL", list(found))
-        for episode_id, neighbour in rows:
-            if neighbour is not None:
-                found[int(episode_id)].append(int(neighbour))
+    side = ("(SELECT n.id FROM episodes n WHERE n.session_id = e.session_id AND {active} AND (n.created_at, n.id) "
+            "{direction} (e.created_at, e.id) ORDER BY n.created_at {order}, n.id {order} LIMIT 1)")
+    before, after = (side.format(active=active, direction=d, order=o) for d, o in (("<", "DESC"), (">", "ASC")))
+    rows = db.execute(f"SELECT e.id, {before}, {after} FROM episodes e "  # one statement for both sides
+                      f"WHERE e.id IN ({marks}) AND e.session_id IS NOT NULL", list(found))
+    for episode_id, *beside in rows:
+        found[int(episode_id)] += [int(n) for n in beside if n is not None]
     return found
 
 
