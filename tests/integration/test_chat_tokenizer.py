@@ -153,6 +153,20 @@ def _with_template(tiny_model_dir, tmp_path, template: str) -> Path:
     return folder
 
 
+@pytest.fixture
+def fast_deadline(monkeypatch):
+    """The chat's render deadline (RENDER_SECONDS, 5 s) read on a clock running 10x fast: the same guard and words,
+    reached after 0.5 s of looping instead of 5 s of waiting (the deadline's `clock` parameter, as in
+    tests/test_template_deadline.py)."""
+    import time
+
+    from models import prompt_text, template_deadline
+
+    def within_deadline(render, seconds: float = template_deadline.RENDER_SECONDS):
+        return template_deadline.within_deadline(render, seconds, clock=lambda: 10 * time.monotonic())
+    monkeypatch.setattr(prompt_text, "within_deadline", within_deadline)
+
+
 def _finishes(work, seconds: float = 60.0):
     """work() run on a thread: what it returned or raised, or a failure if it is still running after `seconds`."""
     import threading
@@ -171,7 +185,8 @@ def _finishes(work, seconds: float = 60.0):
 
 
 @pytest.mark.parametrize("own_tokenizer", [True, False])
-def test_a_chat_template_that_loops_for_ever_is_stopped_in_words(tiny_model_dir, tmp_path, own_tokenizer):
+def test_a_chat_template_that_loops_for_ever_is_stopped_in_words(tiny_model_dir, tmp_path, own_tokenizer,
+                                                                  fast_deadline):
     """Nested loops of 10**10 steps pass every size bound (each range is small): the render has a deadline, on
     Engram's tokenizer and on mlx-lm's (transformers renders that one), and the chat says so in one line."""
     from mlx_lm.utils import load_tokenizer as mlx_lm_load_tokenizer
@@ -186,7 +201,7 @@ def test_a_chat_template_that_loops_for_ever_is_stopped_in_words(tiny_model_dir,
     assert render_prompt(load_tokenizer(quick), [{"role": "user", "content": "hello"}], ())  # the deadline is gone
 
 
-def test_a_model_whose_chat_template_loops_is_not_installed(tiny_model_dir, tmp_path):
+def test_a_model_whose_chat_template_loops_is_not_installed(tiny_model_dir, tmp_path, fast_deadline):
     """verify_loads renders a conversation as the chat will: a template that never finishes is refused at install,
     not found on the first message."""
     from core.errors import ModelError
