@@ -47,8 +47,12 @@ def test_sample_folder_holds_a_realistic_store(sample):
         build_sample_data(folder, None)  # never over an existing store
 
 
-def test_screenshots_writes_one_png_per_panel_light_and_dark(qtbot, sample, tmp_path, capsys):
+def test_screenshots_writes_one_png_per_panel_light_and_dark(qtbot, sample, tmp_path, capsys, monkeypatch):
     folder, _ = sample
+    from app.ui import screenshots
+    # 38 fixed settles of 0.6 s were 23 of the test's 26 s; each panel's first read is still awaited by its signal,
+    # and at 0.1 s 18 of the 20 pictures came out byte-identical to 0.6 s ones (the timeline's two: 3-4 pixels)
+    monkeypatch.setattr(screenshots, "SETTLE_SECONDS", 0.1)
     out = tmp_path / "shots"
     settings = (folder / "settings.json").read_text(encoding="utf-8")
     assert main(["--screenshots", str(out), "--data-dir", str(folder)]) == 0
