@@ -101,6 +101,14 @@ def reflection(state):
     return respond
 
 
+@pytest.fixture(scope="module")
+def embedder():
+    """MiniLM as a lasting process loads it (the window, `engram chat`: where the Assistant talks), onnxruntime here:
+    the same vectors as the one-shot numpy encoder (tests/integration/test_mlx_embedder.py), a query ~2x faster."""
+    from models.embeddings import load_embedder
+    return load_embedder("all-MiniLM-L6-v2", lasting=True)
+
+
 @pytest.fixture
 def one_torch_thread():
     """MiniLM on one thread: on a busy 2-core box two threads fight each other (10x slower)."""
