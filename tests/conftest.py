@@ -3,8 +3,11 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
+
+from tests import background_bundle
 
 # Set before anything imports Qt or Hugging Face code: tests never open a window or touch the network.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -73,6 +76,20 @@ def _collect_garbage_on_the_gui_thread(request):
     collector = GuiThreadCollector().start()
     yield
     collector.stop()
+
+
+def pytest_collection_finish(session):
+    """A run that will test the app bundle starts building it now, in the background (tests/background_bundle.py)."""
+    if any("bundle" in getattr(item, "fixturenames", ()) for item in session.items):
+        build = background_bundle.start(Path(__file__).resolve().parents[1])
+        if build is not None:
+            session.config.stash[background_bundle.STASH_KEY] = build
+
+
+def pytest_unconfigure(config):
+    build = config.stash.get(background_bundle.STASH_KEY, None)
+    if build is not None:
+        build.stop()
 
 
 def pytest_report_header(config):

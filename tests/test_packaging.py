@@ -1,7 +1,8 @@
 """The packaged app: build the onedir bundle with PyInstaller (packaging/engram.spec) and run its --self-check.
 
-Slow (a minute or two: PyInstaller analyses Qt, MLX and transformers), so it is marked slow; CI runs it. On macOS the
-same spec makes Engram.app and the binary inside the bundle is checked.
+Slow (a minute or two: PyInstaller analyses Qt, MLX and transformers), so it is marked slow; CI runs it. The build
+starts in the background as soon as the run is collected (tests/background_bundle.py). On macOS the same spec makes
+Engram.app and the binary inside the bundle is checked.
 """
 from __future__ import annotations
 
@@ -10,13 +11,14 @@ import os
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests import background_bundle
+
 ROOT = Path(__file__).resolve().parents[1]
-BUILD_TIMEOUT = 45 * 60
+BUILD_TIMEOUT = background_bundle.BUILD_TIMEOUT
 
 
 def bundle_binary(dist: Path) -> Path:
@@ -30,18 +32,17 @@ def folder_bytes(folder: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
+def bundle(request):
+    """The bundle that tests/conftest.py started building at collection (tests/background_bundle.py)."""
     pytest.importorskip("PyInstaller")
-    work = tmp_path_factory.mktemp("pyinstaller")
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "PyInstaller", str(ROOT / "packaging" / "engram.spec"), "--noconfirm",
-         "--log-level", "WARN", "--distpath", str(work / "dist"), "--workpath", str(work / "build")],
-        cwd=ROOT, capture_output=True, text=True, timeout=BUILD_TIMEOUT)
-    assert done.returncode == 0, done.stderr[-4000:]
-    binary = bundle_binary(work / "dist")
+    build = request.config.stash.get(background_bundle.STASH_KEY, None)
+    assert build is not None, "the run collected a bundle test but started no build"
+    status, log, seconds = build.wait()
+    assert status == 0, log
+    binary = bundle_binary(build.dist)
     assert binary.is_file()
-    print(f"\nbundle built in {time.monotonic() - started:.0f} s, {folder_bytes(binary.parent) / 2**20:.0f} MB")
+    print(f"\nbundle built in {seconds:.0f} s from the start of the run's build, "
+          f"{folder_bytes(binary.parent) / 2**20:.0f} MB")
     return binary
 
 
