@@ -101,7 +101,8 @@ def test_the_terminal_chat_says_why_the_reply_stopped_and_stores_it_trimmed(db, 
     out = io.StringIO()
     ChatLoop(MemoryBackend(assistant, SamplingParams.greedy(64)), io.StringIO("Where does my sister live?\n"),
              out).run()
-    assert "Memorials: " + " [stopped: the model began writing out its notes]" in out.getvalue()  # as streamed
+    # as streamed: the space before the fence was printed already, so the note adds none of its own
+    assert "Memorials: [stopped: the model began writing out its notes]" in out.getvalue()
     assert "<<<" not in out.getvalue()
     stored = db.scalar("SELECT assistant_text FROM episodes ORDER BY id DESC LIMIT 1")
     assert stored == "Family and friends, not your own personal blogs.\nMemorials:"

@@ -329,9 +329,10 @@ class ChatLoop:
         except EngramError as exc:
             self.say(f"\n[{exc}]")
             return
-        self.say({"cancelled": " [stopped]", "repetition": " [stopped: the model was repeating itself]",
-                  "echo": " [stopped: the model began writing out its notes]"}.get(finish_reason or "", ""))
         said = "".join(parts)
+        why = {"cancelled": "[stopped]", "repetition": "[stopped: the model was repeating itself]",
+               "echo": "[stopped: the model began writing out its notes]"}.get(finish_reason or "", "")
+        self.say(why if not why or not said or said[-1].isspace() else " " + why)  # one space, never two
         if finish_reason == "repetition" and without_loop(said) != said:  # printed, so it cannot be taken back
             self.say(f"Kept, without the repeats: {without_loop(said)}")
         note = self.backend.finish(text, said, finish_reason)
