@@ -3,9 +3,11 @@ another exception; a refused call leaves every row as it was; after the run the 
 from __future__ import annotations
 
 import json
+import shutil
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -30,6 +32,23 @@ operations = st.one_of(
     st.tuples(st.just("purge"), st.lists(ids, max_size=3), st.just({})),
     st.tuples(st.just("search"), texts, st.fixed_dictionaries({"k": st.one_of(numbers, st.integers(-2, 20))})),
 )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def stores_from_one_made_store(tmp_path_factory):
+    """Each example's new store (open_db on a path that does not exist) is a copy of one open_db made: the same
+    schema and rows, opened in ~2 ms where making one takes ~10 (~8 s of the module's ~20)."""
+    made, real_open_db = tmp_path_factory.mktemp("fuzz-api") / "engram.db", open_db
+    real_open_db(made).close()
+
+    def open_db_copying(path, **kwargs):
+        if not Path(path).exists():
+            shutil.copy2(made, path)  # its mode too: private, as open_db makes a new store
+        return real_open_db(path, **kwargs)
+    patch = pytest.MonkeyPatch()
+    patch.setitem(globals(), "open_db", open_db_copying)
+    yield
+    patch.undo()
 
 
 def _apply(manager: MemoryManager, op: tuple) -> None:
