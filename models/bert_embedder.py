@@ -161,12 +161,10 @@ class QueryThreads:
 
     @contextmanager
     def __call__(self) -> Iterator[None]:
-        with self._lock:
-            limiter = self._blas.limit(limits=self._threads)
-            try:
-                yield
-            finally:
-                limiter.restore_original_limits()
+        # As a `with`: threadpoolctl lets one thread at a time change OpenBLAS's count and silently ignores the
+        # others; leaving the block lets go of it, so the next lane's limit is not ignored.
+        with self._lock, self._blas.limit(limits=self._threads):
+            yield
 
 
 def _check_fits(ids: np.ndarray, vocab_size: int | None) -> None:
