@@ -109,17 +109,7 @@ def embedder():
     return load_embedder("all-MiniLM-L6-v2", lasting=True)
 
 
-@pytest.fixture
-def one_torch_thread():
-    """MiniLM on one thread: on a busy 2-core box two threads fight each other (10x slower)."""
-    import torch
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-def test_thirty_days_of_learning_and_forgetting(db, clock, embedder, one_torch_thread):
+def test_thirty_days_of_learning_and_forgetting(db, clock, embedder):
     settings = Settings().replace(forgetting=ForgettingSettings(strength="strong", recency_half_life_days=7.0,
                                                                 gamma=2.0, fact_half_life_factor=8.0))
     state = {"concise": []}
