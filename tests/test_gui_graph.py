@@ -1,6 +1,8 @@
 """The live memory graph: built off the GUI thread from the real store, growing as memories arrive."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -49,6 +51,23 @@ def test_layout_keeps_earlier_positions_stable(db):
     before = {n.key: p for n, p in zip(first.nodes, first.positions)}
     moved = [np.linalg.norm(p - before[n.key]) for n, p in zip(second.nodes, second.positions) if n.key in before]
     assert np.median(moved) < 0.5
+
+
+def test_a_large_graph_is_laid_out_without_scipy_and_linked_memories_sit_together(db, monkeypatch):
+    """The app bundle and a plain install have no scipy, which networkx's layout needs from 500 nodes on; the graph
+    panel of a store with 600 memories failed there."""
+    monkeypatch.setitem(sys.modules, "scipy", None)  # an import of scipy now fails, as where it is not installed
+    with db.transaction():
+        ids = [add_memory(db, f"memory {i}") for i in range(600)]
+        for x, y in zip(ids[::2], ids[1::2]):
+            _edge(db, x, y, 0.9)
+    view = layout(load_graph(db))
+    assert view.positions.shape == (600, 2) and np.all(np.isfinite(view.positions))
+    assert np.abs(view.positions).max() == pytest.approx(1.0)  # scaled to the unit box, as before
+    where = {n.memory_id: p for n, p in zip(view.nodes, view.positions)}
+    linked = np.median([np.linalg.norm(where[x] - where[y]) for x, y in zip(ids[::2], ids[1::2])])
+    apart = np.median([np.linalg.norm(where[x] - where[y]) for x, y in zip(ids[:300], ids[300:])])
+    assert linked < apart / 3
 
 
 def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window, window_db):

@@ -1,6 +1,6 @@
 """A read-only view of the memory graph for display: memories and entities as nodes, weighted edges.
 
-Layout runs here too (networkx), so the GUI only draws: positions are computed off the GUI thread and
+Layout runs here too (core.memory.spring), so the GUI only draws: positions are computed off the GUI thread and
 seeded with the previous positions, so a live update moves the picture a little, not all of it. Which nodes carry
 a label is decided here as well (choose_labels): in screen pixels, so 2,000 nodes never become a wall of words.
 """
@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
-import networkx as nx
 import numpy as np
 
+from core.memory.spring import spring_positions
 from core.store.db import Database
 
 MAX_NODES = 2000
@@ -67,16 +67,14 @@ def layout(view: GraphView, previous: Mapping[str, tuple[float, float]] | None =
     """Spring layout weighted by edge strength, starting from earlier positions where there are some."""
     if not view.nodes:
         return view
-    graph = nx.Graph()
-    graph.add_nodes_from(range(len(view.nodes)))
-    graph.add_weighted_edges_from((e.a, e.b, max(e.weight, 0.05)) for e in view.edges)
     start = None
     if previous:
         rng = np.random.default_rng(seed)
-        start = {i: np.asarray(previous.get(n.key, rng.uniform(-1, 1, 2))) for i, n in enumerate(view.nodes)}
-    positions = nx.spring_layout(graph, pos=start, iterations=iterations if start is None else 15, seed=seed,
-                                 weight="weight")
-    array = np.array([positions[i] for i in range(len(view.nodes))], dtype=float)
+        start = np.array([previous.get(n.key, rng.uniform(-1, 1, 2)) for n in view.nodes], dtype=float)
+    edges = np.array([(e.a, e.b) for e in view.edges], dtype=np.int64).reshape(-1, 2)
+    weights = np.array([max(e.weight, 0.05) for e in view.edges], dtype=float)
+    array = spring_positions(len(view.nodes), edges, weights, start, seed=seed,
+                             iterations=iterations if start is None else 15)
     return GraphView(view.nodes, view.edges, array)
 
 
