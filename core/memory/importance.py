@@ -16,8 +16,8 @@ it reaches permanence_threshold the memory becomes permanent (never forgotten) a
 says why. Freshness is added when retention is scored, so it fades with the memory's real age.
 
 One pass over the whole store is `update_importance(db, settings)`: Hebbian edge decay (core.memory.hebbian),
-PageRank (networkx, scipy-backed), and a batch UPDATE of the rows whose importance changed. It runs in a few
-seconds at 100k memories.
+PageRank (numpy power iteration over a networkx graph, without scipy: see pagerank), and a batch UPDATE of the rows
+whose importance changed. It runs in a few seconds at 100k memories.
 """
 from __future__ import annotations
 
