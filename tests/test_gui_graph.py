@@ -54,8 +54,8 @@ def test_layout_keeps_earlier_positions_stable(db):
 
 
 def test_a_large_graph_is_laid_out_without_scipy_and_linked_memories_sit_together(db, monkeypatch):
-    """The app bundle and a plain install have no scipy, which networkx's layout needs from 500 nodes on; the graph
-    panel of a store with 600 memories failed there."""
+    """The app bundle leaves scipy out, and networkx's layout needs it from 500 nodes on: the graph panel of a store
+    with 600 memories failed there."""
     monkeypatch.setitem(sys.modules, "scipy", None)  # an import of scipy now fails, as where it is not installed
     with db.transaction():
         ids = [add_memory(db, f"memory {i}") for i in range(600)]

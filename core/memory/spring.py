@@ -1,11 +1,11 @@
 """A force-directed layout for the memory graph (Fruchterman–Reingold), in numpy alone.
 
-Why not networkx's spring_layout: from 500 nodes on it needs scipy, which neither the app bundle nor a plain install
-has (the graph panel of a large store failed there), and below that it builds a dense adjacency matrix and a
-nodes² × 2 difference array each step (7.6 s for 2,000 nodes here). This is the same model and cooling as its
-small-graph path: every pair repels by k²/d, each edge attracts by weight × d²/k, and each step moves a node by at
-most the temperature, which falls linearly to zero. Repulsion is dense (float32, no square root needed); attraction
-is summed over the edges only.
+Why not networkx's spring_layout: from 500 nodes on it needs scipy, which the app bundle leaves out (the graph panel
+of a large store failed there; a source install has scipy through sentence-transformers), and there it took 7.6 s
+for 2,000 nodes here. This is the same model and cooling as its small-graph path: every pair repels by k²/d, each
+edge attracts by weight × d²/k, and each step moves a node by at most the temperature, which falls linearly to zero.
+Repulsion is dense (float32, no square root needed); attraction is summed over the edges only, not through a dense
+adjacency matrix. 2,000 nodes: 0.85 s.
 """
 from __future__ import annotations
 
