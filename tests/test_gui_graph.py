@@ -70,6 +70,19 @@ def test_a_large_graph_is_laid_out_without_scipy_and_linked_memories_sit_togethe
     assert linked < apart / 3
 
 
+def test_nodes_are_drawn_smaller_in_a_crowded_graph_and_at_full_size_in_a_small_one():
+    """700 memories at 8–30 px each covered the picture in one solid mass (seen in the bundle under Xvfb)."""
+    from core.memory.graph_view import GraphNode, GraphView
+
+    def view(count: int) -> GraphView:
+        return GraphView(tuple(GraphNode(f"m{i}", f"memory {i}", "semantic", i / max(count - 1, 1), i)
+                               for i in range(count)), ())
+    small, crowded, largest = node_sizes(view(20)), node_sizes(view(700)), node_sizes(view(2000))
+    assert small.max() == 30 and small.min() == 8  # a small graph as before
+    assert crowded.max() < 0.6 * small.max() and largest.max() <= crowded.max()
+    assert largest.min() >= 3  # still a dot to click
+
+
 def test_graph_panel_gains_nodes_as_memories_arrive(qtbot, window, window_db):
     db = window_db
     panel = window.show_panel("graph")

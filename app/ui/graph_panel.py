@@ -26,11 +26,15 @@ OUTLINE_PX = 2.0  # half the selected node's outline, and a hair: how far past i
 EDGE_WIDTHS = (0.75, 1.5, 2.5, 4.0)  # pixels, by Hebbian weight quarter: one path per width, not one per edge
 HINT = "Click a node to inspect it, then show its neighbourhood."
 EMPTY = "No memories yet: the graph grows as you chat."
+SPACIOUS, SMALLEST_SCALE = 150, 0.35  # node sizes: see node_sizes
 
 
 def node_sizes(view: GraphView) -> np.ndarray:
-    """Pixel sizes from importance (memories) or number of links (entities)."""
-    return np.round(8.0 + 22.0 * node_weights(view))  # whole pixels: few distinct symbols to render
+    """Pixel sizes from importance (memories) or number of links (entities): 8–30 px in a graph of up to SPACIOUS
+    nodes; past it smaller by the square root of the crowding, so the nodes cover about as much of the picture at
+    700 as at 150 (at 8–30 px, 700 memories were one solid mass), never under a third of that."""
+    scale = min(1.0, max(SMALLEST_SCALE, (SPACIOUS / max(len(view.nodes), 1)) ** 0.5))
+    return np.round(scale * (8.0 + 22.0 * node_weights(view)))  # whole pixels: few distinct symbols to render
 
 
 def edge_buckets(view: GraphView) -> np.ndarray:
