@@ -18,12 +18,10 @@ def spring_positions(count: int, edges: np.ndarray, weights: np.ndarray, start: 
                      iterations: int = 40, seed: int = 7) -> np.ndarray:
     """(count, 2) positions scaled so the farthest coordinate is 1, centred on 0. `edges`: (m, 2) node indices;
     `start`: earlier positions to begin from (a layout that only moves a little), else random ones."""
-    if count == 0:
-        return np.zeros((0, 2))
-    rng = np.random.default_rng(seed)
-    pos = (rng.random((count, 2)) if start is None else np.asarray(start, dtype=float)).astype(np.float32)
-    if count == 1:
-        return np.zeros((1, 2))
+    if count <= 1:
+        return np.zeros((count, 2))  # one node sits at the centre
+    start = np.random.default_rng(seed).random((count, 2)) if start is None else start
+    pos = np.asarray(start, dtype=np.float32).copy()  # moved in place; the caller's array is left alone
     k = np.float32(np.sqrt(1.0 / count))
     edges = np.asarray(edges, dtype=np.int64).reshape(-1, 2)
     weights = np.asarray(weights, dtype=np.float32)
