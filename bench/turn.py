@@ -1,7 +1,8 @@
 """Memory overhead of one chat turn, and one idle-time pass: `python -m bench.turn [--n 10000,100000] [--json]`.
 
 For each N, a fresh store of N synthetic memories (real MiniLM vectors, cached like bench/recall.py), spread
-over the past year, with critical facts, Hebbian edges and 2,000 earlier conversation turns. Then, per turn,
+over the past year, with critical facts, Hebbian edges and 2,000 earlier conversation turns (three sentences each, every sentence
+with its vector). Then, per turn,
 through core.assistant.Assistant with a scripted chat model (the model's own generation is not timed) that counts
 the prompt's tokens with a real chat tokenizer, as the product does (`tokens_counted_with`):
 
@@ -47,6 +48,8 @@ from core.config import Settings  # noqa: E402
 from core.memory import hebbian  # noqa: E402
 from core.memory.index import index_episodes  # noqa: E402
 from core.memory.recall import recall  # noqa: E402
+from core.memory.sentences import sentence_spans  # noqa: E402
+from core.store import sentences as stored_sentences  # noqa: E402
 from core.store import vectors  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.memories import add_memory  # noqa: E402
@@ -55,6 +58,7 @@ from tests.fakes import ScriptedChatModel  # noqa: E402
 
 DAY = 86400.0
 EPISODES = 2000
+SENTENCES_A_TURN = 3
 EDGES_PER_MEMORY = 0.5
 CRITICAL = ("The user is allergic to penicillin.", "The user takes metformin every morning.",
             "The user has asthma.", "The user must never eat shellfish.")
@@ -158,14 +162,24 @@ def _edges(db, n: int, rng: random.Random) -> None:
 
 
 def _episodes(db, texts: list[str], matrix: np.ndarray, now: float, rng: random.Random) -> None:
+    """EPISODES earlier turns of three sentences each, with the reply "Noted.": each sentence has its own vector
+    (the matrix's, as the product gives a turn's sentences theirs: core.memory.sentences) and the turn the
+    normalised mean of the three (its own MiniLM vector would cost 2,000 more embeddings a run)."""
     session = create_session(db, "earlier")
+    count = min(EPISODES, len(texts) // SENTENCES_A_TURN)
     with db.transaction():
-        ids = []
-        for i in range(min(EPISODES, len(texts))):
+        ids, spans = [], {}
+        for i in range(count):
+            said = texts[SENTENCES_A_TURN * i:SENTENCES_A_TURN * (i + 1)]
             db.execute("INSERT INTO episodes(session_id, user_text, assistant_text, created_at) VALUES (?,?,?,?)",
-                       (session, texts[i], "Noted.", now - rng.uniform(0, 60) * DAY))
+                       (session, " ".join(said), "Noted.", now - rng.uniform(0, 60) * DAY))
             ids.append(db.conn.last_insert_rowid())
-        vectors.upsert_vectors(db, "episode", ids, matrix[:len(ids)])
+            spans[ids[-1]] = sentence_spans(" ".join(said))
+        parts = matrix[:count * SENTENCES_A_TURN]
+        turns = parts.reshape(count, SENTENCES_A_TURN, -1).mean(axis=1)
+        vectors.upsert_vectors(db, "episode", ids, turns / np.linalg.norm(turns, axis=1, keepdims=True))
+        assert all(len(s) == SENTENCES_A_TURN for s in spans.values())  # one vector a sentence, in order
+        stored_sentences.write(db, spans, parts)
 
 
 def token_counter() -> tuple[Callable[[str], int], str]:

@@ -190,16 +190,35 @@ def consolidation_handler(services: Any, db: Database) -> Handler:
 
 
 def forgetting_handler(services: Any, db: Database) -> Handler:
+    """The daily pass, then, a step at a time (the job yields between them when the user comes back), the older
+    turns' sentence vectors a store from before schema 9 still lacks; the vector index's upkeep after each."""
     from core.memory import forget
+    from core.memory.index import index_sentence_backlog
 
     def step(payload: Mapping[str, Any], state: Mapping[str, Any]) -> Step:
-        result = forget.forgetting_pass(db, services.settings, embedder=services.embedder)
+        if "archived" not in state:
+            result = forget.forgetting_pass(db, services.settings, embedder=services.embedder)
+            state = {"archived": len(result.archived), "compacted": len(result.compacted), "sentences": 0,
+                     "message": f"archived {counted(len(result.archived), 'fact')}, compacted "
+                                f"{counted(len(result.compacted), 'turn')} into "
+                                f"{counted(len(result.summaries), 'summary')}"}
+        else:
+            state = {**state, "sentences": state.get("sentences", 0) + index_sentence_backlog(db, services.embedder)}
         vectors.upkeep(db)  # idle-time upkeep of recall's vector index: clusters, packs
-        return Step({"archived": len(result.archived), "compacted": len(result.compacted)}, 1.0,
-                    f"archived {counted(len(result.archived), 'fact')}, compacted "
-                    f"{counted(len(result.compacted), 'turn')} into {counted(len(result.summaries), 'summary')}",
-                    done=True)
+        given, left = state["sentences"], sentence_backlog(db)
+        message = state.get("message", "") + (f"; gave {counted(given, 'older turn')} their sentence vectors"
+                                               if given else "")
+        return Step(state, 1.0 if not left else 0.5 + 0.5 * given / (given + left), message, done=not left)
     return stepwise(step)
+
+
+def sentence_backlog(db: Database) -> int:
+    """How many turns written before schema 9 still wait for their sentence vectors."""
+    from core.store import sentences
+    below = sentences.backfill_below(db)
+    if below is None:
+        return 0
+    return int(db.scalar("SELECT count(*) FROM episodes WHERE id < ?", (below,)) or 0)
 
 
 def finetune_handler(services: Any, db: Database) -> Handler:

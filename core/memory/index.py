@@ -3,12 +3,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from core.memory.sentences import sentence_text, turn_sentences
 from core.protocols import Embedder
-from core.store import vectors
+from core.store import sentences, vectors
 from core.store.db import Database
 from core.types import Episode, Memory
 from core.store.episodes import get_episodes
@@ -61,9 +62,19 @@ def export_texts(data: Mapping[str, Any]) -> list[str]:
     """The texts an import will index, predicted from the parsed export (so they are embedded beforehand)."""
     texts = [str(row["statement"]) for row in data.get("memories", ())]
     for row in data.get("episodes", ()):
-        texts.append(episode_text(SimpleNamespace(speaker=row.get("speaker") or "user", user_text=row["user_text"],
-                                                  assistant_text=row.get("assistant_text") or "")))
+        texts += episode_texts(SimpleNamespace(speaker=row.get("speaker") or "user", user_text=row["user_text"],
+                                               assistant_text=row.get("assistant_text") or ""))
     return texts
+
+
+def episode_texts(episode: Episode) -> list[str]:
+    """Every text an episode's vectors are made from: the whole turn, then its sentences (core.memory.sentences)."""
+    return [episode_text(episode), *_sentence_texts(episode)]
+
+
+def _sentence_texts(episode: Episode) -> list[str]:
+    spans = turn_sentences(episode.user_text, episode.assistant_text)
+    return [sentence_text(episode.speaker, episode.user_text[start:end]) for start, end in spans]
 
 
 def ensure_bound(db: Database, embedder: Embedder) -> None:
@@ -79,15 +90,28 @@ def index_memories(db: Database, embedder: Embedder, ids: Sequence[int]) -> None
 
 
 def index_episodes(db: Database, embedder: Embedder, ids: Sequence[int]) -> None:
+    """The turns' vectors, and their sentences' where the store keeps them: embedded first, then written in one
+    transaction (a turn is never left with its vector and without its sentences)."""
     ensure_bound(db, embedder)
     found = get_episodes(db, ids)
-    order = [i for i in ids if i in found]
-    if order:
-        vectors.upsert_vectors(db, "episode", order, embedder.embed([episode_text(found[i]) for i in order]))
+    order = list(dict.fromkeys(i for i in ids if i in found))
+    if not order:
+        return
+    spans = {i: turn_sentences(found[i].user_text, found[i].assistant_text) for i in order}
+    made = embedder.embed([episode_text(found[i]) for i in order] + _pieces(found, spans))
+    with db.transaction():
+        vectors.upsert_vectors(db, "episode", order, made[:len(order)])
+        sentences.write(db, spans, made[len(order):])
+
+
+def _pieces(found: Mapping[int, Episode], spans: Mapping[int, Sequence[tuple[int, int]]]) -> list[str]:
+    """The texts of the turns' sentences, in the order of `spans`."""
+    return [sentence_text(found[i].speaker, found[i].user_text[a:b]) for i in spans for a, b in spans[i]]
 
 
 def repair_missing_vectors(db: Database, embedder: Embedder) -> int:
-    """Give every memory and episode without a vector its vector (recall cannot find a row without one)."""
+    """Give every memory and episode without a vector its vector (recall cannot find a row without one; a sentence
+    is written with its vector)."""
     repaired = 0
     for table, index in (("memory", index_memories), ("episode", index_episodes)):
         missing = vectors.ids_without_vectors(db, table)
@@ -95,3 +119,28 @@ def repair_missing_vectors(db: Database, embedder: Embedder) -> int:
             index(db, embedder, missing)
             repaired += len(missing)
     return repaired
+
+
+def stored_sentence_texts(db: Database) -> Iterable[tuple[int, str]]:
+    """(sentence id, what its vector is made from) of every stored sentence (a re-embed)."""
+    return ((sid, sentence_text(who, text)) for sid, who, text in sentences.spoken(db))
+
+
+def index_sentence_backlog(db: Database, embedder: Embedder, most: int = 512, batch: int = 128) -> int:
+    """Give up to `most` of the turns written before sentences had vectors (schema 9) theirs, newest first, `batch`
+    turns to a transaction: idle-time work, a step of the daily forgetting job at a time. Returns the turns done
+    (0: none is left); a kill loses at most the batch in hand."""
+    done = 0
+    while done < most and (below := sentences.backfill_below(db)) is not None:
+        ensure_bound(db, embedder)
+        ids = [int(r[0]) for r in db.execute("SELECT id FROM episodes WHERE id < ? ORDER BY id DESC LIMIT ?",
+                                             (below, min(int(batch), most - done)))]
+        found = get_episodes(db, ids)  # embedded before the write lock is taken
+        spans = {i: turn_sentences(found[i].user_text, found[i].assistant_text) for i in found}
+        pieces = _pieces(found, spans)
+        made = embedder.embed(pieces) if pieces else np.zeros((0, embedder.dimension), np.float32)
+        with db.transaction():
+            sentences.write(db, spans, made)
+            sentences.set_backfill_below(db, min(ids) if ids else None)
+        done += len(ids)
+    return done

@@ -9,15 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
-from core.errors import InvalidInput
+from core.errors import InvalidInput, WorkStopped
 from core.memory import index, rejected
 from core.protocols import Embedder
-from core.store import backups, entities, episodes, export, files, history, memories, rejections, vectors, wipe
+from core.store import (backups, entities, episodes, export, files, history, memories, rejections, sentences,
+                        vectors, wipe)
 from core.store.db import Database
 from core.store.text import clean_text
 from core.types import Episode, HistoryEntry, Memory
 
 MAX_IMPORT_BYTES = 512 * 1024 * 1024
+REEMBED_BATCH = 256  # sentences embedded between two looks at `stop`
 SAID_OUTRIGHT = 0.9  # the confidence of a memory the user adds by hand (`engram memory add`, Add a memory…)
 RESTATE_STEP = 0.1  # saying a remembered fact again makes it this much more certain (as reconcile's duplicate does)
 
@@ -260,7 +262,19 @@ class MemoryManager:
     def reembed(self, stop: Callable[[], bool] | None = None) -> int:
         """Remake every vector with this manager's embedder (after switching models); `stop` as vectors.reembed's."""
         embedder = self._embedder()
-        return vectors.reembed(self.db, embedder.name, embedder.dimension, self._texts, embedder.embed, stop=stop)
+        ready = index.Precomputed(embedder)  # a turn's sentences: embedded before the lock too, stoppable
+        said = [text for _, text in index.stored_sentence_texts(self.db)]
+        for start in range(0, len(said), REEMBED_BATCH):
+            if stop is not None and stop():
+                raise WorkStopped("re-embedding stopped before any vector was changed")
+            ready.embed(said[start:start + REEMBED_BATCH])
+
+        def swap_sentences() -> None:  # inside the swap's transaction: sentences added meanwhile are embedded here
+            rows = list(index.stored_sentence_texts(self.db))
+            sentences.replace_vectors(self.db, zip((i for i, _ in rows), ready.embed([t for _, t in rows])))
+
+        return vectors.reembed(self.db, embedder.name, embedder.dimension, self._texts, embedder.embed, stop=stop,
+                               then=swap_sentences)
 
     def _texts(self, table: str) -> Iterable[tuple[int, str]]:
         if table == "memory":

@@ -12,7 +12,7 @@ import numpy as np
 
 from core.errors import EmbedderMismatch
 from core.memory.query import quote_fts
-from core.store import vectors
+from core.store import sentences, vectors
 from core.store.db import Database
 
 FTS_TABLES = {"memory": "memories_fts", "episode": "episodes_fts"}
@@ -48,9 +48,25 @@ def check_embedder(db: Database, name: str, dimension: int) -> bool:
 
 def vector_candidates(db: Database, kind: str, query: np.ndarray, limit: int,
                       keep: Callable[[list[int]], set[int]] | None = None) -> dict[int, float]:
-    """id → cosine distance of the `limit` nearest rows; with `keep`, passing over those it refuses where the
-    vector search can (core.store.vectors.knn). Others may come back: recall filters them."""
-    return dict(vectors.knn(db, kind, query, limit, keep=keep))  # type: ignore[arg-type]
+    """id → cosine distance of the `limit` nearest rows, nearest first; with `keep`, passing over those it refuses
+    where the vector search can (core.store.vectors.knn). Others may come back: recall filters them.
+    Turns are found by their own vectors, then each one's distance is the nearer of its own and its nearest
+    sentence's (core.memory.sentences): sentences rescore, they are not searched (LoCoMo dev R@10/R@50: a search of
+    the sentences as well 0.8285/0.9252, rescoring alone 0.8284/0.9261, ~1.5 ms a recall cheaper)."""
+    found = dict(vectors.knn(db, kind, query, limit, keep=keep))  # type: ignore[arg-type]
+    if kind != "episode":
+        return found
+    for turn, distance in sentences.best_distances(db, query, list(found)).items():
+        found[turn] = min(distance, found[turn])
+    return dict(sorted(found.items(), key=lambda item: (item[1], item[0])))
+
+
+def turn_distances(db: Database, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
+    """turn id → exact cosine distance from the query: the nearer of its own vector's and its nearest sentence's."""
+    found = vectors.distances(db, "episode", query, list(ids))
+    for turn, distance in sentences.best_distances(db, query, list(ids)).items():
+        found[turn] = min(distance, found.get(turn, distance))
+    return found
 
 
 def bm25_candidates(db: Database, kind: str, terms: Sequence[str], limit: int) -> dict[int, float]:
@@ -168,5 +184,7 @@ def strong_edges(db: Database, seeds: Sequence[int], min_weight: float) -> list[
 
 
 def distances_to(db: Database, kind: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-    """Exact cosine distance from the query to each given row that has a vector."""
+    """Exact cosine distance from the query to each given row that has a vector (a turn's: see turn_distances)."""
+    if kind == "episode":
+        return turn_distances(db, query, ids)
     return vectors.distances(db, kind, query, list(ids))  # type: ignore[arg-type]

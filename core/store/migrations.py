@@ -11,7 +11,7 @@ from typing import Callable
 
 import apsw
 
-from core.store.migrations_later import v6_rejections, v7_turn_learning, v8_reply_drew_on
+from core.store.migrations_later import v6_rejections, v7_turn_learning, v8_reply_drew_on, v9_sentences
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
 
@@ -385,6 +385,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "turn learning: waiting turns indexed, claimed once, given up after a few failures",
               v7_turn_learning),
     Migration(8, "reply memories say which ones the reply drew on", v8_reply_drew_on),
+    Migration(9, "a turn's sentences, each with a vector of its own", v9_sentences),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -49,3 +49,23 @@ def v8_reply_drew_on(conn: apsw.Connection) -> None:
     """Which of a reply's context memories it drew on (core.memory.attribution): 1 drew on, 0 only recalled, NULL
     for replies stored before Engram told the two apart."""
     conn.execute("ALTER TABLE reply_memories ADD COLUMN drew_on INTEGER")
+
+
+_V9_SENTENCES = """
+-- A turn's sentences with a vector each (core.memory.sentences): offsets into its user_text (the text is never
+-- stored twice) and the float vector, made by the store's embedder. Derived data, gone with its turn.
+CREATE TABLE episode_sentences(
+    id INTEGER PRIMARY KEY,
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,
+    span_start INTEGER NOT NULL,
+    span_end INTEGER NOT NULL,
+    embedding BLOB NOT NULL
+);
+CREATE INDEX episode_sentences_episode ON episode_sentences(episode_id);
+-- The turns written before this version get their sentences in idle time, newest first, below this id.
+INSERT INTO meta(key, value) SELECT 'sentences_backfill_below', max(id) + 1 FROM episodes HAVING count(*) > 0;
+"""
+
+
+def v9_sentences(conn: apsw.Connection) -> None:
+    conn.execute(_V9_SENTENCES)

@@ -88,7 +88,7 @@ def _create_tables(db: Database, dimension: int) -> None:
 
 def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.ndarray) -> None:
     name = _table(table)
-    vectors = _as_matrix(db, vectors, len(ids))
+    vectors = checked_matrix(db, vectors, len(ids))
     keys = [int(i) for i in ids]
     with db.transaction():
         left = vector_packs.leaving(db, name, keys) if _has_bits(db) else {}
@@ -199,7 +199,7 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
     a search past mostly archived rows costs no deeper search; bit-scanned rows may still come back unkept."""
     if bound_embedder(db) is None or k <= 0:
         return []
-    vector = _as_matrix(db, query, 1)[0]
+    vector = checked_matrix(db, query, 1)[0]
     name = _table(table)
     if not _has_bits(db):
         return _legacy_float_knn(db, name, vector, min(int(k), MAX_CANDIDATES))
@@ -282,7 +282,7 @@ def distances(db: Database, table: Table, query: np.ndarray, ids: Sequence[int])
     """Exact cosine distance from the query to each given row that has a vector."""
     if bound_embedder(db) is None or not ids:
         return {}
-    vector = _as_matrix(db, query, 1)[0]
+    vector = checked_matrix(db, query, 1)[0]
     source = f"{_table(table)}_float" if _has_bits(db) else _table(table)
     return _cosine_distances(db, source, vector, list(ids))
 
@@ -312,14 +312,15 @@ def get_vectors(db: Database, table: Table, ids: Sequence[int]) -> dict[int, np.
 
 def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table], Iterable[tuple[int, str]]],
             embed: Callable[[list[str]], np.ndarray], batch: int = 256,
-            stop: Callable[[], bool] | None = None) -> int:
+            stop: Callable[[], bool] | None = None, then: Callable[[], None] | None = None) -> int:
     """Drop every vector and embed all rows again with a new model; returns the rows embedded.
 
     The rows are embedded first, outside any transaction (minutes with a large model: the chat goes on writing
     meanwhile); then one transaction swaps every vector and the binding, embedding again only the rows added or
     edited in between. A failure or a quit half-way leaves the old model's vectors and binding as they were, not
     a store bound to the new model with half its rows missing from recall. `stop` is asked before each batch of
-    the first part (the app quitting): WorkStopped, and nothing has changed."""
+    the first part (the app quitting): WorkStopped, and nothing has changed. `then` runs inside that transaction,
+    once the new model is bound: the caller's other vectors swapped with these (a turn's sentences)."""
     ready = {table: _embedded(list(texts_for(table)), embed, batch, stop) for table in VEC_TABLES}
     done = 0
     with db.transaction():
@@ -337,6 +338,8 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
                 chunk = [i for i, _ in rows[start:start + batch]]
                 upsert_vectors(db, table, chunk, np.stack([made[i][1] for i in chunk]))  # type: ignore[arg-type]
             done += len(rows)
+        if then is not None:
+            then()
         upkeep(db)
     return done
 
@@ -387,7 +390,9 @@ def _table(table: str) -> str:
         raise InvalidInput(f"unknown vector table {table!r}") from None
 
 
-def _as_matrix(db: Database, vectors: np.ndarray, rows: int) -> np.ndarray:
+def checked_matrix(db: Database, vectors: np.ndarray, rows: int) -> np.ndarray:
+    """`rows` vectors as contiguous float32 rows of the bound embedder's dimension, all finite (also what a turn's
+    sentences store beside the vector tables); InvalidInput or EmbedderMismatch otherwise."""
     bound = bound_embedder(db)
     try:
         matrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(rows, -1))

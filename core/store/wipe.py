@@ -25,17 +25,18 @@ if TYPE_CHECKING:  # annotations only: db imports the migrations, never this mod
 # Children before parents (foreign keys are on); FTS rows go with their tables through the triggers.
 WIPED_TABLES = ("reply_memories", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
                 "memory_history", "forgetting_events", "rejections", "learning_goals", "hypotheses", "memories",
-                "entities", "turn_learning", "episodes", "sessions")
+                "entities", "turn_learning", "episode_sentences", "episodes", "sessions")
 # Parents before children, for putting a backup's rows back.
-RESTORED_TABLES = ("sessions", "memories", "episodes", "entities", "hypotheses", "learning_goals", "memory_sources",
-                   "memory_entities", "hypothesis_evidence", "edges", "reply_memories", "memory_history",
-                   "forgetting_events", "rejections", "turn_learning")
+RESTORED_TABLES = ("sessions", "memories", "episodes", "episode_sentences", "entities", "hypotheses",
+                   "learning_goals", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
+                   "reply_memories", "memory_history", "forgetting_events", "rejections", "turn_learning")
 # What the user sees counted: the table, and its name in words.
 COUNTED = (("memories", "memories", "memory"), ("episodes", "conversation turns", "conversation turn"),
            ("sessions", "conversations", "conversation"), ("edges", "graph links", "graph link"),
            ("hypotheses", "hypotheses", "hypothesis"), ("learning_goals", "learning goals", "learning goal"))
 ONE_OF = {many: one for _, many, one in COUNTED}  # "1 memory", not "1 memories"
-META_KEYS = ("behaviour_instructions", "consolidation_memory_cursor", "learned_retention", "learned_recall")
+META_KEYS = ("behaviour_instructions", "consolidation_memory_cursor", "learned_retention", "learned_recall",
+             "sentences_backfill_below")
 LABEL = "before-forget-everything"
 ATTEMPTS = 3  # backups taken before giving up on a store another process keeps writing
 WHAT_STAYS = "settings, downloaded models, fine-tuned adapters (switched off) and the job history"

@@ -1,0 +1,73 @@
+"""A turn's sentences with a vector each (core.memory.sentences says why): rows of offsets into the turn's
+user_text (never the text again) and the float vector, gone with their turn by cascade. Recall reads them only to
+rescore the turns it has already found (best_distances): no search of its own, so no index beyond the turn id."""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping, Sequence
+
+import numpy as np
+
+from core.store import vectors
+from core.store.db import Database
+
+BACKFILL_KEY = "sentences_backfill_below"  # the turns below this id were written before sentences had vectors
+_BATCH = 500  # ids a statement names at most
+
+
+def write(db: Database, spans: Mapping[int, Sequence[tuple[int, int]]], matrix: np.ndarray) -> None:
+    """Replace these turns' sentences with `spans` (turn id → its sentences' offsets, in order; an empty list
+    leaves the turn none) and their vectors, the rows of `matrix` in the same order. One transaction."""
+    rows = [(int(e), int(start), int(end)) for e, pieces in spans.items() for start, end in pieces]
+    matrix = vectors.checked_matrix(db, matrix, len(rows)) if rows else matrix
+    with db.transaction():
+        delete(db, list(spans))
+        db.conn.executemany("INSERT INTO episode_sentences(episode_id, span_start, span_end, embedding) "
+                            "VALUES (?, ?, ?, ?)", [(*row, v.tobytes()) for row, v in zip(rows, matrix)])
+
+
+def delete(db: Database, episode_ids: Sequence[int]) -> None:
+    """These turns' sentences, vectors and all (a turn indexed again; a purge's cascade does the same)."""
+    keys = sorted({int(i) for i in episode_ids})
+    for start in range(0, len(keys), _BATCH):
+        chunk = keys[start:start + _BATCH]
+        db.execute(f"DELETE FROM episode_sentences WHERE episode_id IN ({','.join('?' * len(chunk))})", chunk)
+
+
+def best_distances(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -> dict[int, float]:
+    """turn id → cosine distance from the query to its nearest sentence, for the turns that have sentences."""
+    found: dict[int, float] = {}
+    vector = np.ascontiguousarray(query, dtype=np.float32).tobytes()
+    keys = sorted({int(i) for i in episode_ids})
+    for start in range(0, len(keys), _BATCH):
+        chunk = keys[start:start + _BATCH]
+        found.update((int(e), float(d)) for e, d in db.execute(
+            "SELECT episode_id, min(vec_distance_cosine(embedding, ?)) FROM episode_sentences "
+            f"WHERE episode_id IN ({','.join('?' * len(chunk))}) GROUP BY episode_id", [vector, *chunk]))
+    return found
+
+
+def spoken(db: Database) -> Iterator[tuple[int, str, str]]:
+    """(sentence id, who said it, the sentence) of every stored sentence, in id order."""
+    for sid, start, end, speaker, user_text in db.execute(
+            "SELECT s.id, s.span_start, s.span_end, e.speaker, e.user_text FROM episode_sentences s "
+            "JOIN episodes e ON e.id = s.episode_id ORDER BY s.id"):
+        yield int(sid), speaker, user_text[start:end]
+
+
+def replace_vectors(db: Database, made: Iterable[tuple[int, np.ndarray]]) -> None:
+    """New vectors for stored sentences, by sentence id (a re-embed with another model)."""
+    db.conn.executemany("UPDATE episode_sentences SET embedding = ? WHERE id = ?",
+                        [(np.ascontiguousarray(v, dtype=np.float32).tobytes(), int(i)) for i, v in made])
+
+
+def backfill_below(db: Database) -> int | None:
+    """The id below which turns may still lack their sentences (written by an Engram before schema 9)."""
+    value = db.scalar("SELECT value FROM meta WHERE key = ?", (BACKFILL_KEY,))
+    return None if value is None else int(value)
+
+
+def set_backfill_below(db: Database, below: int | None) -> None:
+    if below is None or below <= 0:
+        db.execute("DELETE FROM meta WHERE key = ?", (BACKFILL_KEY,))
+    else:
+        db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (BACKFILL_KEY, str(int(below))))
