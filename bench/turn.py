@@ -1,10 +1,10 @@
 """Memory overhead of one chat turn, and one idle-time pass: `python -m bench.turn [--n 10000,100000] [--json]`.
 
 For each N, a fresh store of N synthetic memories (real MiniLM vectors, cached like bench/recall.py), spread
-over the past year, with critical facts, Hebbian edges and 2,000 earlier conversation turns (three sentences each, every sentence
-with its vector). Then, per turn,
-through core.assistant.Assistant with a scripted chat model (the model's own generation is not timed) that counts
-the prompt's tokens with a real chat tokenizer, as the product does (`tokens_counted_with`):
+over the past year, with critical facts, Hebbian edges and 2,000 earlier conversation turns (three sentences each,
+every sentence with its vector). Then, per turn, through core.assistant.Assistant with a scripted chat model (the
+model's own generation is not timed) that counts the prompt's tokens with a real chat tokenizer, as the product does
+(`tokens_counted_with`):
 
   overhead = prepare (recall + critical facts + context assembly)
            + finish (episode row, reply attribution, access counts, co-activation)
