@@ -176,3 +176,12 @@ def test_the_daily_forgetting_job_gives_older_turns_their_sentences_a_step_at_a_
     assert len(steps) == 2 and sentence_backlog(db) == 0  # two steps of at most two turns each
     assert {turn for turn, _, _ in _sentence_rows(db)} == set(ids)
     db.close()
+
+
+def test_a_paste_of_the_largest_size_splits_in_one_pass_whatever_its_spaces():
+    """A run of spaces with no line break once cost quadratic time (a 200,000-character paste: about a minute)."""
+    from core.store.text import MAX_TEXT_CHARS
+    hostile = "a" + " " * (MAX_TEXT_CHARS - 2) + "b"
+    assert sentence_spans(hostile) == [(0, MAX_TEXT_CHARS)]
+    lines = ("word " * 20 + "\n") * (MAX_TEXT_CHARS // 101)
+    assert len(sentence_spans(lines)) == MAX_SENTENCES
