@@ -90,8 +90,8 @@ def index_memories(db: Database, embedder: Embedder, ids: Sequence[int]) -> None
 
 
 def index_episodes(db: Database, embedder: Embedder, ids: Sequence[int]) -> None:
-    """The turns' vectors, and their sentences' where the store keeps them: embedded first, then written in one
-    transaction (a turn is never left with its vector and without its sentences)."""
+    """The turns' vectors and their sentences' (core.memory.sentences): embedded first, then written in one
+    transaction, so a turn is never left with its vector and without its sentences (or with an old reply's)."""
     ensure_bound(db, embedder)
     found = get_episodes(db, ids)
     order = list(dict.fromkeys(i for i in ids if i in found))
