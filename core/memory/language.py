@@ -125,9 +125,9 @@ def _part_script(part: str, shape: bool = True) -> str | None:
     if len(scripts) != 1 or None in scripts:
         return None  # a combining mark of another script ("red͚") or a stray letter ("w蝻") is noise
     script = scripts.pop()
-    if script == "LATIN" and shape and not _plausible_latin(part):
-        return None
     if len(part) > MAX_WORD_LETTERS and script not in _CJK_FAMILY:
+        return None  # first: the shape check's fragment search is quadratic in the word's length
+    if script == "LATIN" and shape and not _plausible_latin(part):
         return None
     return script
 
