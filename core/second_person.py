@@ -100,8 +100,7 @@ def _first_person(body: str) -> str:
     keys"."""
     def said_to_you(found: re.Match) -> str:
         words = found.group()
-        before, after = body[:found.start()], body[found.end():]
-        if words == "I" and (_numeral(before, after) or _agrees_with_he(after)):
+        if words == "I" and (_numeral(body, found) or _agrees_with_he(body, found.end())):
             return words
         plain = words.lower().replace("\u2019", "'")
         turned = _apostrophe_like(SAID_TO_YOU[plain], words)
@@ -109,17 +108,24 @@ def _first_person(body: str) -> str:
     return FIRST_PERSON.sub(said_to_you, body)
 
 
-def _agrees_with_he(after: str) -> bool:
+# Read at a position in the sentence rather than on slices of it: a slice per "I" made "I I I …" quadratic.
+NEXT_WORD = re.compile(rf" \s*({WORD.pattern})")
+NAME_BEFORE = re.compile(r"([A-Z][a-z]+)\s$")
+NAME_LOOKBACK = 100  # a name before its numeral ("Henry I") is a few characters long
+NUMERAL_AFTER = re.compile(r"\s*$|[.,;:!?)]|\s+of\b")
+
+
+def _agrees_with_he(body: str, end: int) -> bool:
     """ "I is", "I likes": not English first person; shown as stored rather than as "You is"."""
-    following = WORD.match(after.lstrip()) if after[:1] == " " else None
-    word = following.group().lower().replace("\u2019", "'") if following else ""
+    following = NEXT_WORD.match(body, end)
+    word = following.group(1).lower().replace("\u2019", "'") if following else ""
     return word in IRREGULAR or (word not in ADVERBS and _third_person(word))
 
 
-def _numeral(before: str, after: str) -> bool:
+def _numeral(body: str, found: re.Match) -> bool:
     """ "Henry I", "World War I.", "Henry I of England": a name's numeral, not the user."""
-    name = re.search(r"([A-Z][a-z]+)\s$", before)
-    return bool(name and name.group(1).lower() not in PERSONS and re.match(r"\s*$|[.,;:!?)]|\s+of\b", after))
+    name = NAME_BEFORE.search(body, max(0, found.start() - NAME_LOOKBACK), found.start())
+    return bool(name and name.group(1).lower() not in PERSONS and NUMERAL_AFTER.match(body, found.end()))
 
 
 def _possessive_start(body: str) -> str | None:

@@ -165,3 +165,13 @@ def test_you_is_never_left_with_a_verb_that_agrees_with_he(text):
     shown = to_second_person(text)
     assert not re.search(r"\bYou (is|was|has|does|doesn't|likes|lives|studies|watches)\b", shown), (text, shown)
     assert not re.search(r"\byou (is|was|has|does)\b", shown), (text, shown)
+
+
+@pytest.mark.parametrize("stored, shown", [
+    ("I " * 100_000, "You " + "you " * 99_999),
+    ("I me " * 40_000, "You you " + "you you " * 39_999),
+    ("Henry I of " * 20_000, "Henry I of " * 20_000),
+])
+def test_a_long_first_person_text_is_turned_whole(stored, shown):
+    # Each "I" once copied and searched all the text before it: 200,000 characters of "I " took over a minute.
+    assert to_second_person(stored) == shown
