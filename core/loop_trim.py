@@ -4,6 +4,7 @@ stays in order; a line cut off mid-way that only begins a line already said goes
 from __future__ import annotations
 
 import re
+from bisect import bisect_left, bisect_right
 
 # A phrase of 3 to 120 characters said three times or more in a row on one line ("a Venezia, a Venezia, a Venezia").
 _REPEATED = re.compile(r"([^\n]{3,120}?)\1{2,}")
@@ -18,29 +19,45 @@ def without_loop(text: str) -> str:
             continue
         said.add(words)
         kept.append(line)
-    while kept and _cut_off(kept[-1].strip(), [k.strip() for k in kept[:-1]]):
-        kept.pop()
+    _drop_cut_off_end(kept)
     trimmed = "".join(kept)
     return trimmed if trimmed == text else trimmed.rstrip()
 
 
 def _collapsed(text: str) -> str:
     """Each phrase said three times or more in a row once; a cut-off start of it after the last one goes too."""
-    out, at = [], 0
+    out, at, line_end = [], 0, -1
     for found in _REPEATED.finditer(text):
         phrase = found.group(1)
         if not has_letter(phrase):
             continue  # a table's rule or a row of dashes is not a loop
-        rest = text[found.end():].split("\n", 1)[0]
+        if line_end < found.end():  # looked up once per line: a copy of the rest per match made long lines quadratic
+            newline = text.find("\n", found.end())
+            line_end = newline if newline >= 0 else len(text)
+        rest = text[found.end():line_end]
         end = found.end() + (len(rest) if rest and phrase.startswith(rest) else 0)
         out.append(text[at:found.start()] + phrase)
         at = end
     return "".join(out) + text[at:]
 
 
+def _drop_cut_off_end(kept: list[str]) -> None:
+    """Drop the reply's last lines while each only begins a line before it (the loop was stopped mid-line)."""
+    stripped = [line.strip() for line in kept]
+    # The lines before the last, sorted, so each check is a look-up rather than a scan of them all.
+    before = sorted(stripped[:-1])
+    while kept and _cut_off(stripped[-1], before):
+        kept.pop()
+        stripped.pop()
+        if stripped:
+            del before[bisect_left(before, stripped[-1])]
+
+
 def _cut_off(last: str, before: list[str]) -> bool:
-    """The reply's last line only begins one of the lines before it (the loop was stopped mid-line)."""
-    return bool(last) and any(line != last and line.startswith(last) for line in before)
+    """Whether `last` begins a different line of `before` (sorted): lines that begin with `last` and are longer
+    sort right after any copies of `last` itself."""
+    after_copies = bisect_right(before, last)
+    return bool(last) and after_copies < len(before) and before[after_copies].startswith(last)
 
 
 def has_letter(text: str) -> bool:

@@ -34,6 +34,20 @@ def test_a_reply_with_no_loop_in_it_comes_back_as_it_was():
     assert without_loop("Hmm... well, ok!!! 111 222") == "Hmm... well, ok!!! 111 222"
 
 
+def test_a_long_run_of_cut_off_lines_at_the_end_all_go():
+    # Each line that only begins one before it is dropped; checking each against all before it was quadratic.
+    whole = [f"a{n:05d}x" for n in range(12_307)]
+    cut_off = [f"a{n:05d}" for n in range(12_307)]
+    assert without_loop("\n".join(whole + cut_off)) == "\n".join(whole)
+    assert without_loop("\n".join(whole + cut_off[::-1])) == "\n".join(whole)
+
+
+def test_a_copy_of_a_line_is_not_cut_off_but_the_start_of_a_longer_one_is():
+    assert without_loop("12\n1\n1\n1") == "12"
+    assert without_loop("1\n1\n1") == "1\n1\n1"
+    assert without_loop("ab\nab\n\n") == "ab"
+
+
 @given(st.text(max_size=300))
 def test_any_text_gives_shorter_or_equal_text_and_a_second_pass_changes_nothing(text):
     once = without_loop(text)
