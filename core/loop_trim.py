@@ -34,8 +34,9 @@ def _collapsed(text: str) -> str:
         if line_end < found.end():  # looked up once per line: a copy of the rest per match made long lines quadratic
             newline = text.find("\n", found.end())
             line_end = newline if newline >= 0 else len(text)
-        rest = text[found.end():line_end]
-        end = found.end() + (len(rest) if rest and phrase.startswith(rest) else 0)
+        rest = line_end - found.end()  # sliced only when it could be the phrase's start: at most 120 characters
+        cut_off = 0 < rest <= len(phrase) and phrase.startswith(text[found.end():line_end])
+        end = found.end() + (rest if cut_off else 0)
         out.append(text[at:found.start()] + phrase)
         at = end
     return "".join(out) + text[at:]
