@@ -56,17 +56,8 @@ def vector_candidates(db: Database, kind: str, query: np.ndarray, limit: int,
     found = dict(vectors.knn(db, kind, query, limit, keep=keep))  # type: ignore[arg-type]
     if kind != "episode":
         return found
-    for turn, distance in sentences.best_distances(db, query, list(found)).items():
-        found[turn] = min(distance, found[turn])
-    return dict(sorted(found.items(), key=lambda item: (item[1], item[0])))
-
-
-def turn_distances(db: Database, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-    """turn id → exact cosine distance from the query: the nearer of its own vector's and its nearest sentence's."""
-    found = vectors.distances(db, "episode", query, list(ids))
-    for turn, distance in sentences.best_distances(db, query, list(ids)).items():
-        found[turn] = min(distance, found.get(turn, distance))
-    return found
+    nearest = sentences.turn_distances(db, query, list(found))
+    return dict(sorted(nearest.items(), key=lambda item: (item[1], item[0])))
 
 
 def bm25_candidates(db: Database, kind: str, terms: Sequence[str], limit: int) -> dict[int, float]:
@@ -184,7 +175,8 @@ def strong_edges(db: Database, seeds: Sequence[int], min_weight: float) -> list[
 
 
 def distances_to(db: Database, kind: str, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
-    """Exact cosine distance from the query to each given row that has a vector (a turn's: see turn_distances)."""
+    """Exact cosine distance from the query to each given row that has a vector (a turn's: the nearer of its own
+    and its nearest sentence's, core.store.sentences.turn_distances)."""
     if kind == "episode":
-        return turn_distances(db, query, ids)
+        return sentences.turn_distances(db, query, ids)
     return vectors.distances(db, kind, query, list(ids))  # type: ignore[arg-type]

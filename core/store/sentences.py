@@ -1,6 +1,6 @@
 """A turn's sentences with a vector each (core.memory.sentences says why): rows of offsets into the turn's
 user_text (never the text again) and the float vector, gone with their turn by cascade. Recall reads them only to
-rescore the turns it has already found (best_distances): no search of its own, so no index beyond the turn id."""
+rescore the turns it has already found (turn_distances): no search of its own, so no index beyond the turn id."""
 from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping, Sequence
@@ -33,16 +33,22 @@ def delete(db: Database, episode_ids: Sequence[int]) -> None:
         db.execute(f"DELETE FROM episode_sentences WHERE episode_id IN ({','.join('?' * len(chunk))})", chunk)
 
 
-def best_distances(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -> dict[int, float]:
-    """turn id → cosine distance from the query to its nearest sentence, for the turns that have sentences."""
+def turn_distances(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -> dict[int, float]:
+    """turn id → cosine distance from the query to the nearer of the turn's own vector and its nearest sentence's,
+    for the turns that have a vector. One statement reads both (two, one a GROUP BY, cost ~1.8x as much)."""
+    if vectors.bound_embedder(db) is None or not episode_ids:
+        return {}
+    vector = vectors.checked_matrix(db, query, 1)[0].tobytes()
+    source = vectors.float_table(db, "episode")
     found: dict[int, float] = {}
-    vector = np.ascontiguousarray(query, dtype=np.float32).tobytes()
     keys = sorted({int(i) for i in episode_ids})
     for start in range(0, len(keys), _BATCH):
         chunk = keys[start:start + _BATCH]
-        found.update((int(e), float(d)) for e, d in db.execute(
-            "SELECT episode_id, min(vec_distance_cosine(embedding, ?)) FROM episode_sentences "
-            f"WHERE episode_id IN ({','.join('?' * len(chunk))}) GROUP BY episode_id", [vector, *chunk]))
+        for turn, own, sentence in db.execute(
+                f"SELECT f.id, vec_distance_cosine(f.embedding, ?1), (SELECT min(vec_distance_cosine(s.embedding, ?1)) "
+                f"FROM episode_sentences s WHERE s.episode_id = f.id) FROM {source} f "
+                f"WHERE f.id IN ({','.join('?' * len(chunk))})", [vector, *chunk]):
+            found[int(turn)] = float(own) if sentence is None else min(float(own), float(sentence))
     return found
 
 

@@ -282,9 +282,13 @@ def distances(db: Database, table: Table, query: np.ndarray, ids: Sequence[int])
     """Exact cosine distance from the query to each given row that has a vector."""
     if bound_embedder(db) is None or not ids:
         return {}
-    vector = checked_matrix(db, query, 1)[0]
-    source = f"{_table(table)}_float" if _has_bits(db) else _table(table)
-    return _cosine_distances(db, source, vector, list(ids))
+    return _cosine_distances(db, float_table(db, table), checked_matrix(db, query, 1)[0], list(ids))
+
+
+def float_table(db: Database, table: Table) -> str:
+    """The table holding `table`'s float vectors as (id, embedding): its plain twin, or the vec0 table itself in the
+    float layout of older stores."""
+    return f"{_table(table)}_float" if _has_bits(db) else _table(table)
 
 
 def _cosine_distances(db: Database, source: str, vector: np.ndarray, ids: list[int]) -> dict[int, float]:
