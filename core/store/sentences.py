@@ -36,10 +36,10 @@ def delete(db: Database, episode_ids: Sequence[int]) -> None:
 def turn_distances(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -> dict[int, float]:
     """turn id → cosine distance from the query to the nearer of the turn's own vector and its nearest sentence's,
     for the turns that have a vector. One statement reads both (two, one a GROUP BY, cost ~1.8x as much)."""
-    if vectors.bound_embedder(db) is None or not episode_ids:
+    bound = vectors.binding(db)
+    if bound is None or not episode_ids:
         return {}
-    vector = vectors.checked_matrix(db, query, 1)[0].tobytes()
-    source = vectors.float_table(db, "episode")
+    vector, source = bound.checked(query, 1)[0].tobytes(), bound.floats("episode")
     found: dict[int, float] = {}
     keys = sorted({int(i) for i in episode_ids})
     for start in range(0, len(keys), _BATCH):

@@ -18,21 +18,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
-from typing import TYPE_CHECKING, Callable, Iterable, Literal, Sequence
+from typing import TYPE_CHECKING, Callable, Iterable, Sequence
 
 import numpy as np
 
 from core.errors import EmbedderMismatch, InvalidInput, WorkStopped
 from core.store import vector_clusters as clusters
 from core.store import vector_packs
+from core.store.vector_binding import (BINARY_LAYOUT, LAYOUT_KEY, Binding, Table, read_meta,  # noqa: F401
+                                       binding, bound_embedder, checked_matrix, table_name as _table)
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
 if TYPE_CHECKING:  # annotations only: nothing db imports needs this module
     from core.store.db import Database
 
-Table = Literal["memory", "episode"]
-LAYOUT_KEY = "vector_layout"
-BINARY_LAYOUT = "sharded-bits+float"
 SHARDS = 8  # partitions of the bit table; each query takes its per-shard top from every one
 PER_SHARD_MIN = 40  # candidates per shard: 8 x 40 = 320 rows rescored for a k=10 query
 OVERSAMPLE = 8  # a larger k rescores 8k rows in all (bench/recall.py: recall@10 against exact search)
@@ -47,13 +46,6 @@ CHUNK_SIZE = 256
 # and the idle-time upkeep clusters them.
 SHARD_PACKS_UP_TO = 8000
 PACKED_RESCORED_EXTRA = 16  # the packs' int8 scores rank the best k + 16 rows, which are rescored on their floats
-
-
-def bound_embedder(db: Database) -> tuple[str, int] | None:
-    meta = _meta(db)
-    if "embedder_name" not in meta:
-        return None
-    return meta["embedder_name"], int(meta["embedder_dimension"])
 
 
 def bind_embedder(db: Database, name: str, dimension: int) -> None:
@@ -197,11 +189,12 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
     vectors. `exact` scans every float vector instead. `keep(ids)`: those of the ids the caller can use (recall:
     the rows not forgotten). Rows scored from packs that it refuses are passed over before any is rescored, so
     a search past mostly archived rows costs no deeper search; bit-scanned rows may still come back unkept."""
-    if bound_embedder(db) is None or k <= 0:
+    bound = binding(db)
+    if bound is None or k <= 0:
         return []
-    vector = checked_matrix(db, query, 1)[0]
+    vector = bound.checked(query, 1)[0]
     name = _table(table)
-    if not _has_bits(db):
+    if not bound.sharded:
         return _legacy_float_knn(db, name, vector, min(int(k), MAX_CANDIDATES))
     if exact:
         return _exact_knn(db, name, vector, int(k))
@@ -280,15 +273,10 @@ def _from_bit_scan(db: Database, name: str, vector: np.ndarray, partitions: list
 
 def distances(db: Database, table: Table, query: np.ndarray, ids: Sequence[int]) -> dict[int, float]:
     """Exact cosine distance from the query to each given row that has a vector."""
-    if bound_embedder(db) is None or not ids:
+    bound = binding(db)
+    if bound is None or not ids:
         return {}
-    return _cosine_distances(db, float_table(db, table), checked_matrix(db, query, 1)[0], list(ids))
-
-
-def float_table(db: Database, table: Table) -> str:
-    """The table holding `table`'s float vectors as (id, embedding): its plain twin, or the vec0 table itself in the
-    float layout of older stores."""
-    return f"{_table(table)}_float" if _has_bits(db) else _table(table)
+    return _cosine_distances(db, bound.floats(table), bound.checked(query, 1)[0], list(ids))
 
 
 def _cosine_distances(db: Database, source: str, vector: np.ndarray, ids: list[int]) -> dict[int, float]:
@@ -373,37 +361,10 @@ def _legacy_float_knn(db: Database, name: str, vector: np.ndarray, k: int) -> li
     return [(int(i), float(d)) for i, d in rows]
 
 
-def _meta(db: Database) -> dict[str, str]:
-    return {r[0]: r[1] for r in db.execute(
-        "SELECT key, value FROM meta WHERE key IN ('embedder_name', 'embedder_dimension', ?)", (LAYOUT_KEY,))}
-
-
 def _dimension(db: Database) -> int:
     bound = bound_embedder(db)
     return bound[1] if bound else 0
 
 
 def _has_bits(db: Database) -> bool:
-    return _meta(db).get(LAYOUT_KEY) == BINARY_LAYOUT
-
-
-def _table(table: str) -> str:
-    try:
-        return VEC_TABLES[table]
-    except KeyError:
-        raise InvalidInput(f"unknown vector table {table!r}") from None
-
-
-def checked_matrix(db: Database, vectors: np.ndarray, rows: int) -> np.ndarray:
-    """`rows` vectors as contiguous float32 rows of the bound embedder's dimension, all finite (also what a turn's
-    sentences store beside the vector tables); InvalidInput or EmbedderMismatch otherwise."""
-    bound = bound_embedder(db)
-    try:
-        matrix = np.ascontiguousarray(np.asarray(vectors, dtype=np.float32).reshape(rows, -1))
-    except ValueError:
-        raise InvalidInput(f"expected {rows} vector(s), got an array of shape {np.shape(vectors)}") from None
-    if bound is not None and matrix.shape[1] != bound[1]:
-        raise EmbedderMismatch(f"vector of dimension {matrix.shape[1]} for a store of dimension {bound[1]}")
-    if not np.all(np.isfinite(matrix)):
-        raise InvalidInput("vector contains NaN or infinity")
-    return matrix
+    return read_meta(db).get(LAYOUT_KEY) == BINARY_LAYOUT
