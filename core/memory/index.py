@@ -69,12 +69,7 @@ def export_texts(data: Mapping[str, Any]) -> list[str]:
 
 def episode_texts(episode: Episode) -> list[str]:
     """Every text an episode's vectors are made from: the whole turn, then its sentences (core.memory.sentences)."""
-    return [episode_text(episode), *_sentence_texts(episode)]
-
-
-def _sentence_texts(episode: Episode) -> list[str]:
-    spans = turn_sentences(episode.user_text, episode.assistant_text)
-    return [sentence_text(episode.speaker, episode.user_text[start:end]) for start, end in spans]
+    return [episode_text(episode), *_pieces({0: episode}, _spans({0: episode}))]
 
 
 def ensure_bound(db: Database, embedder: Embedder) -> None:
@@ -97,11 +92,16 @@ def index_episodes(db: Database, embedder: Embedder, ids: Sequence[int]) -> None
     order = list(dict.fromkeys(i for i in ids if i in found))
     if not order:
         return
-    spans = {i: turn_sentences(found[i].user_text, found[i].assistant_text) for i in order}
+    spans = _spans({i: found[i] for i in order})
     made = embedder.embed([episode_text(found[i]) for i in order] + _pieces(found, spans))
     with db.transaction():
         vectors.upsert_vectors(db, "episode", order, made[:len(order)])
         sentences.write(db, spans, made[len(order):])
+
+
+def _spans(found: Mapping[int, Episode]) -> dict[int, list[tuple[int, int]]]:
+    """Each turn's sentences that get vectors of their own, as offsets into its words."""
+    return {i: turn_sentences(episode.user_text, episode.assistant_text) for i, episode in found.items()}
 
 
 def _pieces(found: Mapping[int, Episode], spans: Mapping[int, Sequence[tuple[int, int]]]) -> list[str]:
@@ -136,7 +136,7 @@ def index_sentence_backlog(db: Database, embedder: Embedder, most: int = 512, ba
         ids = [int(r[0]) for r in db.execute("SELECT id FROM episodes WHERE id < ? ORDER BY id DESC LIMIT ?",
                                              (below, min(int(batch), most - done)))]
         found = get_episodes(db, ids)  # embedded before the write lock is taken
-        spans = {i: turn_sentences(found[i].user_text, found[i].assistant_text) for i in found}
+        spans = _spans(found)
         pieces = _pieces(found, spans)
         made = embedder.embed(pieces) if pieces else np.zeros((0, embedder.dimension), np.float32)
         with db.transaction():

@@ -25,8 +25,8 @@ import numpy as np
 from core.errors import EmbedderMismatch, InvalidInput, WorkStopped
 from core.store import vector_clusters as clusters
 from core.store import vector_packs
-from core.store.vector_binding import (BINARY_LAYOUT, LAYOUT_KEY, Binding, Table, read_meta,  # noqa: F401
-                                       binding, bound_embedder, checked_matrix, table_name as _table)
+from core.store.vector_binding import (BINARY_LAYOUT, LAYOUT_KEY, Table, binding, bound_embedder, checked_matrix,
+                                       read_meta, table_name as _table)
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
 if TYPE_CHECKING:  # annotations only: nothing db imports needs this module
