@@ -51,3 +51,15 @@ def test_a_deep_recall_asks_each_retriever_for_more_rows_than_it_returns(db, emb
     assert asked == [recall_module.POOL_PER_HIT * 100 * recall_module.TEXT_SHARE]
     recall(db, embedder, "garden shed", k=5, kinds=("memory",))
     assert asked[-1] == 50 * recall_module.TEXT_SHARE  # a usual k keeps the settings' pool
+
+
+def test_full_text_candidates_are_fts5s_own_bm25_ranking_with_ties_broken_by_id(db):
+    """bm25() is ordered on directly (cheaper than `rank MATCH`): the same rows and scores as FTS5's rank."""
+    _chat(db, [("Ana", "the garden shed"), ("Tom", "garden"), ("Ana", "a shed in the garden by the shed"),
+               ("Tom", "garden shed"), ("Ana", "garden shed")] + [("Ana", f"note {n} on the garden") for n in range(8)])
+    found = recall_sources.bm25_candidates(db, "episode", ("garden", "shed"), 6)
+    weights = recall_sources.BM25_WEIGHTS["episode"]
+    ranked = db.execute("SELECT rowid, rank FROM episodes_fts WHERE episodes_fts MATCH ? AND rank MATCH ? "
+                        "ORDER BY rank, rowid", ('"garden" OR "shed"', f"bm25({weights})")).fetchall()
+    assert list(found.items()) == [(int(i), float(s)) for i, s in ranked[:6]]
+    assert len({s for s in found.values()}) < len(found)  # a tie was among them, broken by id
