@@ -10,6 +10,7 @@ from core.errors import EmbedderMismatch, InvalidInput
 from core.memory.index import index_episodes, index_sentence_backlog
 from core.memory.manage import MemoryManager
 from core.memory.recall import recall
+from core.memory.recall_explain import QUOTED_CHARS, quoted
 from core.memory.sentences import MAX_SENTENCES, sentence_spans, turn_sentences
 from core.store import sentences, vectors
 from core.store.db import open_db
@@ -65,6 +66,18 @@ def test_a_long_turn_is_as_near_a_question_as_its_nearest_sentence(db, embedder,
     assert list(recall_sources.vector_candidates(db, "episode", question, 3))[0] == chat[0]
     hit = recall(db, embedder, "When is the launch?", k=1, kinds=("episode",)).hits[0]
     assert hit.id == chat[0] and hit.breakdown["similarity"] > 0.3
+    assert 'through the sentence "My boss moved the launch to March, so work has been hectic."' in hit.why
+
+
+def test_a_hit_names_its_sentence_only_when_a_sentence_and_not_the_whole_turn_matched(db, embedder, chat):
+    hits = recall(db, embedder, "a new bicycle for my sister's commute", k=3, kinds=("episode",)).hits
+    assert hits[0].id == chat[2] and "close in meaning" in hits[0].why
+    assert "through the sentence" not in hits[0].why  # one sentence, no reply: the turn itself matched
+    long_line = "Our trip " + "went on and on " * 30 + "and ended at the sea."
+    cut = quoted(long_line)
+    assert cut.endswith("on…") and len(cut) <= QUOTED_CHARS and long_line.startswith(cut[:-1] + " ")
+    assert quoted("a\n  b\tc") == "a b c"
+    assert quoted(" " * 10_000 + "tail") == "…" and quoted("x" * 500).endswith("…")
 
 
 def test_without_sentence_vectors_the_same_turn_is_far_from_the_question(db, embedder, monkeypatch):

@@ -18,11 +18,13 @@ from core.config import Settings
 from core.errors import InvalidInput
 from core.memory import recall_sources as sources
 from core.memory import scoring
-from core.memory.query import QueryAnalysis, analyse, stem, words_of
+from core.memory.query import QueryAnalysis, analyse
 from core.memory.recall_learning import RecallBlend, factors
+from core.memory.recall_explain import explain, hit_text
 from core.memory.recall_sources import Candidate
 from core.memory.time_query import TimeWindow, time_window
 from core.protocols import Embedder
+from core.store import sentences
 from core.store.db import Database
 
 KINDS = ("memory", "episode")
@@ -36,6 +38,7 @@ TEXT_SHARE = 2
 POOL_PER_HIT = 2  # rescoring lifts rows from deeper in each retriever's list than k (LoCoMo R@50 0.907 → 0.911)
 LEADERS_PER_HIT, MIN_LEADERS = 3, 30  # episode matches whose neighbouring turns are looked up (see _leaders)
 TIME_WEIGHT = 1.0  # a row from the time the query names ("in March") counts its own relevance twice
+SAME_DISTANCE = 1e-6  # a sentence this near the turn's distance is what gave it (float32 rounding)
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,9 @@ def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, setting
         _learnt(scored, blend, weights)
     scored.sort(key=lambda s: (-s.score, s.candidate.kind, s.candidate.id))
     relevant = [s for s in scored if s.relevance > 0]  # recency alone is no reason to recall
-    hits = [_hit(s, analysis, window) for s in relevant[:k]]
+    matched = _matched_sentences(db, vector, relevant[:k])
+    hits = [_hit(s, analysis, window, matched.get(s.candidate.id) if s.candidate.kind == "episode" else None)
+            for s in relevant[:k]]
     return RecallResult(query=analysis.text, preset=settings.recall.preset, hits=hits)
 
 
@@ -371,60 +376,21 @@ def _learnt(scored: list[_Scored], blend: RecallBlend, weights: scoring.ScoringW
         s.breakdown.update(learnt=float(factor), score=s.score)
 
 
-def _hit(scored: _Scored, analysis: QueryAnalysis, window: TimeWindow | None = None) -> RecallHit:
+def _hit(scored: _Scored, analysis: QueryAnalysis, window: TimeWindow | None = None,
+         sentence: str | None = None) -> RecallHit:
     candidate = scored.candidate
-    text = _text(candidate)
+    text = hit_text(candidate)
     return RecallHit(kind=candidate.kind, id=candidate.id, text=text, score=scored.score,
-                     breakdown=scored.breakdown, why=explain(scored, analysis, text, window))
+                     breakdown=scored.breakdown, why=explain(scored, analysis, text, window, sentence))
 
 
-def _text(candidate: Candidate) -> str:
-    row = candidate.row
-    if candidate.kind == "memory":
-        return row["text"]
-    text = f"{row['speaker']}: {row['user_text']}"
-    return text + (f"\nassistant: {row['assistant_text']}" if row["assistant_text"] else "")
-
-
-def explain(scored: _Scored, analysis: QueryAnalysis, text: str, window: TimeWindow | None = None) -> str:
-    """One line a user can read: which words matched, how close in meaning, what lent it context."""
-    parts, b = [], scored.breakdown
-    matched = _matched_terms(analysis, text)
-    if matched and scored.candidate.bm25 is not None:
-        parts.append("shares the words " + ", ".join(f"'{t}'" for t in matched))
-    if b["similarity"] > 0:
-        parts.append(f"close in meaning ({1.0 - (scored.candidate.distance or 0.0):.2f} cosine)")
-    if b["neighbour"] > 0 and scored.links["neighbour_id"]:
-        relation = "the reply to matching question" if scored.links.get("replies") else "next to matching turn"
-        parts.append(f"{relation} #{scored.links['neighbour_id']}")
-    if b["graph"] > 0:
-        parts.append(f"linked to memory #{scored.links['graph_from']} (edge {scored.links['edge']:.2f})")
-    if b.get("speaker", 0) > 0:
-        parts.append(f"said by {scored.candidate.row['speaker']}, whom the query names")
-    if b.get("time", 0) > 0 and window is not None:
-        parts.append(f"from the time the query names ('{window.phrase}')")
-    if b["session"] > 0 and not parts:
-        parts.append("from a conversation that matched")
-    if b["recency"] > 0.05:
-        parts.append("recent")
-    if b["importance"] > 0.5:
-        parts.append("important")
-    if abs(b.get("learnt", 1.0) - 1.0) >= 0.05:
-        parts.append(f"×{b['learnt']:.2f} learnt from your vetoes, pins and thumbs")
-    status = _status(scored.candidate.row)
-    if status:
-        parts.append(status)
-    return "; ".join(parts) or "weak match"
-
-
-def _matched_terms(analysis: QueryAnalysis, text: str) -> list[str]:
-    words = words_of(text)
-    return [t for t in analysis.terms if t in words or stem(t) in words]
-
-
-def _status(row: dict) -> str:
-    for column, label in (("deleted_at", "in the trash"), ("forgotten_at", "forgotten"),
-                          ("invalidated_at", "no longer holds")):
-        if row.get(column) is not None:
-            return f"from history: {label}"
-    return ""
+def _matched_sentences(db: Database, vector: np.ndarray | None, chosen: list[_Scored]) -> dict[int, str]:
+    """turn id → the sentence that made a returned turn close in meaning, where one did (not the turn as a whole):
+    a long turn's hit then says which of its sentences answered."""
+    turns = {s.candidate.id: s.candidate for s in chosen if s.candidate.kind == "episode"
+             and s.candidate.distance is not None and s.breakdown["similarity"] > 0}
+    if vector is None or not turns:
+        return {}
+    nearest = sentences.nearest_spans(db, vector, list(turns))
+    return {i: turns[i].row["user_text"][start:end] for i, (start, end, distance) in nearest.items()
+            if distance <= turns[i].distance + SAME_DISTANCE}

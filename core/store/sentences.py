@@ -77,3 +77,22 @@ def set_backfill_below(db: Database, below: int | None) -> None:
         db.execute("DELETE FROM meta WHERE key = ?", (BACKFILL_KEY,))
     else:
         db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (BACKFILL_KEY, str(int(below))))
+
+
+def nearest_spans(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -> dict[int, tuple[int, int, float]]:
+    """turn id → (start, end, cosine distance) of its sentence nearest the query, for the turns that have sentences:
+    which of a recalled turn's sentences matched (a few turns, after recall has ranked them)."""
+    bound = vectors.binding(db)
+    if bound is None or not episode_ids:
+        return {}
+    vector = bound.checked(query, 1)[0].tobytes()
+    nearest: dict[int, tuple[int, int, float]] = {}
+    keys = sorted({int(i) for i in episode_ids})
+    for start in range(0, len(keys), _BATCH):
+        chunk = keys[start:start + _BATCH]
+        for turn, begin, end, distance in db.execute(
+                "SELECT episode_id, span_start, span_end, vec_distance_cosine(embedding, ?) FROM episode_sentences "
+                f"WHERE episode_id IN ({','.join('?' * len(chunk))}) ORDER BY episode_id, id", [vector, *chunk]):
+            if int(turn) not in nearest or float(distance) < nearest[int(turn)][2]:
+                nearest[int(turn)] = (int(begin), int(end), float(distance))
+    return nearest

@@ -1,0 +1,76 @@
+"""What a recalled row says to the user: its text, and one line on why it was recalled (core.memory.recall)."""
+from __future__ import annotations
+
+from typing import Any
+
+from core.memory.query import QueryAnalysis, stem, words_of
+from core.memory.recall_sources import Candidate
+from core.memory.time_query import TimeWindow
+
+QUOTED_CHARS = 80  # a matching sentence is quoted up to this long: the reason stays one readable line
+
+
+def hit_text(candidate: Candidate) -> str:
+    row = candidate.row
+    if candidate.kind == "memory":
+        return row["text"]
+    text = f"{row['speaker']}: {row['user_text']}"
+    return text + (f"\nassistant: {row['assistant_text']}" if row["assistant_text"] else "")
+
+
+def explain(scored: Any, analysis: QueryAnalysis, text: str, window: TimeWindow | None = None,
+            sentence: str | None = None) -> str:
+    """One line a user can read: which words matched, how close in meaning (and through which sentence of a turn,
+    when one of them rather than the whole turn was), what lent it context. `scored`: recall's _Scored."""
+    parts, b = [], scored.breakdown
+    matched = _matched_terms(analysis, text)
+    if matched and scored.candidate.bm25 is not None:
+        parts.append("shares the words " + ", ".join(f"'{t}'" for t in matched))
+    if b["similarity"] > 0:
+        through = f' through the sentence "{quoted(sentence)}"' if sentence and sentence.strip() else ""
+        parts.append(f"close in meaning ({1.0 - (scored.candidate.distance or 0.0):.2f} cosine){through}")
+    if b["neighbour"] > 0 and scored.links["neighbour_id"]:
+        relation = "the reply to matching question" if scored.links.get("replies") else "next to matching turn"
+        parts.append(f"{relation} #{scored.links['neighbour_id']}")
+    if b["graph"] > 0:
+        parts.append(f"linked to memory #{scored.links['graph_from']} (edge {scored.links['edge']:.2f})")
+    if b.get("speaker", 0) > 0:
+        parts.append(f"said by {scored.candidate.row['speaker']}, whom the query names")
+    if b.get("time", 0) > 0 and window is not None:
+        parts.append(f"from the time the query names ('{window.phrase}')")
+    if b["session"] > 0 and not parts:
+        parts.append("from a conversation that matched")
+    if b["recency"] > 0.05:
+        parts.append("recent")
+    if b["importance"] > 0.5:
+        parts.append("important")
+    if abs(b.get("learnt", 1.0) - 1.0) >= 0.05:
+        parts.append(f"×{b['learnt']:.2f} learnt from your vetoes, pins and thumbs")
+    status = _status(scored.candidate.row)
+    if status:
+        parts.append(status)
+    return "; ".join(parts) or "weak match"
+
+
+def quoted(sentence: str, limit: int = QUOTED_CHARS) -> str:
+    """The sentence on one line, cut at a word with "…" past `limit` characters (a pasted page's last sentence can
+    be most of it: only its head is read)."""
+    head = sentence[:limit * 8]
+    line = " ".join(head.split())
+    if len(line) <= limit and len(head) == len(sentence):
+        return line
+    cut = line[:limit - 1]
+    return (cut.rsplit(" ", 1)[0] if " " in cut else cut) + "…"
+
+
+def _matched_terms(analysis: QueryAnalysis, text: str) -> list[str]:
+    words = words_of(text)
+    return [t for t in analysis.terms if t in words or stem(t) in words]
+
+
+def _status(row: dict) -> str:
+    for column, label in (("deleted_at", "in the trash"), ("forgotten_at", "forgotten"),
+                          ("invalidated_at", "no longer holds")):
+        if row.get(column) is not None:
+            return f"from history: {label}"
+    return ""
