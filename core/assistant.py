@@ -52,6 +52,7 @@ from core.memory.critical import IntentClassifier, critical_memory_ids, relation
 from core.memory.dates import iso_day
 from core.memory.query import query_of_message
 from core.memory.recall import recall
+from core.memory.recall_explain import turn_text
 from core.memory.reflect import session_instructions
 from core.prompt_echo import ECHO, stopping_at_echo
 from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
@@ -178,11 +179,13 @@ class Assistant:
         """Recall's hits minus the critical facts already first and the turns already in the history; all hits."""
         result = recall(self.db, self.embedder, query_of_message(user_text), k=k, settings=self.settings, now=now,
                         exclude=exclude, session_id=session_id, blend=recall_learning.effective(self.db, self.settings))
+        unquoted = turns.unquoted_replies(self.db, result.ids("episode"))
         items = []
         for hit in result.hits:
             if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):
                 continue
-            items.append(ContextItem(hit.kind, int(hit.id), hit.text, hit.why, score=float(hit.score)))
+            text = turn_text(*unquoted[hit.id]) if hit.kind == "episode" and hit.id in unquoted else hit.text
+            items.append(ContextItem(hit.kind, int(hit.id), text, hit.why, score=float(hit.score)))
         return items, result.hits
 
     def _session_episodes(self, session_id: int | None) -> list[Episode]:

@@ -8,7 +8,7 @@ import pytest
 from core.assistant import Assistant
 from core.config import Settings
 from core.errors import InvalidInput, NotFound, StructuredOutputError
-from core.memory.index import index_memories
+from core.memory.index import index_episodes, index_memories
 from core.store import edges, turns
 from core.store.episodes import get_episode
 from core.store.memories import add_memory, get_memory, get_memories
@@ -209,3 +209,28 @@ def test_without_session_instructions_the_confirmed_profile_appears_once(db, emb
                "VALUES ('style', 'The user prefers metric units.', 0.8, 'confirmed', 0, 0)")
     prepared = make(db, embedder, clock).prepare(create_session(db), "How far is a marathon?")
     assert prepared.messages[0].content.count("The user prefers metric units.") == 1
+
+
+def test_a_recalled_turn_quotes_its_reply_only_when_the_reply_did_not_fail_and_was_not_rated_poor(db, embedder,
+                                                                                                   clock):
+    """A weak model's looping reply (a real 135M model's, in Portuguese, to an English turn about Lisbon) came back
+    as a memory in the next conversation and was copied into its reply: the user's words come back, not the loop."""
+    assistant = make(db, embedder, clock, chat=ScriptedChatModel(["unused"]))
+    said = {"good": ("My sister Ana lives in Lisbon and loves sardines.", "Lisbon sounds lovely for Ana.", "stop"),
+            "loop": ("Ana and I went to the Lisbon aquarium.", "A célula é a célula. A célula é a célula.",
+                     "repetition"),
+            "poor": ("Ana wants to move from Lisbon to Porto.", "Porto is the capital of Spain.", "stop")}
+    turn = {}
+    for name, (user_text, reply_text, reason) in said.items():
+        turn[name] = assistant.finish(assistant.prepare(None, user_text), reply_text, reason).episode_id
+    index_episodes(db, embedder, list(turn.values()))
+    assistant.rate(turn["poor"], -1)
+    prepared = assistant.prepare(None, "What do you remember about Ana and Lisbon?")
+    notes = prepared.messages[0].content
+    assert set(turn.values()) <= set(prepared.used_episodes)
+    assert all(user_text in notes for user_text, _, _ in said.values())
+    assert "Lisbon sounds lovely for Ana." in notes
+    assert "célula" not in notes and "capital of Spain" not in notes
+    assert turns.unquoted_replies(db, turn.values()) == {turn["loop"]: ("user", said["loop"][0]),
+                                                        turn["poor"]: ("user", said["poor"][0])}
+    assert turns.unquoted_replies(db, []) == {}

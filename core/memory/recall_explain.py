@@ -14,8 +14,12 @@ def hit_text(candidate: Candidate) -> str:
     row = candidate.row
     if candidate.kind == "memory":
         return row["text"]
-    text = f"{row['speaker']}: {row['user_text']}"
-    return text + (f"\nassistant: {row['assistant_text']}" if row["assistant_text"] else "")
+    return turn_text(row["speaker"], row["user_text"], row["assistant_text"])
+
+
+def turn_text(speaker: str, user_text: str, assistant_text: str = "") -> str:
+    """A conversation turn as recall shows it: who said what, then the reply if there was one."""
+    return f"{speaker}: {user_text}" + (f"\nassistant: {assistant_text}" if assistant_text else "")
 
 
 def explain(scored: Any, analysis: QueryAnalysis, text: str, window: TimeWindow | None = None,

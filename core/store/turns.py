@@ -99,3 +99,22 @@ def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason:
     metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1)
     db.execute("UPDATE episodes SET assistant_text = ?, metadata = ? WHERE id = ?",
                (reply_text, json.dumps(metadata, ensure_ascii=False), int(episode_id)))
+
+
+# A reply that went round in a loop or wrote out the prompt's notes (core.prompt_echo) was the model failing.
+FAILED_REPLIES = ("repetition", "echo")
+
+
+def unquoted_replies(db: Database, episode_ids: Iterable[int]) -> dict[EpisodeId, tuple[str, str]]:
+    """id → (speaker, user_text) of the turns among these whose reply is not quoted back to the model when the turn
+    is recalled: it failed (FAILED_REPLIES) or the user rated it poor. A weak model's garbage would otherwise come
+    back as a memory and be copied into the next reply (a real 135M model did, language and all)."""
+    ids = sorted({int(i) for i in episode_ids})
+    if not ids:
+        return {}
+    marks = ",".join("?" * len(ids))
+    failed = ",".join("?" * len(FAILED_REPLIES))
+    rows = db.execute(f"SELECT id, speaker, user_text FROM episodes WHERE id IN ({marks}) AND assistant_text != '' "
+                      f"AND (rating = -1 OR json_extract(metadata, '$.finish_reason') IN ({failed}))",
+                      [*ids, *FAILED_REPLIES]).fetchall()
+    return {EpisodeId(int(i)): (str(speaker), str(text)) for i, speaker, text in rows}
