@@ -14,6 +14,14 @@ BACKFILL_KEY = "sentences_backfill_below"  # the turns below this id were writte
 _BATCH = 500  # ids a statement names at most
 
 
+def _chunks(ids: Iterable[int]) -> Iterator[tuple[list[int], str]]:
+    """The distinct ids in order, _BATCH at a time, each chunk with its "?,?,…" placeholders."""
+    keys = sorted({int(i) for i in ids})
+    for start in range(0, len(keys), _BATCH):
+        chunk = keys[start:start + _BATCH]
+        yield chunk, ",".join("?" * len(chunk))
+
+
 def write(db: Database, spans: Mapping[int, Sequence[tuple[int, int]]], matrix: np.ndarray) -> None:
     """Replace these turns' sentences with `spans` (turn id → its sentences' offsets, in order; an empty list
     leaves the turn none) and their vectors, the rows of `matrix` in the same order. One transaction."""
@@ -27,10 +35,8 @@ def write(db: Database, spans: Mapping[int, Sequence[tuple[int, int]]], matrix: 
 
 def delete(db: Database, episode_ids: Sequence[int]) -> None:
     """These turns' sentences, vectors and all (a turn indexed again; a purge's cascade does the same)."""
-    keys = sorted({int(i) for i in episode_ids})
-    for start in range(0, len(keys), _BATCH):
-        chunk = keys[start:start + _BATCH]
-        db.execute(f"DELETE FROM episode_sentences WHERE episode_id IN ({','.join('?' * len(chunk))})", chunk)
+    for chunk, marks in _chunks(episode_ids):
+        db.execute(f"DELETE FROM episode_sentences WHERE episode_id IN ({marks})", chunk)
 
 
 def turn_distances(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -> dict[int, float]:
@@ -41,13 +47,11 @@ def turn_distances(db: Database, query: np.ndarray, episode_ids: Sequence[int]) 
         return {}
     vector, source = bound.checked(query, 1)[0].tobytes(), bound.floats("episode")
     found: dict[int, float] = {}
-    keys = sorted({int(i) for i in episode_ids})
-    for start in range(0, len(keys), _BATCH):
-        chunk = keys[start:start + _BATCH]
+    for chunk, marks in _chunks(episode_ids):
         for turn, own, sentence in db.execute(
                 f"SELECT f.id, vec_distance_cosine(f.embedding, ?1), (SELECT min(vec_distance_cosine(s.embedding, ?1)) "
-                f"FROM episode_sentences s WHERE s.episode_id = f.id) FROM {source} f "
-                f"WHERE f.id IN ({','.join('?' * len(chunk))})", [vector, *chunk]):
+                f"FROM episode_sentences s WHERE s.episode_id = f.id) FROM {source} f WHERE f.id IN ({marks})",
+                [vector, *chunk]):
             found[int(turn)] = float(own) if sentence is None else min(float(own), float(sentence))
     return found
 
@@ -87,12 +91,10 @@ def nearest_spans(db: Database, query: np.ndarray, episode_ids: Sequence[int]) -
         return {}
     vector = bound.checked(query, 1)[0].tobytes()
     nearest: dict[int, tuple[int, int, float]] = {}
-    keys = sorted({int(i) for i in episode_ids})
-    for start in range(0, len(keys), _BATCH):
-        chunk = keys[start:start + _BATCH]
+    for chunk, marks in _chunks(episode_ids):
         for turn, begin, end, distance in db.execute(
                 "SELECT episode_id, span_start, span_end, vec_distance_cosine(embedding, ?) FROM episode_sentences "
-                f"WHERE episode_id IN ({','.join('?' * len(chunk))}) ORDER BY episode_id, id", [vector, *chunk]):
+                f"WHERE episode_id IN ({marks}) ORDER BY episode_id, id", [vector, *chunk]):
             if int(turn) not in nearest or float(distance) < nearest[int(turn)][2]:
                 nearest[int(turn)] = (int(begin), int(end), float(distance))
     return nearest
