@@ -93,3 +93,26 @@ def test_a_reply_that_writes_out_the_prompts_notes_stops_before_them_and_the_eng
     assert "<<<" not in record.reply_text
     follow_up = assistant.prepare(session, "What is my dog called?")
     assert "Biscuit" in "".join(c.text for c in assistant.stream(follow_up, SamplingParams.greedy(20)))
+
+
+def test_a_looping_reply_is_not_given_back_to_the_model_when_its_turn_is_recalled(real_engine, db, embedder):
+    """Seen in a real window: SmolLM2's looping Portuguese reply to an English turn came back as a memory in the
+    next conversation and was copied. Greedy here, quoted back (before the fix) the next reply began "Sí, açaí is a
+    Portuguese word…"; with only the user's words recalled it answers in English about the violinist in Lisbon."""
+    from core.assistant import Assistant
+    from core.config import Settings
+    from core.memory.index import index_episodes
+    from core.store.sessions import create_session
+    assistant = Assistant(db, embedder, real_engine, None, Settings())
+    first = assistant.prepare(create_session(db, "one"), "My sister Ana plays the violin in an orchestra in Lisbon.")
+    chunks = list(assistant.stream(first, SamplingParams.greedy(300)))
+    record = assistant.finish(first, "".join(c.text for c in chunks), chunks[-1].finish_reason)
+    index_episodes(db, embedder, [record.episode_id])
+    failed = record.reply_text.splitlines()[0].strip()
+    assert chunks[-1].finish_reason == "repetition" and failed
+    later = assistant.prepare(create_session(db, "two"), "Where does my sister play the violin?")
+    notes = later.messages[0].content
+    assert record.episode_id in later.used_episodes and "My sister Ana plays the violin" in notes
+    assert failed not in notes
+    reply = "".join(c.text for c in assistant.stream(later, SamplingParams.greedy(60)))
+    assert reply.strip() and failed not in reply
