@@ -96,6 +96,7 @@ class PreparedTurn:
     left_out: tuple[int, ...] = ()  # memory ids recalled but cut by the token budget
     recall_terms: dict[str, Any] | None = None  # the used memories' recall terms (core.memory.recall_learning)
     episode_texts: tuple[str, ...] = ()  # the quoted turns' text, as used_episodes orders them
+    episode_whys: tuple[str, ...] = ()  # why recall found each quoted turn, as used_episodes orders them
 
 
 @dataclass(frozen=True)
@@ -245,11 +246,12 @@ class Assistant:
             recall_learning.remember_reply(self.db, episode_id, prepared.recall_terms)
             hebbian.touch(self.db, drew_on, at=prepared.at)
             turns.touch_episodes(self.db, drew_on_turns, at=prepared.at)
+            turns.record_quoted(self.db, episode_id, list(zip(prepared.used_episodes, _whys(prepared))), drew_on_turns)
             hebbian.coactivate(self.db, used, at=prepared.at)
             if prepared.session_id is not None:
                 touch_session(self.db, prepared.session_id)
         return TurnRecord(episode_id, used, prepared.user_text, reply_text, finish_reason, prepared.at, False,
-                          tuple(drew_on))
+                          tuple(drew_on), tuple(drew_on_turns))
 
     def _write_episode(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None,
                        replaces: int | None) -> EpisodeId:
@@ -334,7 +336,7 @@ def _prepared(session_id: int | None, user_text: str, built: AssembledContext, n
     return PreparedTurn(None if session_id is None else SessionId(int(session_id)), user_text,
                         tuple(built.messages), used, now, incognito, dial, exclude,
                         tuple(EpisodeId(i.id) for i in quoted), tuple(intents), built.tokens, left_out,
-                        episode_texts=tuple(i.text for i in quoted))
+                        episode_texts=tuple(i.text for i in quoted), episode_whys=tuple(i.why for i in quoted))
 
 
 def _drawn_on(prepared: PreparedTurn, reply_text: str) -> tuple[list[MemoryId], list[EpisodeId]]:
@@ -344,3 +346,7 @@ def _drawn_on(prepared: PreparedTurn, reply_text: str) -> tuple[list[MemoryId], 
     drew = attribution.drawn_on(prepared.user_text, reply_text, [m.text for m in prepared.used] + quoted)
     memories = [m.id for m, yes in zip(prepared.used, drew) if yes]
     return memories, [e for e, yes in zip(prepared.used_episodes, drew[len(prepared.used):]) if yes]
+
+
+def _whys(prepared: PreparedTurn) -> list[str]:
+    return list(prepared.episode_whys) + [""] * (len(prepared.used_episodes) - len(prepared.episode_whys))

@@ -44,6 +44,7 @@ class TurnRecord:
     at: float = 0.0
     incognito: bool = False
     drew_on: tuple[MemoryId, ...] = ()  # the used memories the reply drew on (core.memory.attribution)
+    drew_on_turns: tuple[EpisodeId, ...] = ()  # the quoted earlier turns it drew on
 
 
 @dataclass

@@ -144,3 +144,14 @@ def test_an_everyday_word_in_the_reply_is_no_evidence_even_when_one_item_holds_i
     assert drawn_on("Any plans?", "Time with your family, as every Sunday?",
                     ["I spend time with my family every Sunday."]) == [True]
     assert drawn_on("Which one?", "Work on the violin today.", [SISTER + " She works hard."]) == [True]
+
+
+def test_the_cli_names_the_earlier_turns_a_reply_drew_on_and_counts_the_rest():
+    from types import SimpleNamespace
+    from app.cli.chat import earlier_note
+    turn = SimpleNamespace(episode_id=2, user_text="My grandmother Philippa\nbakes sourdough.")
+    other = SimpleNamespace(episode_id=5, user_text="I need a new passport.")
+    assert earlier_note([turn, other], [2]) == ("  [from earlier conversations: drew on turn 2 “My grandmother "
+                                                "Philippa bakes sourdough.”; 1 more quoted]")
+    assert earlier_note([turn, other], []) == "  [from earlier conversations: quoted 2, drew on none]"
+    assert earlier_note([], [2]) == ""

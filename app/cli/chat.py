@@ -146,7 +146,12 @@ class MemoryBackend:
         record = self.assistant.finish(self.prepared, reply, finish_reason)
         if self.learner is not None and record.episode_id is not None:
             self.learner.add(record)
-        return memory_note(self.prepared.used, None if record.episode_id is None else record.drew_on)
+        used = memory_note(self.prepared.used, None if record.episode_id is None else record.drew_on)
+        if record.episode_id is None or not self.prepared.used_episodes:
+            return used
+        from core.memory.conversation import earlier_turns
+        quoted = earlier_turns(self.assistant.db, self.prepared.used_episodes)
+        return "\n".join(filter(None, (used, earlier_note(quoted, record.drew_on_turns))))
 
     def notes(self) -> list[str]:
         return self.learner.take_notes() if self.learner is not None else []
@@ -163,6 +168,18 @@ def memory_note(used: Any, drew_on: Collection[int] | None = None) -> str:
     groups = (("drew on", [m for m in used if int(m.id) in drawn]),
               ("also recalled", [m for m in used if int(m.id) not in drawn]))
     return "  [" + " | ".join(f"{label} {_listed(memories)}" for label, memories in groups if memories) + "]"
+
+
+def earlier_note(quoted: Any, drew_on: Collection[int]) -> str:
+    """One line for the earlier conversation turns a stored reply quoted: those it drew on, and how many more."""
+    if not quoted:
+        return ""
+    drawn = [t for t in quoted if int(t.episode_id) in {int(i) for i in drew_on}]
+    parts = [f"drew on turn {t.episode_id} “{_short(' '.join(t.user_text.split()))}”" for t in drawn]
+    left = len(quoted) - len(drawn)
+    if left:
+        parts.append(f"{left} more quoted" if drawn else f"quoted {left}, drew on none")
+    return "  [from earlier conversations: " + "; ".join(parts) + "]"
 
 
 def _listed(memories: Any) -> str:

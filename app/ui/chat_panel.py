@@ -18,11 +18,12 @@ from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
-from core.memory.conversation import load_conversation
+from core.memory.conversation import earlier_turns, load_conversation
 from core.store.sessions import create_session, end_session
 
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
-              "the memories it recalled for it. Everything it keeps is in Memories, where you can change or forget it.")
+              "the memories and earlier conversations it recalled for it. Everything it keeps is in Memories, where "
+              "you can change or forget it.")
 
 
 class ChatPanel(QWidget):
@@ -38,6 +39,7 @@ class ChatPanel(QWidget):
         self.session_id: int | None = None
         self.reply: MessageWidget | None = None  # the reply being written
         self.queued: list[MessageWidget] = []  # messages sent while a reply streams, shown and waiting their turn
+        self._focus_episode: int | None = None  # the turn to show when the conversation being opened is shown
         self._starting = False  # a first message is creating its conversation: the next one waits too
         self._fresh_session: int | None = None  # made by the turn now running: removed again if that turn fails
         self._closed = False  # after shutdown, late results from the lanes change nothing
@@ -46,7 +48,7 @@ class ChatPanel(QWidget):
         self.reply_actions = ReplyActions(  # under each reply: chips, veto, thumbs, regenerate, undo learning
             self.turns, self.window_, begin_reply=self._begin_reply, replies=self.replies,
             streaming=lambda: self.reply, starting=lambda: self._starting, memories_changed=self._memories_changed,
-            parent=self)
+            open_turn=self.open_turn, parent=self)
         self._build()
         self._connect()
         QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query
@@ -189,16 +191,28 @@ class ChatPanel(QWidget):
         if conversation.session.id != self.session_id:
             return  # the user moved on while it loaded
         self.title.setText(conversation.session.title or "New conversation")
+        focus, self._focus_episode, shown = self._focus_episode, None, None
         for turn in conversation.turns:
-            self._add_message("user", turn.user_text)
+            asked = self._add_message("user", turn.user_text)
+            shown = asked if turn.episode_id == focus else shown
             reply = self._add_message("assistant", turn.assistant_text)
             reply.set_used(turn.used)
+            reply.earlier.set_turns(turn.earlier)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
             if turn.episode_id in given_up:
                 reply.show_learned(given_up[turn.episode_id])
         self.reply_actions.offer_regenerate()
-        self._scroll_to_end()
+        if shown is not None:
+            self.thread_view.reveal(shown)
+        else:
+            self._scroll_to_end()
+
+    def open_turn(self, session_id: int, episode_id: int) -> None:
+        """An earlier turn a reply quoted: its conversation opens at that turn."""
+        self._focus_episode = episode_id
+        self.sessions.select(session_id)
+        self.open_session(session_id)
 
     def focus_search(self) -> None:
         self.sessions.focus_search()
@@ -300,6 +314,17 @@ class ChatPanel(QWidget):
         if self.reply is not None:
             self.reply.set_used(getattr(prepared, "used", ()))
             self.reply.set_status("")
+            self._show_earlier(self.reply, prepared)
+
+    def _show_earlier(self, reply: MessageWidget, prepared: Any) -> None:
+        """The earlier turns the reply quotes, read where and when they were said (the db lane is free now)."""
+        ids, whys = getattr(prepared, "used_episodes", ()), getattr(prepared, "episode_whys", ())
+        reply.earlier.set_turns([])  # an answer given again may quote none of what the first one did
+        def show(found: list) -> None:
+            if reply in self.replies():  # not when the user has moved to another conversation meanwhile
+                reply.earlier.set_turns(found)
+        if ids:
+            self.runner.submit("db", earlier_turns, self.services.db, ids, whys, on_done=show)
 
     def _on_chunk(self, text: str) -> None:
         if self.reply is not None:
@@ -316,6 +341,7 @@ class ChatPanel(QWidget):
         reply.set_episode(getattr(record, "episode_id", None))
         if getattr(record, "episode_id", None) is not None:  # stored: what it drew on is known (not incognito)
             reply.show_drew_on(getattr(record, "drew_on", ()))
+            reply.earlier.show_drew_on(getattr(record, "drew_on_turns", ()))
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
         notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",

@@ -16,7 +16,7 @@ class ReplyActions(QObject):
     def __init__(self, turns: Any, window: Any, *, begin_reply: Callable[[MessageWidget, Any], None],
                  replies: Callable[[], Sequence[MessageWidget]], streaming: Callable[[], MessageWidget | None],
                  starting: Callable[[], bool], memories_changed: Callable[[], None],
-                 parent: QObject | None = None) -> None:
+                 open_turn: Callable[[int, int], None] | None = None, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.turns = turns
         self.window_ = window
@@ -25,10 +25,13 @@ class ReplyActions(QObject):
         self.streaming = streaming  # the reply being written now, if any
         self.starting = starting  # a first message is creating its conversation
         self.memories_changed = memories_changed
+        self.open_turn = open_turn  # (session id, episode id): an earlier turn a reply quoted, where it was said
 
     def attach(self, message: MessageWidget) -> None:
         message.memory_opened.connect(self.open_memory)
         message.memory_vetoed.connect(lambda mid, m=message: self.veto(m, mid))
+        if self.open_turn is not None:
+            message.earlier_opened.connect(self.open_turn)
         message.rated.connect(lambda rating, m=message: self.rate(m, rating))
         message.learned_undo.connect(lambda mid, trash, m=message: self.undo_learned(m, mid, trash))
         message.regenerate_requested.connect(lambda m=message: self.regenerate(m))

@@ -7,6 +7,8 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from app.ui.chat_widgets import MessageWidget, discard
 
+REVEAL_MS = 2500
+
 
 class MessageThread(QWidget):
     def __init__(self, empty_text: str) -> None:
@@ -58,6 +60,13 @@ class MessageThread(QWidget):
                 discard(widget)
         self.empty.setVisible(True)
         self.scroll.setVisible(False)
+
+    def reveal(self, message: MessageWidget) -> None:
+        """Once laid out, scroll the message to the top and outline it for a moment: where an earlier turn was said."""
+        bar = self.scroll.verticalScrollBar()
+        QTimer.singleShot(0, message, lambda: bar.setValue(message.y()))
+        message.setStyleSheet(f"#{message.objectName()} {{ border: 2px solid palette(highlight); }}")
+        QTimer.singleShot(REVEAL_MS, message, lambda: message.setStyleSheet(""))
 
     def scroll_to_end(self) -> None:
         """Once the new content is laid out (the next turn of the event loop)."""

@@ -1,17 +1,19 @@
-"""The chat panel's pieces: the composer, a reply with its memory chips (app.ui.chat_chips) and thumbs, and a
-wrapping chip row."""
+"""The chat panel's pieces: the composer, and a reply with its memory chips (app.ui.chat_chips), the earlier turns
+it quoted (app.ui.chat_earlier) and thumbs."""
 from __future__ import annotations
 
 from typing import Any, Callable, Collection, Sequence
 
-from PySide6.QtCore import QByteArray, QPoint, QRect, QSize, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QPalette, QTextDocument, QTextOption
-from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QLayout, QLayoutItem, QPlainTextEdit, QSizePolicy,
+from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
 
 from app.ui.chat_chips import (DREW_ON_CAPTION, RECALLED_CAPTION, USED_CAPTION, MemoryChip, stored_drew_on,
                                unique_memories)
+from app.ui.chat_earlier import EarlierRow
 from app.ui.chat_learning import LearnedRow, LearnNote
+from app.ui.flow_layout import FlowLayout, discard
 
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
 
@@ -38,68 +40,6 @@ class Composer(QPlainTextEdit):
         text = self.toPlainText().strip()
         if text:
             self.submitted.emit(text)
-
-
-class FlowLayout(QLayout):
-    """Lays its items left to right and wraps them onto new lines (Qt's flow-layout example, trimmed)."""
-
-    def __init__(self, parent: QWidget | None = None, spacing: int = 6) -> None:
-        super().__init__(parent)
-        self._items: list[QLayoutItem] = []
-        self._spacing = spacing
-        self.setContentsMargins(0, 0, 0, 0)
-
-    def addItem(self, item: QLayoutItem) -> None:
-        self._items.append(item)
-
-    def count(self) -> int:
-        return len(self._items)
-
-    def itemAt(self, index: int) -> QLayoutItem | None:
-        return self._items[index] if 0 <= index < len(self._items) else None
-
-    def takeAt(self, index: int) -> QLayoutItem | None:
-        return self._items.pop(index) if 0 <= index < len(self._items) else None
-
-    def expandingDirections(self) -> Qt.Orientations:
-        return Qt.Orientations(0)
-
-    def hasHeightForWidth(self) -> bool:
-        return True
-
-    def heightForWidth(self, width: int) -> int:
-        return self._arrange(QRect(0, 0, width, 0), move=False)
-
-    def setGeometry(self, rect: QRect) -> None:
-        super().setGeometry(rect)
-        self._arrange(rect, move=True)
-
-    def sizeHint(self) -> QSize:
-        return self.minimumSize()
-
-    def minimumSize(self) -> QSize:
-        size = QSize()
-        for item in self._items:
-            size = size.expandedTo(item.minimumSize())
-        return size
-
-    def _arrange(self, rect: QRect, *, move: bool) -> int:
-        x, y, line_height = rect.x(), rect.y(), 0
-        for item in self._items:
-            hint = item.sizeHint()
-            if x + hint.width() > rect.right() and line_height > 0:
-                x, y, line_height = rect.x(), y + line_height + self._spacing, 0
-            if move:
-                item.setGeometry(QRect(QPoint(x, y), hint))
-            x += hint.width() + self._spacing
-            line_height = max(line_height, hint.height())
-        return y + line_height - rect.y()
-
-
-def discard(widget: QWidget) -> None:
-    """Gone for the user at once: hidden now, deleted when Qt next gets to it (until then it would still paint)."""
-    widget.hide()
-    widget.deleteLater()
 
 
 # A reply's links are model output: only these open, in the browser or the mail app. A file, an app, a share or
@@ -160,6 +100,7 @@ class MessageWidget(QFrame):
     line; a message typed while a reply streams says it waits its turn."""
     memory_opened = Signal(int)
     memory_vetoed = Signal(int)
+    earlier_opened = Signal(int, int)  # an earlier turn this reply quoted: its session id and episode id
     rated = Signal(object)  # +1, -1 or None
     learned_undo = Signal(int, bool)  # a memory learned from this turn: True to trash it, False to restore it
     regenerate_requested = Signal()
@@ -214,6 +155,8 @@ class MessageWidget(QFrame):
     def _add_reply_extras(self, layout: QVBoxLayout) -> None:
         self.chips_box = QWidget()
         self.chips = FlowLayout(self.chips_box)
+        self.earlier = EarlierRow()
+        self.earlier.opened.connect(self.earlier_opened)
         self.thumb_up, self.thumb_down = QToolButton(), QToolButton()
         for button, text, tip, value in ((self.thumb_up, "▲ Good", "Thumbs up: a good answer", 1),
                                          (self.thumb_down, "▼ Poor", "Thumbs down: a poor answer", -1)):
@@ -264,6 +207,7 @@ class MessageWidget(QFrame):
         self.learned_list.addWidget(self.question_button)
         self.learned_list.addWidget(self.retry_button)
         layout.addWidget(self.chips_box)
+        layout.addWidget(self.earlier)
         layout.addWidget(self.learned_box)
         layout.addLayout(footer)
         self.chips_box.setVisible(False)

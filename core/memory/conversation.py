@@ -1,11 +1,13 @@
-"""A conversation as the chat panel shows it: its turns in order, each with the memories its reply used.
+"""A conversation as the chat panel shows it: its turns in order, each with the memories its reply used and the
+earlier turns it quoted.
 
-Read-only; the attribution comes from reply_memories (migration 3), minus the memories the user vetoed.
+Read-only; the attribution comes from reply_memories (migration 3), minus the memories the user vetoed, and from
+reply_turns (migration 10), minus the turns in the trash.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from core.store.db import Database
 from core.store.episodes import list_episodes
@@ -24,12 +26,25 @@ class UsedMemory:
 
 
 @dataclass(frozen=True)
+class EarlierTurn:
+    """An earlier conversation turn a reply quoted in its context: where and when it was said, and why recalled."""
+    episode_id: int
+    session_id: int | None
+    session_title: str
+    at: float
+    user_text: str
+    why: str = ""
+    drew_on: bool | None = None  # the reply drew on it; None while the reply is being written
+
+
+@dataclass(frozen=True)
 class ConversationTurn:
     episode_id: int
     user_text: str
     assistant_text: str
     rating: int | None = None
     used: tuple[UsedMemory, ...] = ()
+    earlier: tuple[EarlierTurn, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -42,18 +57,24 @@ def load_conversation(db: Database, session_id: int, *, limit: int = MAX_TURNS) 
     session = get_session(db, session_id)
     episodes = list(reversed(list_episodes(db, session_id=session_id, limit=limit)))
     used = used_memories(db, [e.id for e in episodes])
-    turns = [ConversationTurn(e.id, e.user_text, e.assistant_text, e.rating, tuple(used.get(e.id, ())))
-             for e in episodes]
+    earlier = quoted_turns(db, [e.id for e in episodes])
+    turns = [ConversationTurn(e.id, e.user_text, e.assistant_text, e.rating, tuple(used.get(e.id, ())),
+                              tuple(earlier.get(e.id, ()))) for e in episodes]
     return Conversation(session, turns)
+
+
+def _chunks(ids: Sequence[int], size: int = 500) -> Iterator[tuple[list[int], str]]:
+    """The ids in chunks, each with its placeholders: far below SQLite's bound-parameter limit."""
+    ids = [int(i) for i in ids]
+    for start in range(0, len(ids), size):
+        chunk = ids[start:start + size]
+        yield chunk, ",".join("?" * len(chunk))
 
 
 def used_memories(db: Database, episode_ids: Sequence[int]) -> dict[int, list[UsedMemory]]:
     """For each reply, the memories in its context that the user did not veto, in context order."""
     found: dict[int, list[UsedMemory]] = {}
-    ids = [int(i) for i in episode_ids]
-    for start in range(0, len(ids), 500):  # stay far below SQLite's bound-parameter limit
-        chunk = ids[start:start + 500]
-        marks = ",".join("?" * len(chunk))
+    for chunk, marks in _chunks(episode_ids):
         rows = db.query("SELECT r.episode_id, r.memory_id, r.critical, r.drew_on, m.statement FROM reply_memories r "
                         f"JOIN memories m ON m.id = r.memory_id WHERE r.episode_id IN ({marks}) "
                         "AND r.vetoed_at IS NULL AND m.deleted_at IS NULL ORDER BY r.episode_id, r.rank", chunk)
@@ -63,3 +84,37 @@ def used_memories(db: Database, episode_ids: Sequence[int]) -> dict[int, list[Us
             found.setdefault(row["episode_id"], []).append(UsedMemory(row["memory_id"], row["statement"], why,
                                                                       drew_on))
     return found
+
+
+# A hidden conversation (trash_session) keeps its turns, and recall may quote them, but it cannot be opened.
+_EARLIER = "e.id, s.id AS session_id, coalesce(s.title, '') AS title, e.created_at, e.user_text"
+_ITS_SESSION = "LEFT JOIN sessions s ON s.id = e.session_id AND s.deleted_at IS NULL"
+
+
+def quoted_turns(db: Database, episode_ids: Sequence[int]) -> dict[int, list[EarlierTurn]]:
+    """For each reply, the earlier turns it quoted (reply_turns) that are not in the trash, in context order."""
+    found: dict[int, list[EarlierTurn]] = {}
+    for chunk, marks in _chunks(episode_ids):
+        rows = db.query(f"SELECT r.episode_id AS reply, r.why, r.drew_on, {_EARLIER} FROM reply_turns r "
+                        f"JOIN episodes e ON e.id = r.turn_id {_ITS_SESSION} WHERE r.episode_id IN ({marks}) "
+                        "AND e.deleted_at IS NULL ORDER BY r.episode_id, r.rank", chunk)
+        for row in rows:
+            found.setdefault(row["reply"], []).append(_earlier(row, row["why"], bool(row["drew_on"])))
+    return found
+
+
+def earlier_turns(db: Database, episode_ids: Sequence[int], whys: Sequence[str] = ()) -> list[EarlierTurn]:
+    """The earlier turns a reply being written quotes (PreparedTurn.used_episodes and episode_whys), in that order."""
+    ids = [int(i) for i in episode_ids]
+    if not ids:
+        return []
+    marks = ",".join("?" * len(ids))
+    rows = {r["id"]: r for r in db.query(f"SELECT {_EARLIER} FROM episodes e {_ITS_SESSION} WHERE e.id IN ({marks}) "
+                                         "AND e.deleted_at IS NULL", ids)}
+    reasons = list(whys) + [""] * (len(ids) - len(whys))
+    return [_earlier(rows[i], why) for i, why in zip(ids, reasons) if i in rows]
+
+
+def _earlier(row: dict, why: str, drew_on: bool | None = None) -> EarlierTurn:
+    return EarlierTurn(int(row["id"]), row["session_id"], str(row["title"]), float(row["created_at"]),
+                       str(row["user_text"]), str(why or ""), drew_on)

@@ -69,3 +69,22 @@ INSERT INTO meta(key, value) SELECT 'sentences_backfill_below', max(id) + 1 FROM
 
 def v9_sentences(conn: apsw.Connection) -> None:
     conn.execute(_V9_SENTENCES)
+
+
+_V10_REPLY_TURNS = """
+-- Which earlier conversation turns each reply quoted in its context (the "From earlier conversations" row under a
+-- reply), in context order, with recall's reason and whether the reply drew on them. Gone with either turn.
+CREATE TABLE reply_turns(
+    episode_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,  -- the reply
+    turn_id INTEGER NOT NULL REFERENCES episodes(id) ON DELETE CASCADE,     -- the earlier turn it quoted
+    rank INTEGER NOT NULL,                    -- position among the quoted turns, 0 first
+    why TEXT NOT NULL DEFAULT '',             -- recall's reason, as `engram memory search` words it
+    drew_on INTEGER,                          -- 1 the reply drew on it (core.memory.attribution), 0 only quoted
+    PRIMARY KEY (episode_id, turn_id)
+) WITHOUT ROWID;
+CREATE INDEX reply_turns_turn ON reply_turns(turn_id);
+"""
+
+
+def v10_reply_turns(conn: apsw.Connection) -> None:
+    conn.execute(_V10_REPLY_TURNS)

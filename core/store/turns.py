@@ -118,3 +118,15 @@ def unquoted_replies(db: Database, episode_ids: Iterable[int]) -> dict[EpisodeId
                       f"AND (rating = -1 OR json_extract(metadata, '$.finish_reason') IN ({failed}))",
                       [*ids, *FAILED_REPLIES]).fetchall()
     return {EpisodeId(int(i)): (str(speaker), str(text)) for i, speaker, text in rows}
+
+
+def record_quoted(db: Database, episode_id: int, quoted: Sequence[tuple[int, str]],
+                  drew_on: Collection[int]) -> None:
+    """Store (earlier turn id, recall's reason) in context order for a reply, and which the reply drew on; a
+    re-answer's quoted turns replace the earlier answer's."""
+    db.execute("DELETE FROM reply_turns WHERE episode_id = ?", (int(episode_id),))
+    drawn = {int(i) for i in drew_on}
+    for rank, (turn_id, why) in enumerate(quoted):
+        if int(turn_id) != int(episode_id):  # a turn never quotes itself; a regenerate could recall its own text
+            db.execute("INSERT OR IGNORE INTO reply_turns(episode_id, turn_id, rank, why, drew_on) VALUES (?,?,?,?,?)",
+                       (int(episode_id), int(turn_id), rank, str(why), int(int(turn_id) in drawn)))

@@ -23,13 +23,14 @@ if TYPE_CHECKING:  # annotations only: db imports the migrations, never this mod
     from core.store.db import Database
 
 # Children before parents (foreign keys are on); FTS rows go with their tables through the triggers.
-WIPED_TABLES = ("reply_memories", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
+WIPED_TABLES = ("reply_memories", "reply_turns", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
                 "memory_history", "forgetting_events", "rejections", "learning_goals", "hypotheses", "memories",
                 "entities", "turn_learning", "episode_sentences", "episodes", "sessions")
 # Parents before children, for putting a backup's rows back.
 RESTORED_TABLES = ("sessions", "memories", "episodes", "episode_sentences", "entities", "hypotheses",
                    "learning_goals", "memory_sources", "memory_entities", "hypothesis_evidence", "edges",
-                   "reply_memories", "memory_history", "forgetting_events", "rejections", "turn_learning")
+                   "reply_memories", "reply_turns", "memory_history", "forgetting_events", "rejections",
+                   "turn_learning")
 # What the user sees counted: the table, and its name in words.
 COUNTED = (("memories", "memories", "memory"), ("episodes", "conversation turns", "conversation turn"),
            ("sessions", "conversations", "conversation"), ("edges", "graph links", "graph link"),
