@@ -47,6 +47,8 @@ def test_each_quoted_turn_is_a_chip_with_its_day_words_and_reason(qtbot):
     assert opened.args == [3, 7]
     row.show_drew_on([8])
     assert "did not draw on it" in row.chips()[0].toolTip() and "This reply drew on it." in row.chips()[1].toolTip()
+    row.set_turns([turn(forgotten=True)])
+    assert "Restore it in Forgetting" in row.chips()[0].toolTip() and row.chips()[0].isEnabled()
     row.set_turns([])
     assert row.isHidden() and row.flow.count() == 0
 

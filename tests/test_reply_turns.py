@@ -44,6 +44,9 @@ def test_a_turn_in_the_trash_leaves_the_row_and_a_hidden_conversation_cannot_be_
     assert load_conversation(db, after).turns[0].earlier == ()
     restore_episode(db, first)
     assert [e.episode_id for e in load_conversation(db, after).turns[0].earlier] == [first]
+    db.execute("UPDATE episodes SET forgotten_at = ? WHERE id = ?", (clock(), first))  # compacted, as forgetting does
+    assert load_conversation(db, after).turns[0].earlier[0].forgotten  # still shown: the reply did quote it
+    restore_episode(db, first)
     trash_session(db, before)
     (earlier,) = load_conversation(db, after).turns[0].earlier
     assert earlier.session_id is None and earlier.session_title == ""  # still shown; nothing to open

@@ -46,8 +46,9 @@ def earlier_tooltip(turn: Any) -> str:
     said = f"You said, {day if day in ('today', 'yesterday') else 'on ' + day}{where}:\n{words}"
     drew = {True: "This reply drew on it.", False: "Given to the model for this reply, which did not draw on it.",
             None: ""}[turn.drew_on]
-    opens = ("Click to open that conversation." if turn.session_id is not None
-             else "Its conversation was removed from the list, so it cannot be opened.")
+    opens = ("Its conversation was removed from the list, so it cannot be opened." if turn.session_id is None else
+             "Forgotten since (compacted into a summary): Restore it in Forgetting to see it in its conversation."
+             if turn.forgotten else "Click to open that conversation.")
     return "\n\n".join(p for p in (said, f"Why: {turn.why}" if turn.why else "", drew, opens) if p)
 
 

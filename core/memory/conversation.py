@@ -35,6 +35,7 @@ class EarlierTurn:
     user_text: str
     why: str = ""
     drew_on: bool | None = None  # the reply drew on it; None while the reply is being written
+    forgotten: bool = False  # compacted by forgetting since: not in its conversation until restored
 
 
 @dataclass(frozen=True)
@@ -87,7 +88,7 @@ def used_memories(db: Database, episode_ids: Sequence[int]) -> dict[int, list[Us
 
 
 # A hidden conversation (trash_session) keeps its turns, and recall may quote them, but it cannot be opened.
-_EARLIER = "e.id, s.id AS session_id, coalesce(s.title, '') AS title, e.created_at, e.user_text"
+_EARLIER = "e.id, s.id AS session_id, coalesce(s.title, '') AS title, e.created_at, e.user_text, e.forgotten_at"
 _ITS_SESSION = "LEFT JOIN sessions s ON s.id = e.session_id AND s.deleted_at IS NULL"
 
 
@@ -117,4 +118,4 @@ def earlier_turns(db: Database, episode_ids: Sequence[int], whys: Sequence[str] 
 
 def _earlier(row: dict, why: str, drew_on: bool | None = None) -> EarlierTurn:
     return EarlierTurn(int(row["id"]), row["session_id"], str(row["title"]), float(row["created_at"]),
-                       str(row["user_text"]), str(why or ""), drew_on)
+                       str(row["user_text"]), str(why or ""), drew_on, row["forgotten_at"] is not None)
