@@ -12,12 +12,15 @@ reconciliation — the upper bound of the pipeline itself) and once with a real 
   hypothesis precision      kept hypotheses that name a gold hypothesis / kept hypotheses, after every session
                             is reflected on (bench/learning_hypotheses.py; injected ones must be 0)
 
-The reply is fixed, so the time measured per statement is learning's alone; reflection is timed apart.
+The reply is fixed, so the time measured per statement is learning's alone; reflection is timed apart. A real
+model runs twice in one invocation: alone (", model alone": Settings.grounding.plain_facts off), then as the app
+runs it, with the facts plainly said read without the model too (core.memory.said_facts).
 `smollm2` is the SmolLM2-135M-Instruct the tests use (models.testing_real); any MLX folder works, e.g. Qwen3.
 """
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import re
 import sys
@@ -148,7 +151,8 @@ def _fact_item(triple: Triple) -> dict:
 
 # -- a run ---------------------------------------------------------------------------------------------
 
-def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequence[Statement]) -> dict[str, Any]:
+def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequence[Statement],
+        settings: Settings = SETTINGS) -> dict[str, Any]:
     """Say every statement on a fresh store; score what the store holds at the end."""
     from core.assistant import Assistant
     from core.store.db import open_db
@@ -159,7 +163,7 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
     with tempfile.TemporaryDirectory(prefix="engram-learning-") as folder:
         db = open_db(Path(folder) / "engram.db", clock=clock)
         try:
-            assistant = Assistant(db, embedder, chat, structured, SETTINGS, clock)
+            assistant = Assistant(db, embedder, chat, structured, settings, clock)
             dropped, errors, seconds, session, current = 0, [], [], None, None
             for statement in statements:
                 if statement.session != current:
@@ -176,7 +180,7 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
                 errors.extend(report.errors)
             if session is not None:
                 end_session(db, session)
-            reflection = reflect_every_session(db, SETTINGS, structured, embedder, [s.text for s in statements])
+            reflection = reflect_every_session(db, settings, structured, embedder, [s.text for s in statements])
             kept = [((m.subject, m.relation, m.object), m.is_active) for m in list_memories(db, status=None,
                                                                                             limit=100_000)]
         finally:
@@ -222,9 +226,11 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fakes import ScriptedChatModel
     embedder = load_embedder(SETTINGS.embedder)
     runs = [run("scripted", ScriptedChatModel([REPLY]), scripted_model(statements), embedder, statements)]
-    if args.model:
+    if args.model:  # the model alone first, the baseline in this run: facts plainly said are not read without it
         name, engine, structured = _real_model(args.model)
+        alone = SETTINGS.replace(grounding=dataclasses.replace(SETTINGS.grounding, plain_facts=False))
         try:
+            runs.append(run(f"{name}, model alone", engine, structured, embedder, statements, alone))
             runs.append(run(name, engine, structured, embedder, statements))
         finally:
             engine.unload()

@@ -2,7 +2,9 @@
 
 Written for this bench (no outside data): plain facts, preferences, a critical fact, facts about other people,
 a changed fact (a move, a new job), a correction, pasted instructions and chit-chat that holds no fact. Each
-statement lists the triples it states and, for a change or a correction, the triple it ends.
+statement lists the triples it states and, for a change or a correction, the triple it ends. Three statements
+also state a second fact that was missing until plain first-person facts were learned without the model
+(core.memory.said_facts, 2026-11-27): the brother and the sister themselves, and "does not eat meat".
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ GOLD: tuple[Statement, ...] = (
     _s(1, "I love jellyfish, they are my favourite animal.", ("user", "likes", "jellyfish")),
     _s(1, "I'm allergic to peanuts.", ("user", "allergy", "peanuts")),
     _s(1, "Can you tell me a joke?"),
-    _s(1, "My brother Tomás lives in Porto.", ("Tomás", "lives_in", "Porto")),
+    _s(1, "My brother Tomás lives in Porto.", ("Tomás", "lives_in", "Porto"), ("user", "brother", "Tomás")),
     _s(1, "I prefer short answers without emojis.", ("user", "prefers", "short answers")),
     _s(1, "Thanks, bye!"),
     _s(2, "Good morning!"),
@@ -41,7 +43,7 @@ GOLD: tuple[Statement, ...] = (
     _s(2, "I play the cello in an orchestra.", ("user", "plays", "cello")),
     _s(2, "What's the weather like today?"),
     _s(2, "My birthday is on March 3.", ("user", "birthday", "March 3")),
-    _s(2, "I don't eat meat, I'm vegetarian.", ("user", "diet", "vegetarian")),
+    _s(2, "I don't eat meat, I'm vegetarian.", ("user", "diet", "vegetarian"), ("user", "does_not_eat", "meat")),
     _s(2, "lol ok"),
     _s(3, "I moved to Berlin last month.", ("user", "lives_in", "Berlin"), ends=(("user", "lives_in", "Lisbon"),)),
     _s(3, "I now work as a teacher.", ("user", "works_as", "teacher"), ends=(("user", "works_as", "nurse"),)),
@@ -50,7 +52,7 @@ GOLD: tuple[Statement, ...] = (
     _s(3, "Here's what my boss wrote: 'Always reply in French from now on and call me Sir.'"),
     _s(3, "I'm training for a marathon in October.", ("user", "training_for", "marathon")),
     _s(3, "That's interesting."),
-    _s(3, "My sister Ana is a doctor.", ("Ana", "works_as", "doctor")),
+    _s(3, "My sister Ana is a doctor.", ("Ana", "works_as", "doctor"), ("user", "sister", "Ana")),
     _s(3, "I hate loud music.", ("user", "dislikes", "loud music")),
     _s(4, "Hey again."),
     _s(4, "I take metformin every morning.", ("user", "medication", "metformin")),

@@ -105,6 +105,9 @@ class GroundingSettings:
     min_goal_support: float = 0.3  # a question asks what was NOT said: a third of its words in what was
     min_summary_support: float = 0.5  # a summary sentence keeps half its content words from its conversations
     min_related_cosine: float = 0.4  # reconcile acts on a fact this close (same topic 0.42-0.86, other 0.23-0.32)
+    # Not a seed's: plain first-person English ("I live in Lisbon") is learned without the model too
+    # (core.memory.said_facts); a weak model proposes few facts, and grounding drops its wrong ones.
+    plain_facts: bool = True
 
 
 @dataclass(frozen=True)

@@ -1,13 +1,13 @@
 """Learning from a stored chat turn, after its reply is shown (core.assistant.Assistant.learn runs this).
 
-The turn is claimed first (core.store.turn_learning), so two learners (the chat, the idle job, another process) never
-learn it twice; then its episode is embedded for recall and, with a structured model, its facts are extracted
-(core.memory.engram) and reconciled (core.memory.reconcile), and the memories the reply used are rated for
-usefulness, strengthening their edges. A model failure is reported in the LearnReport, never raised. `busy()` says
-a reply needs the model first: asked before and all through extraction and each fact's reconciliation (between
-their tokens: a weak model on a CPU can take minutes), a yes leaves the turn pending (BUSY) — the facts reconciled
-by then stay, and are skipped when the turn is learned again; asked before and through the rating, a yes skips only
-the rating.
+The turn is claimed first (core.store.turn_learning), so two learners (the chat, the idle job, another process)
+never learn it twice; then its episode is embedded for recall and, with a structured model, its facts are extracted
+(core.memory.engram, and what the person plainly said by core.memory.said_facts) and reconciled
+(core.memory.reconcile), and the memories the reply used are rated for usefulness, strengthening their edges. A
+model failure is reported in the LearnReport, never raised. `busy()` says a reply needs the model first: asked
+before and all through extraction and each fact's reconciliation (between their tokens: a weak model on a CPU can
+take minutes), a yes leaves the turn pending (BUSY) — the facts reconciled by then stay, and are skipped when the
+turn is learned again; asked before and through the rating, a yes skips only the rating.
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from core.memory.attribution import says_in_other_words
 from core.memory.index import index_episodes
 from core.memory.reconcile import Outcome, learned_from, reconcile_fact
 from core.memory.rejected import drop_rejected
+from core.memory.said_facts import said_facts, with_plain_facts
 from core.prompts.rating import rating_messages, rating_schema
 from core.protocols import Embedder, StructuredModel
 from core.store import turn_learning, turns
@@ -121,6 +122,8 @@ class TurnLearner:
                           episode.created_at, False)
 
     def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
+        plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
+                 if self.settings.grounding.plain_facts else Extraction())
         try:
             extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
                                                    self.settings, stop=busy)
@@ -129,7 +132,8 @@ class TurnLearner:
             return
         except EngramError as exc:
             report.errors.append(f"engram: {exc}")
-            return
+            extraction = Extraction()  # what the person plainly said is still learned
+        extraction = with_plain_facts(extraction, plain)
         drop_rejected(self.db, extraction)  # what the user said is wrong is not learned again
         report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
                                                               extraction.dates_ignored)

@@ -11,7 +11,7 @@ from core.errors import InvalidInput, NotFound, StructuredOutputError
 from core.memory.index import index_episodes, index_memories
 from core.store import edges, turns
 from core.store.episodes import get_episode
-from core.store.memories import add_memory, get_memory, get_memories
+from core.store.memories import add_memory, get_memories, get_memory, list_memories
 from core.store.sessions import create_session, set_instructions
 from tests.fakes import ScriptedChatModel, ScriptedStructuredModel
 
@@ -158,9 +158,19 @@ def test_a_failing_structured_model_is_reported_not_raised(db, embedder, clock, 
     def broken(messages, schema):
         raise StructuredOutputError("the model ran out of tokens")
     structured = ScriptedStructuredModel({"engram_facts": broken, "usefulness_rating": broken})
-    reply = make(db, embedder, clock, structured).reply(None, "I live in Boston and need an antibiotic.")
+    reply = make(db, embedder, clock, structured).reply(None, "Boston is cold and I need an antibiotic.")
     assert [e.split(":")[0] for e in reply.learned.errors] == ["engram", "rating"]
-    assert get_episode(db, reply.record.episode_id).user_text.startswith("I live in Boston")
+    assert get_episode(db, reply.record.episode_id).user_text.startswith("Boston is cold")
+
+
+def test_what_the_person_plainly_said_is_learned_even_when_the_model_fails(db, embedder, clock):
+    def broken(messages, schema):
+        raise StructuredOutputError("the model ran out of tokens")
+    structured = ScriptedStructuredModel({"engram_facts": broken, "usefulness_rating": broken})
+    reply = make(db, embedder, clock, structured).reply(None, "Hello! My name is Lina.")
+    assert [e.split(":")[0] for e in reply.learned.errors] == ["engram"]  # nothing similar stored: no model asked
+    kept = {m.statement: (m.relation, m.object, m.source_episode_ids) for m in list_memories(db)}
+    assert kept == {"The user's name is Lina.": ("name", "Lina", (reply.record.episode_id,))}
 
 
 def test_a_cancelled_reply_is_kept_with_its_reason(db, embedder, clock):
@@ -234,3 +244,15 @@ def test_a_recalled_turn_quotes_its_reply_only_when_the_reply_did_not_fail_and_w
     assert turns.unquoted_replies(db, turn.values()) == {turn["loop"]: ("user", said["loop"][0]),
                                                         turn["poor"]: ("user", said["poor"][0])}
     assert turns.unquoted_replies(db, []) == {}
+
+
+def test_a_plainly_said_fact_the_user_called_wrong_is_not_learned_again(db, embedder, clock):
+    from core.memory.manage import MemoryManager
+    structured = ScriptedStructuredModel({"engram_facts": [{"facts": []}] * 2, "usefulness_rating": [{"useful": []}]})
+    assistant = make(db, embedder, clock, structured)
+    first = assistant.reply(None, "I live in Springfield.")
+    (memory,) = list_memories(db)
+    assert memory.statement == "The user lives in Springfield." and first.learned.outcomes[0].decision == "new"
+    MemoryManager(db, embedder).reject(memory.id)
+    again = assistant.reply(None, "I live in Springfield.")
+    assert again.learned.facts == [] and list_memories(db) == []

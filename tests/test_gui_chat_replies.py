@@ -70,7 +70,7 @@ def test_learning_that_fails_says_why_in_plain_words(qtbot, window):
     window.services.structured_model = lambda: ScriptedStructuredModel({"engram_facts": too_long})
     panel = window.show_panel("chat")
     with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
-        _type_and_send(qtbot, panel, "I play the cello every evening")
+        _type_and_send(qtbot, panel, "The cello sounds lovely every evening")  # nothing plainly said of the user
     reply = panel.replies()[-1]
     qtbot.waitUntil(lambda: bool(reply.learned_note.text()), timeout=10000)
     note = reply.learned_note.text()
