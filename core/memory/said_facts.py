@@ -1,8 +1,8 @@
 """Facts a person states about themself in plain English, found without a model: "My name is Lina", "I live in
 Lisbon", "I work as a nurse", "My sister Ana…", "I'm allergic to penicillin", "I love hiking".
 
-A weak model (SmolLM2-135M, what the only offline model here is, and near what an 8 GB Mac runs) proposes few
-facts, or wrong ones that grounding then drops: a first hour where Engram was told a name, a city and a job, and
+A weak model (SmolLM2-135M, the one model a fresh install here can run offline, near what an 8 GB Mac runs)
+proposes few facts, or wrong ones that grounding then drops: a first hour where Engram was told a name, a city and a job, and
 remembers none of them. These patterns read only the person's own first-person sentences (core.memory.engram's
 split_quoted leaves out pasted, relayed and injected text), skip questions, negations, hypotheticals and reported
 speech, and keep each fact in the person's own words, so every one passes the same grounding check as a model's
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.config import Settings
-from core.memory.engram import Extraction, rejection, split_quoted, to_fact
+from core.memory.engram import Extraction, Fact, rejection, split_quoted, to_fact
 
 CONFIDENCE = 80  # percent, as the model answers: stated outright, but read by a pattern, not understood
 _NAME = r"(?-i:[A-Z][a-zà-ÿ'’-]+(?: [A-Z][a-zà-ÿ'’-]+)?)"
@@ -50,7 +50,7 @@ _I_AM = r"\bi(?:'m|’m| am)"
 _NOW = r"(?:now |currently |still |also |just )?"
 PATTERNS = (
     _pattern("name", rf"\bmy name is (?P<obj>{_NAME})", "The user's name is {obj}."),
-    _pattern("name", rf"\b(?:hi|hello|hey)(?: there)?[,!.]?\s+i(?:'m|’m| am) (?P<obj>{_NAME})(?=\s*(?:[,.!;]|$))",
+    _pattern("name", rf"\b(?:hi|hello|hey)(?: there)?[,!.]?\s+i(?:'m|’m| am) (?P<obj>{_NAME})(?=\s*(?:[,.!;]|$|and\b))",
              "The user is {obj}."),
     _pattern("name", rf"{_I_AM} called (?P<obj>{_NAME})", "The user is called {obj}."),
     _pattern("lives_in", rf"\bi {_NOW}(?:live|(?:'m|’m|am) living) in (?P<obj>{_PLACE})", "The user lives in {obj}."),
@@ -173,11 +173,14 @@ def with_plain_facts(extraction: Extraction, plain: Extraction) -> Extraction:
     subject is one of the model's and whose object's words hold, or are held by, that fact's object is the same
     fact told another way ("has_cat Miso" and "cat Miso"; "short answers" and "short answers without emojis").
     What either left out stays listed as dropped."""
-    told = [(f.subject.casefold(), _object_words(f.object)) for f in extraction.facts]
-    added = [f for f in plain.facts if not any(
-        subject == f.subject.casefold() and words and (words <= _object_words(f.object) or _object_words(f.object)
-                                                       <= words) for subject, words in told)]
+    added = [f for f in plain.facts if not any(_same_thing(f, told) for told in extraction.facts)]
     return Extraction(extraction.facts + added, extraction.dropped + plain.dropped, extraction.dates_ignored)
+
+
+def _same_thing(fact: Fact, told: Fact) -> bool:
+    mine, theirs = _object_words(fact.object), _object_words(told.object)
+    return fact.subject.casefold() == told.subject.casefold() and bool(mine and theirs) and (
+        mine <= theirs or theirs <= mine)
 
 
 def _object_words(text: str) -> set[str]:
