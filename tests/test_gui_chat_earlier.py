@@ -104,3 +104,19 @@ def test_the_chat_shows_the_earlier_turn_a_reply_used_and_opens_it_where_it_was_
         win.panels["chat"].shutdown()
         win.runner.shutdown(wait=True)
         win.services.close()
+
+
+def test_an_ampersand_in_a_memory_or_a_turn_is_shown_and_is_no_shortcut(qtbot):
+    """A button reads "&" as its shortcut's mark: "Tom &Jerry" showed "Tom Jerry" and answered Alt+J."""
+    from PySide6.QtGui import QKeySequence
+
+    from app.ui.chat_chips import MemoryChip
+    from app.ui.chat_learning import LearnedFact, LearnedRow
+    row = EarlierRow()
+    chip = MemoryChip(1, "Tom &Jerry are the user's cats")
+    learned = LearnedRow(LearnedFact(2, "The user's cats are Tom &Jerry.", True))
+    for widget in (row, chip, learned):
+        qtbot.addWidget(widget)
+    row.set_turns([turn(user_text="My cats are Tom &Jerry")])
+    for button in (row.chips()[0], chip.open_button, learned.open_button):
+        assert "&&Jerry" in button.text() and QKeySequence.mnemonic(button.text()).isEmpty()

@@ -6,6 +6,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QToolButton
 
+from app.ui.plain_text import button_text
 from core.second_person import to_second_person
 
 CHIP_CHARS = 42
@@ -68,7 +69,7 @@ class MemoryChip(QFrame):
         row.addWidget(self.veto_button)
 
     def show_text(self, text: str, note: str = "") -> None:
-        self.open_button.setText(chip_label(to_second_person(text)))  # display only: `text` stays the record
+        self.open_button.setText(button_text(chip_label(to_second_person(text))))  # display only
         parts = [text, f"Why: {self.why}" if self.why else "", self.attribution, note]
         self.open_button.setToolTip("\n\n".join(p for p in parts if p))
 

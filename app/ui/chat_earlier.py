@@ -11,6 +11,7 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QToolButton, QWidget
 
 from app.ui.flow_layout import FlowLayout, discard
+from app.ui.plain_text import button_text
 
 EARLIER_CAPTION = "From earlier conversations:"
 LABEL_CHARS = 48
@@ -89,7 +90,7 @@ class EarlierRow(QWidget):
         chip = QToolButton()
         chip.setObjectName("earlierTurnChip")
         chip.setAutoRaise(True)
-        chip.setText(earlier_label(turn))
+        chip.setText(button_text(earlier_label(turn)))
         chip.setToolTip(earlier_tooltip(turn))
         chip.setEnabled(turn.session_id is not None)
         if turn.session_id is not None:

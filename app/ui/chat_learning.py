@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
+from app.ui.plain_text import button_text
 from core.second_person import to_second_person
 from core.store import turn_learning
 from core.store.jobs import list_jobs
@@ -228,7 +229,7 @@ class LearnedRow(QWidget):
         only, the memory keeps its words."""
         shown = to_second_person(statement)
         text = " ".join(shown.split())
-        self.open_button.setText(text if len(text) <= ROW_CHARS else text[: ROW_CHARS - 1] + "…")
+        self.open_button.setText(button_text(text if len(text) <= ROW_CHARS else text[: ROW_CHARS - 1] + "…"))
         self.open_button.setToolTip(f"{shown}\n\nOpen this memory in Memories")
 
     def set_undone(self, undone: bool, caption: str = "Not remembered:") -> None:

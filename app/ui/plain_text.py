@@ -33,3 +33,9 @@ def guard_plain_text(app: Any = None) -> None:
     guard = PlainTextGuard(app)
     guard.setObjectName(GUARD_NAME)
     app.installEventFilter(guard)
+
+
+def button_text(text: str) -> str:
+    """Data shown on a button as it is: a button reads "&" as its shortcut's mark ("Tom &Jerry" shows "Tom Jerry" and
+    answers Alt+J), so a memory's or a turn's "&" is doubled."""
+    return text.replace("&", "&&")
