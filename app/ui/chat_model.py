@@ -8,6 +8,7 @@ from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton
 
 from app.services.platform import this_machine
+from app.ui.plain_text import button_text
 from core.errors import EngramError
 
 
@@ -62,7 +63,7 @@ class ModelNotice(QObject):
     def show_name(self) -> None:
         name = model_name(self.services)
         shown = self.button.fontMetrics().elidedText(name, Qt.ElideMiddle, NAME_WIDTH) if name else ""
-        self.button.setText(f"Model: {shown}" if name else "No model")
+        self.button.setText(button_text(f"Model: {shown}") if name else "No model")  # a folder may hold "&"
         self.button.setToolTip(f"{name}\n{BUTTON_TIP}" if name else BUTTON_TIP)
 
     def check(self) -> None:
