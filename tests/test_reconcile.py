@@ -159,3 +159,18 @@ def test_a_verdict_against_an_unrelated_fact_changes_nothing(db, embedder, bosto
     assert [h.action for h in history(db, boston)] == ["create"]
     moved = Fact("user", "moved_to", "Denver", "The user moved to Denver.", 0.9)  # another relation, same topic
     assert reconcile_fact(db, embedder, decide("contradiction"), moved, None, SETTINGS).decision == "contradiction"
+
+
+def test_a_duplicate_must_name_the_same_thing_or_the_new_fact_is_kept(db, embedder, boston):
+    """A weak model called "lives in Denver" a duplicate of "lives in Boston": the duplicate raised Boston's
+    confidence and Denver was never stored. A duplicate's object shares a word with the stored one's."""
+    outcome = reconcile_fact(db, embedder, decide("duplicate"), city("Denver"), None, SETTINGS)
+    assert outcome.decision == "new" and outcome.target_id is None
+    assert outcome.reason.startswith(f"the model called it a duplicate of memory {boston}, which names 'Boston'")
+    assert get_memory(db, outcome.memory_id).object == "Denver" and get_memory(db, boston).confidence == 0.7
+
+
+def test_a_duplicate_in_other_words_is_still_one(db, embedder, boston):
+    said_again = Fact("user", "lives_in", "boston, MA", "The user lives in Boston, MA.", 0.9)
+    outcome = reconcile_fact(db, embedder, decide("duplicate"), said_again, None, SETTINGS)
+    assert outcome.decision == "duplicate" and outcome.memory_id == boston

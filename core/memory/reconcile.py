@@ -2,7 +2,8 @@
 
 A weak model's verdict never touches an unrelated fact: "duplicate", "update" or "contradiction" needs a target
 of the same subject and relation, or one whose statement means nearly the same (Settings.grounding.
-min_related_cosine); otherwise the fact is added as new and the outcome's reason says what was overruled.
+min_related_cosine), and a duplicate must name the same thing (an object word in common); otherwise the fact is
+added as new and the outcome's reason says what was overruled.
 
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
 'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
@@ -13,6 +14,7 @@ user's choice.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable
 
@@ -76,6 +78,10 @@ def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fac
             reason = (f"the model called it a {decision} of memory {target.id}, which is about something else: "
                       f"kept as new. {reason}")[:300]
             decision, target = "new", None
+        elif decision == "duplicate" and not _names_the_same(fact, target):
+            reason = (f"the model called it a duplicate of memory {target.id}, which names {target.object!r}: "
+                      f"kept as new. {reason}")[:300]
+            decision, target = "new", None
     sources = [] if episode_id is None else [int(episode_id)]
     return apply_decision(db, embedder, fact, decision, target, sources, reason, settings)
 
@@ -91,6 +97,14 @@ def related(db: Database, fact: Fact, vector: np.ndarray, target: Memory, settin
     a, b = np.asarray(vector, dtype=np.float32), np.asarray(stored, dtype=np.float32)
     cosine = float(a @ b / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12))
     return cosine >= settings.grounding.min_related_cosine
+
+
+def _names_the_same(fact: Fact, target: Memory) -> bool:
+    """A duplicate says the same thing again: its object shares a word with the stored one's ("Boston" and
+    "Boston, MA"; not "Denver" and "Boston", which a weak model called a duplicate, and the new city was lost).
+    A stored fact with no object (a note, a summary) is not judged."""
+    stored = set(re.findall(r"\w+", (target.object or "").casefold()))
+    return not stored or bool(stored & set(re.findall(r"\w+", fact.object.casefold())))
 
 
 def apply_decision(db: Database, embedder: Embedder, fact: Fact, decision: str, target: Memory | None,
