@@ -162,8 +162,8 @@ def test_a_verdict_against_an_unrelated_fact_changes_nothing(db, embedder, bosto
 
 
 def test_a_duplicate_must_name_the_same_thing_or_the_new_fact_is_kept(db, embedder, boston):
-    """A weak model called "lives in Denver" a duplicate of "lives in Boston": the duplicate raised Boston's
-    confidence and Denver was never stored. A duplicate's object shares a word with the stored one's."""
+    """A weak model's "duplicate" of "lives in Denver" against "lives in Boston" raised Boston's confidence and
+    never stored Denver (scripted here). A duplicate's object shares a word with the stored one's."""
     outcome = reconcile_fact(db, embedder, decide("duplicate"), city("Denver"), None, SETTINGS)
     assert outcome.decision == "new" and outcome.target_id is None
     assert outcome.reason.startswith(f"the model called it a duplicate of memory {boston}, which names 'Boston'")

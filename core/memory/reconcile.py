@@ -101,8 +101,8 @@ def related(db: Database, fact: Fact, vector: np.ndarray, target: Memory, settin
 
 def _names_the_same(fact: Fact, target: Memory) -> bool:
     """A duplicate says the same thing again: its object shares a word with the stored one's ("Boston" and
-    "Boston, MA"; not "Denver" and "Boston", which a weak model called a duplicate, and the new city was lost).
-    A stored fact with no object (a note, a summary) is not judged."""
+    "Boston, MA"; not "Denver" and "Boston": taken as a duplicate, the new city would be lost). A stored fact with
+    no object (a note, a summary) is not judged."""
     stored = set(re.findall(r"\w+", (target.object or "").casefold()))
     return not stored or bool(stored & set(re.findall(r"\w+", fact.object.casefold())))
 
