@@ -1,8 +1,8 @@
 """Facts a person states about themself in plain English, found without a model: "My name is Lina", "I live in
 Lisbon", "I work as a nurse", "My sister Ana…", "I'm allergic to penicillin", "I love hiking".
 
-A weak model (SmolLM2-135M, the one model a fresh install here can run offline, near what an 8 GB Mac runs)
-proposes few facts, or wrong ones that grounding then drops: a first hour where Engram was told a name, a city and a job, and
+A weak model (SmolLM2-135M, the one model a fresh install here can run offline, near what an 8 GB Mac runs) proposes
+few facts, or wrong ones that grounding then drops: a first hour where Engram was told a name, a city and a job, and
 remembers none of them. These patterns read only the person's own first-person sentences (core.memory.engram's
 split_quoted leaves out pasted, relayed and injected text), skip questions, negations, hypotheticals and reported
 speech, and keep each fact in the person's own words, so every one passes the same grounding check as a model's
@@ -50,8 +50,8 @@ _I_AM = r"\bi(?:'m|’m| am)"
 _NOW = r"(?:now |currently |still |also |just )?"
 PATTERNS = (
     _pattern("name", rf"\bmy name is (?P<obj>{_NAME})", "The user's name is {obj}."),
-    _pattern("name", rf"\b(?:hi|hello|hey)(?: there)?[,!.]?\s+i(?:'m|’m| am) (?P<obj>{_NAME})(?=\s*(?:[,.!;]|$|and\b))",
-             "The user is {obj}."),
+    _pattern("name", rf"\b(?:hi|hello|hey)(?: there)?[,!.]?\s+i(?:'m|’m| am) (?P<obj>{_NAME})"
+                     r"(?=\s*(?:[,.!;]|$|and\b))", "The user is {obj}."),
     _pattern("name", rf"{_I_AM} called (?P<obj>{_NAME})", "The user is called {obj}."),
     _pattern("lives_in", rf"\bi {_NOW}(?:live|(?:'m|’m|am) living) in (?P<obj>{_PLACE})", "The user lives in {obj}."),
     _pattern("lives_in", rf"\bi (?:just |recently )?(?:moved|relocated) to (?P<obj>{_PLACE})",
