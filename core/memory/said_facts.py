@@ -48,6 +48,8 @@ def _pattern(relation: str, regex: str, statement: str) -> _Pattern:
 
 _I_AM = r"\bi(?:'m|’m| am)"
 _NOW = r"(?:now |currently |still |also |just )?"
+# A job named outright, up to two words before it ("software engineer"); "a teacher's assistant" is not a teacher.
+_JOB = rf"(?:[a-z-]+ ){{0,2}}(?:{_JOBS})\b(?!['’])"
 PATTERNS = (
     _pattern("name", rf"\bmy name is (?P<obj>{_NAME})", "The user's name is {obj}."),
     _pattern("name", rf"\b(?:hi|hello|hey)(?: there)?[,!.]?\s+i(?:'m|’m| am) (?P<obj>{_NAME})"
@@ -59,16 +61,15 @@ PATTERNS = (
     _pattern("from", rf"(?:{_I_AM}|\bi come) from (?P<obj>{_PLACE})", "The user is from {obj}."),
     _pattern("grew_up_in", rf"\bi grew up in (?P<obj>{_PLACE})", "The user grew up in {obj}."),
     _pattern("works_as", rf"\bi {_NOW}work as (?P<art>an?) (?P<obj>{_PHRASE})", "The user works as {art} {obj}."),
-    _pattern("works_as", rf"{_I_AM} (?P<art>an?) (?P<obj>(?:[a-z-]+ ){{0,2}}(?:{_JOBS}))\b(?!['’])",
-             "The user is {art} {obj}."),
+    _pattern("works_as", rf"{_I_AM} (?P<art>an?) (?P<obj>{_JOB})", "The user is {art} {obj}."),
     _pattern("works_at", rf"\bi {_NOW}work (?P<prep>at|for) (?P<obj>{_PHRASE})", "The user works {prep} {obj}."),
     _pattern("studies", rf"\bi(?: study|(?:'m|’m| am) studying) (?P<obj>{_PHRASE})", "The user studies {obj}."),
     _pattern("family", rf"\bmy (?P<rel>{_KIN})(?:'s name is|,? (?:who is |is |'s )?(?:called|named)|,)? "
                        rf"(?P<obj>{_NAME})\b", "The user's {rel} is {obj}."),
     _pattern("lives_in", rf"\bmy {_KIN},? (?P<subj>{_NAME}),? {_NOW}lives in (?P<obj>{_PLACE})",
              "{subj} lives in {obj}."),
-    _pattern("works_as", rf"\bmy {_KIN},? (?P<subj>{_NAME}),? (?:is|works as) (?P<art>an?) "
-                         rf"(?P<obj>(?:[a-z-]+ ){{0,2}}(?:{_JOBS}))\b(?!['’])", "{subj} is {art} {obj}."),
+    _pattern("works_as", rf"\bmy {_KIN},? (?P<subj>{_NAME}),? (?:is|works as) (?P<art>an?) (?P<obj>{_JOB})",
+             "{subj} is {art} {obj}."),
     _pattern("family", rf"\bi have an? (?P<rel>{_KIN}) (?:called|named) (?P<obj>{_NAME})\b",
              "The user has a {rel} called {obj}."),
     _pattern("allergy", rf"{_I_AM} (?:severely |very |highly |deathly )?allergic to (?P<obj>{_PHRASE})",
