@@ -42,6 +42,7 @@ _ROLE_LABEL = re.compile(r"(^|[\s.;>\]])(system|assistant|developer)\s*:", re.IG
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _FIRST_PERSON = re.compile(r"\b(i|i'm|im|i've|i'd|i'll|my|me|mine|myself)\b", re.IGNORECASE)
+SAID = "said"  # Fact.found_by of a fact read from the person's own plain words, not proposed by the model
 USER_WORDS = frozenset(("user", "the user", "i", "me", "myself", "the user himself", "the user herself"))
 _STOP = frozenset("the a an and or of to in on at for with is are was were be been my me i you your it this that "
                   "user user's has have had not no do does did very really just".split())
@@ -58,6 +59,8 @@ class Fact:
     critical: bool = False
     source: str = "user_said"
     valid_from: float | None = None
+    found_by: str = "model"  # or SAID: read from the person's own plain words (core.memory.said_facts)
+    replaces: str = ""  # what the person said it is not ("Mochi, not Miso"): a plainly said fact only
 
 
 @dataclass

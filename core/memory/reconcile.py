@@ -3,7 +3,8 @@
 A weak model's verdict never touches an unrelated fact: "duplicate", "update" or "contradiction" needs a target
 of the same subject and relation, or one whose statement means nearly the same (Settings.grounding.
 min_related_cosine), and a duplicate must name the same thing (an object word in common); otherwise the fact is
-added as new and the outcome's reason says what was overruled.
+added as new and the outcome's reason says what was overruled. What the person plainly said is decided by what its
+relation means wherever the same subject and relation is stored (core.memory.said_reconcile), not by the model.
 
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
 'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
@@ -21,11 +22,12 @@ from typing import Callable
 import numpy as np
 
 from core.config import Settings
-from core.errors import InvalidInput
+from core.errors import EngramError, GenerationStopped, InvalidInput
 from core.memory.critical import canonical_relation
-from core.memory.engram import Fact
+from core.memory.engram import SAID, Fact
 from core.memory.hebbian import touch
 from core.memory.index import index_memories
+from core.memory.said_reconcile import said_decision
 from core.prompts.reconcile import DECISIONS, reconcile_messages, reconcile_schema
 from core.protocols import Embedder, StructuredModel
 from core.store import edges, goals, vectors
@@ -64,26 +66,42 @@ def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fac
     """Store the fact as new, as a duplicate, update or contradiction of the closest stored fact the model names,
     or as a question to the user. `stop`: see StructuredModel.generate_json (GenerationStopped: nothing written)."""
     vector = embedder.embed([fact.statement])[0] if vector is None else vector
-    candidates = similar_facts(db, vector, fact, settings.generation.reconcile_candidates)
-    decision, target, reason = "new", None, "nothing similar stored"
-    if candidates:
-        answer = model.generate_json(reconcile_messages(fact.statement, [c.statement for c in candidates]),
-                                     reconcile_schema(len(candidates)), max_tokens=RECONCILE_MAX_TOKENS, stop=stop)
-        decision, reason = answer.get("decision", "new"), str(answer.get("reason", ""))[:200]
-        index = int(answer.get("target", 0))
-        target = candidates[index - 1] if 1 <= index <= len(candidates) else None
-        if decision not in DECISIONS or (decision != "new" and target is None):
-            decision = "new"
-        elif decision != "new" and not related(db, fact, vector, target, settings):
-            reason = (f"the model called it a {decision} of memory {target.id}, which is about something else: "
-                      f"kept as new. {reason}")[:300]
-            decision, target = "new", None
-        elif decision == "duplicate" and not _names_the_same(fact, target):
-            reason = (f"the model called it a duplicate of memory {target.id}, which names {target.object!r}: "
-                      f"kept as new. {reason}")[:300]
-            decision, target = "new", None
+    said = said_decision(db, fact) if fact.found_by == SAID else None
+    if said is not None:  # what its relation means decides, not a weak model's verdict
+        decision, target, reason = said.decision, said.target, said.reason
+    else:
+        candidates = similar_facts(db, vector, fact, settings.generation.reconcile_candidates)
+        decision, target, reason = _model_decision(db, model, fact, vector, candidates, settings, stop) \
+            if candidates else ("new", None, "nothing similar stored")
     sources = [] if episode_id is None else [int(episode_id)]
     return apply_decision(db, embedder, fact, decision, target, sources, reason, settings)
+
+
+def _model_decision(db: Database, model: StructuredModel, fact: Fact, vector: np.ndarray, candidates: list[Memory],
+                    settings: Settings, stop: Callable[[], bool] | None) -> tuple[str, Memory | None, str]:
+    """The model's verdict against the candidates, overruled where it would touch an unrelated fact. A plainly said
+    fact the model fails to compare is kept as new: the person's own words are not lost to a model's error."""
+    try:
+        answer = model.generate_json(reconcile_messages(fact.statement, [c.statement for c in candidates]),
+                                     reconcile_schema(len(candidates)), max_tokens=RECONCILE_MAX_TOKENS, stop=stop)
+    except GenerationStopped:
+        raise
+    except EngramError as exc:
+        if fact.found_by != SAID:
+            raise
+        return "new", None, f"the model could not compare it with what is stored ({exc}): kept as new"[:300]
+    decision, reason = answer.get("decision", "new"), str(answer.get("reason", ""))[:200]
+    index = int(answer.get("target", 0))
+    target = candidates[index - 1] if 1 <= index <= len(candidates) else None
+    if decision not in DECISIONS or (decision != "new" and target is None):
+        return "new", None, reason
+    if decision != "new" and not related(db, fact, vector, target, settings):
+        return "new", None, (f"the model called it a {decision} of memory {target.id}, which is about something "
+                             f"else: kept as new. {reason}")[:300]
+    if decision == "duplicate" and not _names_the_same(fact, target):
+        return "new", None, (f"the model called it a duplicate of memory {target.id}, which names "
+                             f"{target.object!r}: kept as new. {reason}")[:300]
+    return decision, target, reason
 
 
 def related(db: Database, fact: Fact, vector: np.ndarray, target: Memory, settings: Settings) -> bool:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import bisect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from core.config import Settings
-from core.memory.engram import Extraction, Fact, rejection, split_quoted, to_fact
+from core.memory.engram import SAID, Extraction, Fact, rejection, split_quoted, to_fact
 
 CONFIDENCE = 80  # percent, as the model answers: stated outright, but read by a pattern, not understood
 _NAME = r"(?-i:[A-Z][a-zà-ÿ'’-]+(?: [A-Z][a-zà-ÿ'’-]+)?)"
@@ -105,6 +105,9 @@ _VAGUE = frozenset("it that this these those them you your yours him his her the
 # A liking of "the idea" or "this plan" is about the conversation, not the person; "a role" is not an instrument.
 _CONTEXTUAL = {"likes": ("the",), "dislikes": ("the",), "plays": ("a", "an")}
 _ARTICLES = frozenset(("the", "a", "an", "my"))
+# Right after a fact, what the person says it is not: "my cat is called Mochi, not Miso", "I live in Porto, not Lisbon".
+_NOT_THAT = re.compile(r"\s*,?\s*(?:and |but )?not (?:in |at |as |called )?(?:(?:the|a|an) )?"
+                       r"(?P<was>[\w'’-]+(?: [\w'’-]+){0,3}?)\s*(?=[,.;!]|$)", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
 
@@ -122,7 +125,7 @@ def said_facts(user_text: str, assistant_text: str, now: float, settings: Settin
             if why:
                 found.dropped.append((item, why))
                 continue
-            found.facts.append(to_fact(item, now))
+            found.facts.append(replace(to_fact(item, now), found_by=SAID, replaces=item["replaces"]))
             if len(found.facts) >= settings.generation.engram_max_facts:
                 return found
     return found
@@ -141,7 +144,8 @@ def _sentence_facts(sentence: str) -> list[dict[str, Any]]:
                 continue
             item = _item(pattern, match)
             if item is not None:
-                items.append(item)
+                was = _NOT_THAT.match(sentence, match.end())
+                items.append({**item, "replaces": was.group("was") if was else ""})
     return items
 
 
@@ -179,9 +183,13 @@ def with_plain_facts(extraction: Extraction, plain: Extraction) -> Extraction:
 
 
 def _same_thing(fact: Fact, told: Fact) -> bool:
-    mine, theirs = _object_words(fact.object), _object_words(told.object)
-    return fact.subject.casefold() == told.subject.casefold() and bool(mine and theirs) and (
-        mine <= theirs or theirs <= mine)
+    return fact.subject.casefold() == told.subject.casefold() and names_the_same(fact.object, told.object)
+
+
+def names_the_same(one: str, other: str) -> bool:
+    """Whether two objects name the same thing: the words of one hold the other's ("Boston" and "Boston, MA")."""
+    mine, theirs = _object_words(one), _object_words(other)
+    return bool(mine and theirs) and (mine <= theirs or theirs <= mine)
 
 
 def _object_words(text: str) -> set[str]:
