@@ -7,7 +7,7 @@ import pytest
 
 from core.config import GenerationSettings, Settings
 from core.memory.engram import Extraction, Fact
-from core.memory.said_facts import said_facts, with_plain_facts
+from core.memory.said_facts import MAX_PER_TURN, said_facts, with_plain_facts
 
 NOW = 1_800_000_000.0
 
@@ -83,10 +83,12 @@ def test_pasted_relayed_and_injected_text_is_not_the_persons_word():
         ("name", "Lina", "The user's name is Lina.")]
 
 
-def test_at_most_the_models_fact_limit_once_each():
-    settings = Settings(generation=GenerationSettings(engram_max_facts=2))
+def test_at_most_eight_a_turn_once_each_whatever_the_models_limit():
+    settings = Settings(generation=GenerationSettings(engram_max_facts=1))  # bounds the model's writing, not these
     text = "My name is Lina. I live in Lisbon. I'm a nurse. I live in Lisbon."
-    assert [r for r, _, _ in found(text, settings)] == ["name", "lives_in"]
+    assert [r for r, _, _ in found(text, settings)] == ["name", "lives_in", "works_as"]
+    many = " ".join(f"I love {thing}." for thing in "tea jazz cats rain maps pho chess kites yoga".split())
+    assert len(found(many)) == MAX_PER_TURN == 8
     assert [r for r, _, _ in found("I live in Lisbon. I live in Lisbon.")] == ["lives_in"]
 
 

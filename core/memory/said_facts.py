@@ -19,6 +19,10 @@ from core.config import Settings
 from core.memory.engram import SAID, Extraction, Fact, rejection, split_quoted, to_fact
 
 CONFIDENCE = 80  # percent, as the model answers: stated outright, but read by a pattern, not understood
+# At most this many a turn, whatever the model's own limit (engram_max_facts bounds what the model writes, and a
+# person who lowered it for a slow model still said what they said): a paste of a hundred "I like X" lines is not
+# a hundred facts.
+MAX_PER_TURN = 8
 _NAME = r"(?-i:[A-Z][a-zà-ÿ'’-]+(?: [A-Z][a-zà-ÿ'’-]+)?)"
 _PLACE = r"(?-i:[A-Z][\w'’.-]*(?:[ -](?:(?:of|de|da|do|del|la|le|am|upon|on) )?[A-Z][\w'’.-]*){0,3})"
 # A short noun phrase: up to five words, ending before punctuation or a word that starts another clause.
@@ -126,7 +130,7 @@ def said_facts(user_text: str, assistant_text: str, now: float, settings: Settin
                 found.dropped.append((item, why))
                 continue
             found.facts.append(replace(to_fact(item, now), found_by=SAID, replaces=item["replaces"]))
-            if len(found.facts) >= settings.generation.engram_max_facts:
+            if len(found.facts) >= MAX_PER_TURN:
                 return found
     return found
 

@@ -20,7 +20,7 @@ from models.chat import ChatEngine
 from models.structured import StructuredGenerator
 
 SETTINGS = Settings(generation=GenerationSettings(temperature=0.0, max_tokens=40, context_tokens=4096,
-                                                  engram_max_facts=2))
+                                                  engram_max_facts=1))
 SESSIONS = (
     ("Hi! My name is Lina and I live in Lisbon.",),
     ("I work as a nurse at the city hospital.",),
