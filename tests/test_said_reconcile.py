@@ -119,6 +119,9 @@ def test_a_models_fact_is_still_compared_by_the_model(db, embedder, clock):
     ("I live in Porto, not Lisbon.", "Lisbon"),
     ("I work as a teacher, not a nurse.", "nurse"),
     ("I live in Porto and I like jazz.", ""),
+    ("I love jazz, not just blues.", ""),
+    ("I live in Porto, not far from the sea.", ""),
+    ("I work as a teacher, not as a nurse.", "nurse"),
 ])
 def test_what_a_sentence_says_it_is_not(text, replaces):
     (fact, *_) = said_facts(text, "", 0.0, Settings()).facts

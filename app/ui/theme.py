@@ -243,7 +243,9 @@ class Theme(QObject):
         palette = build_palette(scheme)
         self.app.setPalette(palette)
         QToolTip.setPalette(palette)
-        self.app.setStyleSheet(style_sheet(scheme, self.base_font))  # re-polishes every widget in the new colours
+        sheet = style_sheet(scheme, self.base_font)
+        if self.app.styleSheet() != sheet:  # re-polishes every widget (~0.1 s): not when a new window finds it set
+            self.app.setStyleSheet(sheet)
         self.scheme = name
         self.changed.emit(name)
         return name

@@ -110,8 +110,11 @@ _VAGUE = frozenset("it that this these those them you your yours him his her the
 _CONTEXTUAL = {"likes": ("the",), "dislikes": ("the",), "plays": ("a", "an")}
 _ARTICLES = frozenset(("the", "a", "an", "my"))
 # Right after a fact, what the person says it is not: "my cat is called Mochi, not Miso", "I live in Porto, not Lisbon".
-_NOT_THAT = re.compile(r"\s*,?\s*(?:and |but )?not (?:in |at |as |called )?(?:(?:the|a|an) )?"
-                       r"(?P<was>[\w'’-]+(?: [\w'’-]+){0,3}?)\s*(?=[,.;!]|$)", re.IGNORECASE)
+# "not just blues", "not far from the sea" add to it or describe it: they correct nothing.
+_NOT_A_CORRECTION = ("just|only|even|really|too|so|very|quite|always|yet|sure|much|exactly|far|long|bad|that|"
+                     "as much|as well|anymore")
+_NOT_THAT = re.compile(rf"\s*,?\s*(?:and |but )?not (?!(?:{_NOT_A_CORRECTION})\b)(?:in |at |as |called )?"
+                       r"(?:(?:the|a|an) )?(?P<was>[\w'’-]+(?: [\w'’-]+){0,3}?)\s*(?=[,.;!]|$)", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 
 
