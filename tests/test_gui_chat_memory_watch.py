@@ -86,3 +86,29 @@ def test_a_chip_shows_new_words_and_a_struck_out_deleted_memory(qtbot):
     assert "In the trash" in chip.open_button.toolTip() and chip.open_button.isEnabled()
     chip.show_memory(None)  # purged for good: nothing to open
     assert not chip.open_button.isEnabled()
+
+
+def test_undo_under_a_move_brings_the_old_city_back(qtbot, window):
+    """"I moved to Porto" closes "lives in Lisbon" (core.memory.said_reconcile); Undo under that reply used to trash
+    Porto and leave Lisbon closed: neither city in About you."""
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": lambda m, s: {"facts": []}, "usefulness_rating": lambda m, s: {"useful": []},
+         "reconcile_decision": lambda m, s: {"decision": "new", "target": 1, "reason": "weak"}})
+    panel = window.show_panel("chat")
+    for text in ("I live in Lisbon.", "I moved to Porto."):
+        with qtbot.waitSignal(panel.learned, timeout=TURN_MS):
+            qtbot.mouseClick(panel.composer, Qt.LeftButton)
+            qtbot.keyClicks(panel.composer, text)
+            qtbot.keyClick(panel.composer, Qt.Key_Return)
+    reply = panel.replies()[-1]
+    qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=10000)
+    [row] = reply.learned_rows()
+    assert row.open_button.text() == "You moved to Porto."
+    lives = "SELECT group_concat(object) FROM memories WHERE relation = 'lives_in' AND invalidated_at IS NULL " \
+            "AND deleted_at IS NULL"
+    assert scalar(window, lives) == "Porto"
+    qtbot.mouseClick(row.undo_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: scalar(window, lives) == "Lisbon", timeout=10000)
+    qtbot.waitUntil(lambda: row.undo_button.text() == "Restore", timeout=10000)
+    qtbot.mouseClick(row.undo_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: scalar(window, lives) == "Porto", timeout=10000)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import InvalidInput, WorkStopped
-from core.memory import index, rejected
+from core.memory import index, learned_undo, rejected
 from core.protocols import Embedder
 from core.store import (backups, entities, episodes, export, files, history, memories, rejections, sentences,
                         vectors, wipe)
@@ -159,6 +159,13 @@ class MemoryManager:
 
     def restore(self, memory_id: int, reason: str = "") -> Memory:
         return memories.restore_memory(self.db, memory_id, reason)
+
+    def undo_learned(self, memory_id: int, reason: str = "undone under the reply it was learned from") -> Memory:
+        """Undo under a reply: to the trash, and what it replaced holds again (core.memory.learned_undo)."""
+        return learned_undo.undo_learned(self.db, memory_id, reason)
+
+    def redo_learned(self, memory_id: int, reason: str = "restored under the reply it was learned from") -> Memory:
+        return learned_undo.redo_learned(self.db, memory_id, reason)
 
     def invalidate(self, memory_id: int, *, superseded_by: int | None = None, reason: str = "") -> Memory:
         return memories.invalidate_memory(self.db, memory_id, superseded_by=superseded_by, reason=reason)

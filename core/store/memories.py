@@ -183,6 +183,20 @@ def invalidate_memory(db: Database, memory_id: int, *, valid_to: float | None = 
     return after
 
 
+def reopen_memory(db: Database, memory_id: int, reason: str = "") -> Memory:
+    """A closed fact holds again (what replaced it was undone): its validity reopens, its closing stays in history
+    (a 'restore' entry whose old value names what had superseded it)."""
+    before = get_memory(db, memory_id)
+    if before.invalidated_at is None:
+        raise InvalidInput(f"memory {before.id} is not closed; there is nothing to reopen")
+    now = db.now()
+    with db.transaction():
+        _set(db, before.id, invalidated_at=None, valid_to=None, superseded_by=None)
+        history.record(db, before.id, "restore", {**snapshot(before), "superseded_by": before.superseded_by},
+                       snapshot(get_memory(db, before.id)), reason, at=now)
+    return get_memory(db, before.id)
+
+
 def list_memories(db: Database, *, kind: str | None = None, pinned: bool | None = None,
                   protected: bool | None = None, critical: bool | None = None, status: str | None = "active",
                   limit: int = 100, offset: int = 0) -> list[Memory]:
