@@ -104,6 +104,7 @@ def test_undo_under_a_move_brings_the_old_city_back(qtbot, window):
     qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=10000)
     [row] = reply.learned_rows()
     assert row.open_button.text() == "You moved to Porto."
+    assert row.instead.isVisibleTo(row) and row.instead.text() == "instead of “You live in Lisbon.”"
     lives = "SELECT group_concat(object) FROM memories WHERE relation = 'lives_in' AND invalidated_at IS NULL " \
             "AND deleted_at IS NULL"
     assert scalar(window, lives) == "Porto"

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QToolButton, QWidget
 
@@ -35,6 +35,7 @@ class LearnedFact:
     memory_id: int
     statement: str
     undoable: bool
+    replaces: str = ""  # the statement of the memory it closed ("I moved to Porto" closed "lives in Lisbon")
 
 
 @dataclass(frozen=True)
@@ -48,15 +49,24 @@ class LearnNote:
 
 
 def learned_ids(report: Any) -> list[int]:
-    """The memories a turn wrote or reworded (reconcile outcomes), in order, each once."""
+    """The memories a turn wrote or reworded (reconcile outcomes), in order, each once, then those it closed."""
     ids = [o.memory_id for o in getattr(report, "outcomes", ()) if o.decision in KEPT + CHANGED and o.memory_id]
-    return list(dict.fromkeys(int(i) for i in ids))
+    return list(dict.fromkeys([*(int(i) for i in ids), *replaced(report).values()]))
+
+
+def replaced(report: Any) -> dict[int, int]:
+    """new memory → the one it closed, for each fact of the turn that replaced a stored one."""
+    return {int(o.memory_id): int(o.target_id) for o in getattr(report, "outcomes", ())
+            if o.decision == "contradiction" and o.memory_id and o.target_id}
 
 
 def learn_note(episode_id: Optional[int], report: Any, statements: Mapping[int, str]) -> LearnNote:
-    """The note for a LearnReport; `statements` are the learned memories' texts as stored now."""
+    """The note for a LearnReport; `statements` are the learned (and closed) memories' texts as stored now."""
     undoable = {int(o.memory_id) for o in report.outcomes if o.decision in KEPT and o.memory_id}
-    facts = tuple(LearnedFact(i, statements[i], i in undoable) for i in learned_ids(report) if i in statements)
+    closed = replaced(report)
+    kept = [o.memory_id for o in report.outcomes if o.decision in KEPT + CHANGED and o.memory_id]
+    facts = tuple(LearnedFact(i, statements[i], i in undoable, statements.get(closed.get(i, 0), ""))
+                  for i in dict.fromkeys(int(m) for m in kept) if i in statements)
     problem = plain_problem(report.errors[0]) if report.errors and not facts else ""
     if report.errors and facts:
         problem = "Some of it could not be learned."
@@ -203,6 +213,10 @@ class LearnedRow(QWidget):
         self.caption.setForegroundRole(QPalette.PlaceholderText)
         self.open_button = QToolButton()
         self.set_statement(fact.statement)
+        self.instead = QLabel(_instead_of(fact.replaces))  # what it closed: Undo brings that back
+        self.instead.setForegroundRole(QPalette.PlaceholderText)
+        self.instead.setTextFormat(Qt.PlainText)
+        self.instead.setVisible(bool(fact.replaces))
         self.open_button.setAutoRaise(True)
         self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))
         self.undo_button = QToolButton()
@@ -218,6 +232,7 @@ class LearnedRow(QWidget):
         row.setSpacing(2)
         row.addWidget(self.caption)
         row.addWidget(self.open_button)
+        row.addWidget(self.instead)
         row.addWidget(self.undo_button)
         row.addStretch(1)
 
@@ -252,3 +267,11 @@ class LearnedRow(QWidget):
         self.set_statement(shown.statement)
         if shown.deleted != self.undone:
             self.set_undone(shown.deleted, "Deleted:")
+
+
+def _instead_of(statement: str) -> str:
+    """"instead of “You live in Lisbon.”", said to you and kept short."""
+    if not statement:
+        return ""
+    text = " ".join(to_second_person(statement).split())
+    return f"instead of “{text if len(text) <= ROW_CHARS // 2 else text[: ROW_CHARS // 2 - 1] + '…'}”"
