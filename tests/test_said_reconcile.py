@@ -128,20 +128,29 @@ def test_what_a_sentence_says_it_is_not(text, replaces):
     assert fact.found_by == "said" and fact.replaces == replaces
 
 
-def test_undoing_a_move_brings_the_old_city_back_and_restoring_it_closes_it_again(db, embedder, clock):
-    """Undo under a reply trashed the new fact and left the one it replaced closed: the user who said "don't keep
-    this" was left with neither city."""
+def test_deleting_a_move_brings_the_old_city_back_and_restoring_it_closes_it_again(db, embedder, clock):
+    """Undo under a reply (or Delete in Memories) trashed the new fact and left the one it replaced closed: the user
+    who said "don't keep this" was left with neither city."""
     from core.memory.manage import MemoryManager
     _, moved = say(db, embedder, clock, "I live in Lisbon.", "I moved to Porto.")
     (outcome,) = moved.learned.outcomes
     manager = MemoryManager(db, embedder)
-    manager.undo_learned(outcome.memory_id)
+    manager.delete(outcome.memory_id)
     assert active(db)["lives_in"] == {"Lisbon"} and get_memory(db, outcome.memory_id).deleted_at is not None
     lisbon = get_memory(db, outcome.target_id)
     assert lisbon.superseded_by is None and lisbon.valid_to is None
     assert [h.action for h in history(db, lisbon.id)] == ["create", "invalidate", "restore"]
-    manager.redo_learned(outcome.memory_id)
+    manager.restore(outcome.memory_id)
     assert active(db)["lives_in"] == {"Porto"}
     assert get_memory(db, outcome.target_id).superseded_by == outcome.memory_id
-    manager.undo_learned(outcome.memory_id)  # and back again: nothing is lost either way
+    manager.delete(outcome.memory_id)  # and back again: nothing is lost either way
     assert active(db)["lives_in"] == {"Lisbon"}
+
+
+def test_this_is_wrong_on_a_move_brings_the_old_city_back(db, embedder, clock):
+    from core.memory.manage import MemoryManager
+    _, moved = say(db, embedder, clock, "I live in Lisbon.", "I moved to Porto.")
+    MemoryManager(db, embedder).reject(moved.learned.outcomes[0].memory_id)
+    assert active(db)["lives_in"] == {"Lisbon"}
+    (again,) = say(db, embedder, clock, "I moved to Porto.")
+    assert again.learned.facts == [] and active(db)["lives_in"] == {"Lisbon"}  # rejected: not learned again

@@ -256,7 +256,9 @@ class TurnController(QObject):
         """A memory the turn taught: to the trash (Undo) or back from it (Restore)."""
         def work() -> Any:
             manager = self.services.manager()
-            return manager.undo_learned(memory_id) if trash else manager.redo_learned(memory_id)
+            if trash:  # what it had replaced holds again (core.memory.replaced)
+                return manager.delete(memory_id, reason="undone under the reply it was learned from")
+            return manager.restore(memory_id, reason="restored under the reply it was learned from")
         self.runner.submit("db", work, on_done=on_done,
                            on_error=lambda exc: self.failed.emit(f"Could not change that memory: {exc}", False))
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import InvalidInput, WorkStopped
-from core.memory import index, learned_undo, rejected
+from core.memory import index, rejected, replaced
 from core.protocols import Embedder
 from core.store import (backups, entities, episodes, export, files, history, memories, rejections, sentences,
                         vectors, wipe)
@@ -150,22 +150,16 @@ class MemoryManager:
         return memories.set_flag(self.db, memory_id, "protected", False, reason)
 
     def delete(self, memory_id: int, reason: str = "") -> Memory:
-        """To the trash: out of recall, restorable until purged."""
-        return memories.trash_memory(self.db, memory_id, reason)
+        """To the trash: out of recall, restorable until purged; a fact it had replaced holds again."""
+        return replaced.trash(self.db, memory_id, reason)
 
     def reject(self, memory_id: int, reason: str = "") -> Memory:
         """"This is wrong": to the trash like `delete`, and learning will not keep the same fact again."""
         return rejected.reject(self.db, memory_id, reason or "you said this is wrong")
 
     def restore(self, memory_id: int, reason: str = "") -> Memory:
-        return memories.restore_memory(self.db, memory_id, reason)
-
-    def undo_learned(self, memory_id: int, reason: str = "undone under the reply it was learned from") -> Memory:
-        """Undo under a reply: to the trash, and what it replaced holds again (core.memory.learned_undo)."""
-        return learned_undo.undo_learned(self.db, memory_id, reason)
-
-    def redo_learned(self, memory_id: int, reason: str = "restored under the reply it was learned from") -> Memory:
-        return learned_undo.redo_learned(self.db, memory_id, reason)
+        """Back from the trash; what its removal had reopened is closed again (core.memory.replaced)."""
+        return replaced.restore(self.db, memory_id, reason)
 
     def invalidate(self, memory_id: int, *, superseded_by: int | None = None, reason: str = "") -> Memory:
         return memories.invalidate_memory(self.db, memory_id, superseded_by=superseded_by, reason=reason)

@@ -13,6 +13,7 @@ from typing import Any
 
 from core.memory.critical import canonical_relation
 from core.memory.engram import Extraction, Fact
+from core.memory.replaced import reopen_replaced
 from core.store import memories, rejections
 from core.store.db import Database
 from core.types import Memory
@@ -60,6 +61,7 @@ def reject(db: Database, memory_id: int, reason: str = "") -> Memory:
     with db.transaction():
         memory = memories.trash_memory(db, memory_id, reason or "you said this is wrong")
         rejections.add_keys(db, memory_keys(memory), memory.id)
+        reopen_replaced(db, memory.id)  # what it had replaced holds again
     return memory
 
 

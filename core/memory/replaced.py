@@ -1,7 +1,7 @@
-"""Undo and Restore under a reply, for what that turn learned. A new fact that replaced an older one ("I moved to
-Porto" closed "The user lives in Lisbon") takes the replacement with it both ways: Undo trashes the new fact and
-reopens the one it closed, Restore brings the new fact back and closes the old one again. Before, Undo left the
-person with neither city: the new one in the trash, the old one closed.
+"""Removing a fact that replaced another brings the other back. "I moved to Porto" closed "The user lives in
+Lisbon" (reconcile: a contradiction); when the person then trashes Porto — Undo under the reply, Delete or "This is
+wrong" in Memories, `engram memory delete` — Lisbon holds again, and restoring Porto closes Lisbon again. Before,
+the person was left with neither city: the new one in the trash, the old one closed.
 """
 from __future__ import annotations
 
@@ -10,17 +10,17 @@ from core.store.memories import invalidate_memory, reopen_memory, restore_memory
 from core.types import Memory
 
 
-def undo_learned(db: Database, memory_id: int, reason: str = "") -> Memory:
+def trash(db: Database, memory_id: int, reason: str = "") -> Memory:
     """To the trash, reopening what it had replaced."""
     with db.transaction():
         trashed = trash_memory(db, memory_id, reason)
-        for old in _replaced_by(db, memory_id):
-            reopen_memory(db, old, reason=f"memory {memory_id}, which had replaced it, was undone")
+        reopen_replaced(db, memory_id)
     return trashed
 
 
-def redo_learned(db: Database, memory_id: int, reason: str = "") -> Memory:
-    """Back from the trash, closing again what its undo had reopened (if nothing changed it since)."""
+def restore(db: Database, memory_id: int, reason: str = "") -> Memory:
+    """Back from the trash (or from forgetting), closing again what its removal had reopened, if nothing changed
+    that since."""
     with db.transaction():
         restored = restore_memory(db, memory_id, reason)
         for old in _reopened_for(db, memory_id):
@@ -28,14 +28,18 @@ def redo_learned(db: Database, memory_id: int, reason: str = "") -> Memory:
     return restored
 
 
-def _replaced_by(db: Database, memory_id: int) -> list[int]:
-    return [int(r[0]) for r in db.execute(
+def reopen_replaced(db: Database, memory_id: int) -> list[int]:
+    """Reopen the closed facts this memory had superseded (not those in the trash or forgotten); their ids."""
+    ids = [int(r[0]) for r in db.execute(
         "SELECT id FROM memories WHERE superseded_by = ? AND invalidated_at IS NOT NULL AND deleted_at IS NULL "
         "AND forgotten_at IS NULL", (int(memory_id),))]
+    for old in ids:
+        reopen_memory(db, old, reason=f"memory {memory_id}, which had replaced it, was removed")
+    return ids
 
 
 def _reopened_for(db: Database, memory_id: int) -> list[int]:
-    """Still-open memories whose last reopening was this memory's undo."""
+    """Still-open memories whose last reopening was this memory's removal."""
     return [int(r[0]) for r in db.execute(
         "SELECT m.id FROM memories m WHERE m.invalidated_at IS NULL AND m.deleted_at IS NULL "
         "AND m.forgotten_at IS NULL AND (SELECT json_extract(h.old_value, '$.superseded_by') FROM memory_history h "
