@@ -154,3 +154,20 @@ def test_this_is_wrong_on_a_move_brings_the_old_city_back(db, embedder, clock):
     assert active(db)["lives_in"] == {"Lisbon"}
     (again,) = say(db, embedder, clock, "I moved to Porto.")
     assert again.learned.facts == [] and active(db)["lives_in"] == {"Lisbon"}  # rejected: not learned again
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("I don't live in Lisbon anymore, I live in Porto now.", [("lives_in", "Porto")]),
+    ("I no longer work as a nurse; I work as a teacher.", [("works_as", "teacher")]),
+    ("I used to live in Lisbon but I live in Porto now.", [("lives_in", "Porto")]),
+    ("I used to live in Lisbon.", []),
+    ("I live in Lisbon, but not anymore.", []),
+    ("I live in Porto now, I don't live in Lisbon anymore.", []),  # missed rather than risk the wrong one
+])
+def test_a_past_left_behind_keeps_only_what_holds_after_it(text, expected):
+    assert [(f.relation, f.object) for f in said_facts(text, "", 0.0, Settings()).facts] == expected
+
+
+def test_i_dont_live_there_anymore_moves_the_city(db, embedder, clock):
+    say(db, embedder, clock, "I live in Lisbon.", "I don't live in Lisbon anymore, I live in Porto now.")
+    assert active(db)["lives_in"] == {"Porto"}

@@ -96,11 +96,13 @@ PATTERNS = (
     _pattern("dislikes", rf"\bi (?:really )?(?P<verb>hate|dislike|detest) (?P<obj>{_PHRASE})",
              "The user {verb}s {obj}."),
 )
-# What makes a sentence not a plain statement about the speaker now: a question, a wish or a condition, a past
-# they left ("used to", "no longer"), or someone else's words.
+# What makes a sentence not a plain statement about the speaker now: a question, a wish or a condition, or someone
+# else's words.
 _NOT_PLAIN = re.compile(r"\?|\b(?:if|would|wish|maybe|perhaps|might|could|should|suppose|imagine|pretend|"
-                        r"hypothetically|used to|no longer|anymore|any more|not anymore|said|says|told|tells|asked|"
-                        r"wrote|writes)\b|[\"“”‘]", re.IGNORECASE)
+                        r"hypothetically|said|says|told|tells|asked|wrote|writes)\b|[\"“”‘]", re.IGNORECASE)
+# A past the person left: only what the sentence says after its clause holds now ("I don't live in Lisbon anymore,
+# I live in Porto"); before it, or with the past after it ("I live in Lisbon, but not anymore"), nothing is read.
+_PAST = re.compile(r"\b(?:used to|no longer|anymore|any more)\b", re.IGNORECASE)
 _CLAUSE_BREAK = re.compile(r"[,;]|\bbut\b", re.IGNORECASE)  # a negation beyond one does not touch the match
 _NEGATED = re.compile(r"\b(?:not|never|no)\b|n't\b|n’t\b", re.IGNORECASE)
 # An object that points at something else instead of naming it ("I love it", "I like that idea").
@@ -143,8 +145,9 @@ def _sentence_facts(sentence: str) -> list[dict[str, Any]]:
         return []
     items = []
     clauses = [m.end() for m in _CLAUSE_BREAK.finditer(sentence)]  # once a sentence: a paste is one long one
+    now_from = _after_the_past(sentence, clauses)
     for pattern in PATTERNS:
-        for match in pattern.regex.finditer(sentence):
+        for match in pattern.regex.finditer(sentence, now_from):
             before = bisect.bisect_right(clauses, match.start())
             clause = sentence[clauses[before - 1] if before else 0:match.end()]
             if _NEGATED.search(clause) and pattern.relation != "does_not_eat":
@@ -154,6 +157,18 @@ def _sentence_facts(sentence: str) -> list[dict[str, Any]]:
                 was = _NOT_THAT.match(sentence, match.end())
                 items.append({**item, "replaces": was.group("was") if was else ""})
     return items
+
+
+def _after_the_past(sentence: str, clauses: list[int]) -> int:
+    """Where what holds now starts: the clause after the last one naming a past the person left (0: none does; the
+    sentence's end: the past is its last clause)."""
+    last = None
+    for last in _PAST.finditer(sentence):
+        pass
+    if last is None:
+        return 0
+    after = bisect.bisect_right(clauses, last.end())
+    return clauses[after] if after < len(clauses) else len(sentence)
 
 
 def _item(pattern: _Pattern, match: re.Match) -> dict[str, Any] | None:
