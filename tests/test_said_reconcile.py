@@ -171,3 +171,14 @@ def test_a_past_left_behind_keeps_only_what_holds_after_it(text, expected):
 def test_i_dont_live_there_anymore_moves_the_city(db, embedder, clock):
     say(db, embedder, clock, "I live in Lisbon.", "I don't live in Lisbon anymore, I live in Porto now.")
     assert active(db)["lives_in"] == {"Porto"}
+
+
+def test_restoring_a_move_leaves_a_city_protected_since_open(db, embedder, clock):
+    from core.memory.manage import MemoryManager
+    _, moved = say(db, embedder, clock, "I live in Lisbon.", "I moved to Porto.")
+    (outcome,) = moved.learned.outcomes
+    manager = MemoryManager(db, embedder)
+    manager.delete(outcome.memory_id)
+    set_flag(db, outcome.target_id, "protected", True)
+    manager.restore(outcome.memory_id)
+    assert active(db)["lives_in"] == {"Lisbon", "Porto"}  # nothing automatic closes a protected memory

@@ -27,7 +27,7 @@ from core.memory.critical import canonical_relation
 from core.memory.engram import SAID, Fact
 from core.memory.hebbian import touch
 from core.memory.index import index_memories
-from core.memory.said_reconcile import said_decision
+from core.memory.said_reconcile import said_decision, stored
 from core.prompts.reconcile import DECISIONS, reconcile_messages, reconcile_schema
 from core.protocols import Embedder, StructuredModel
 from core.store import edges, goals, vectors
@@ -51,12 +51,10 @@ class Outcome:
 
 def similar_facts(db: Database, vector: np.ndarray, fact: Fact, limit: int) -> list[Memory]:
     """Stored active facts close to the new one: same subject and relation first, then nearest vectors."""
-    same = [r[0] for r in db.execute(
-        "SELECT id FROM active_memories WHERE kind != 'summary' AND lower(subject) = lower(?) AND relation = ? "
-        "ORDER BY id DESC LIMIT ?", (fact.subject, fact.relation, limit))]
-    near = [i for i, _ in vectors.knn(db, "memory", vector, limit * 3)]
-    found = get_memories(db, same + near)
-    ordered = [found[i] for i in dict.fromkeys(same + near) if i in found]
+    same = {m.id: m for m in stored(db, fact.subject, fact.relation, limit)}
+    near = [i for i, _ in vectors.knn(db, "memory", vector, limit * 3) if i not in same]
+    found = {**same, **get_memories(db, near)}
+    ordered = [found[i] for i in dict.fromkeys([*same, *near]) if i in found]
     return [m for m in ordered if m.is_active and m.kind != "summary"][:limit]
 
 

@@ -39,9 +39,10 @@ def reopen_replaced(db: Database, memory_id: int) -> list[int]:
 
 
 def _reopened_for(db: Database, memory_id: int) -> list[int]:
-    """Still-open memories whose last reopening was this memory's removal."""
+    """Still-open memories whose last reopening was this memory's removal; one pinned, protected, permanent or
+    critical since is left open (nothing automatic closes those)."""
     return [int(r[0]) for r in db.execute(
         "SELECT m.id FROM memories m WHERE m.invalidated_at IS NULL AND m.deleted_at IS NULL "
-        "AND m.forgotten_at IS NULL AND (SELECT json_extract(h.old_value, '$.superseded_by') FROM memory_history h "
+        "AND m.forgotten_at IS NULL AND NOT (m.pinned OR m.protected OR m.permanent OR m.critical) AND (SELECT json_extract(h.old_value, '$.superseded_by') FROM memory_history h "
         "WHERE h.memory_id = m.id AND h.action = 'restore' ORDER BY h.at DESC, h.id DESC LIMIT 1) = ?",
         (int(memory_id),))]

@@ -53,10 +53,10 @@ def said_decision(db: Database, fact: Fact) -> SaidDecision | None:
     return None
 
 
-def stored(db: Database, subject: str, relation: str) -> list[Memory]:
+def stored(db: Database, subject: str, relation: str, limit: int = 50) -> list[Memory]:
     """The active facts of this subject and relation, newest first (summaries are not facts)."""
     ids = [r[0] for r in db.execute(
         "SELECT id FROM active_memories WHERE kind != 'summary' AND lower(subject) = lower(?) AND relation = ? "
-        "ORDER BY id DESC LIMIT 50", (subject, relation))]
+        "ORDER BY id DESC LIMIT ?", (subject, relation, int(limit)))]
     found = get_memories(db, ids)
     return [found[i] for i in ids if i in found]
