@@ -186,12 +186,18 @@ def cmd_show(args: argparse.Namespace, services: Any) -> int:
           f"flags {_flags(memory) or '-'}")
     print(f"  created {_when(memory.created_at)}, valid {_when(memory.valid_from)} .. {_when(memory.valid_to)}")
     if memory.source_episode_ids:
-        print(f"  from episodes {', '.join(map(str, memory.source_episode_ids))}")
+        from core.importers.batches import import_labels
+        labels = import_labels(services.db, memory.source_episode_ids)
+        print(f"  from episodes {', '.join(_source(i, labels.get(i)) for i in memory.source_episode_ids)}")
     print("  history:")
     for entry in details.history:
         change = _change(entry.old_value, entry.new_value)
         print(f"    {_when(entry.at)} {entry.action:10} {change}{'  (' + entry.reason + ')' if entry.reason else ''}")
     return 0
+
+
+def _source(episode_id: int, label: str | None) -> str:
+    return f"{episode_id} ({label})" if label else str(episode_id)
 
 
 def cmd_flag(args: argparse.Namespace, services: Any) -> int:

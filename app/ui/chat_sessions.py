@@ -9,6 +9,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
                                QPushButton, QVBoxLayout, QWidget)
 
+from core.importers.batches import session_import_labels
 from core.store import sessions as store
 
 UNTITLED = "New conversation"
@@ -46,6 +47,7 @@ class SessionList(QWidget):
         self.services = services
         self.runner = runner
         self.sessions: list[Any] = []
+        self._origins: dict[int, str] = {}  # session id → 'imported from ChatGPT, 2024-05-02'
         self._selected: int | None = None
         self._filling = False
         self._build()
@@ -92,18 +94,22 @@ class SessionList(QWidget):
         text = self.search.text()
         wanted = self._selected if select is None else select
 
-        def load() -> list:
-            return store.search_sessions(self.services.db, text)
-        self.runner.submit("db", load, on_done=lambda rows: self._fill(rows, wanted), on_error=self._on_error)
+        def load() -> tuple[list, dict[int, str]]:
+            rows = store.search_sessions(self.services.db, text)
+            return rows, session_import_labels(self.services.db, [row.id for row in rows])
+        self.runner.submit("db", load, on_done=lambda found: self._fill(*found, wanted), on_error=self._on_error)
 
-    def _fill(self, sessions: Sequence[Any], wanted: int | None) -> None:
+    def _fill(self, sessions: Sequence[Any], origins: dict[int, str], wanted: int | None) -> None:
         self._filling = True
-        self.sessions = list(sessions)
+        self.sessions, self._origins = list(sessions), dict(origins)
         self.list.clear()
         for session in self.sessions:
             item = QListWidgetItem(session.title or UNTITLED)
             item.setData(Qt.UserRole, int(session.id))
-            item.setToolTip(f"{session.title or UNTITLED}\nlast message {when_label(session.updated_at)}")
+            origin = origins.get(int(session.id))  # 'imported from ChatGPT, 2024-05-02'
+            item.setToolTip(f"{session.title or UNTITLED}\n{origin + chr(10) if origin else ''}"
+                            f"last message {when_label(session.updated_at)}")
+            item.setData(Qt.UserRole + 1, origin)
             item.setFlags(item.flags() | Qt.ItemIsEditable)
             self.list.addItem(item)
             if session.id == wanted:
@@ -120,7 +126,7 @@ class SessionList(QWidget):
         """Take a conversation off the list without asking the store again (it was just removed there)."""
         if self._selected == session_id:
             self._selected = None
-        self._fill([s for s in self.sessions if s.id != session_id], self._selected)
+        self._fill([s for s in self.sessions if s.id != session_id], self._origins, self._selected)
 
     # -- selection -----------------------------------------------------------------------------------
 

@@ -70,6 +70,7 @@ class MainWindow(QMainWindow):
         self.specs = available_panels()
         self.panels: dict[str, QWidget] = {}
         self.setWindowTitle("Engram")
+        self.setAcceptDrops(True)  # an export from another assistant, dropped anywhere (app.ui.import_history)
         self.resize(1180, 760)
         self.exit_application: Callable[[], None] = QApplication.quit  # after the window closed on Quit
         self.theme = Theme(QApplication.instance(), services.settings.appearance, self)  # app-wide: light or dark
@@ -198,6 +199,24 @@ class MainWindow(QMainWindow):
 
     def open_settings(self) -> None:
         self.show_panel("settings")
+
+    def import_history(self, path: str | None = None) -> None:
+        """File → Import from Another Assistant… (a file dialog), or the export dropped on the window."""
+        from app.ui.import_history import attach
+        importer = attach(self)
+        importer.start(path) if path else importer.choose()
+
+    def dragEnterEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        from app.ui.import_history import droppable
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if len(paths) == 1 and droppable(paths[0]):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
+        if len(paths) == 1:
+            event.acceptProposedAction()
+            self.import_history(paths[0])
 
     def memories_action(self, method: str) -> None:
         """File → Import/Export: the Memories panel's own action, shown in its panel."""

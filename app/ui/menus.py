@@ -53,6 +53,7 @@ def _file_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
     menu.addSeparator()
     actions["import"] = _add(menu, "Import Memories…", lambda: window.memories_action("on_import"))
     actions["export"] = _add(menu, "Export Memories…", lambda: window.memories_action("on_export"))
+    actions["import_history"] = _add(menu, "Import from Another Assistant…", window.import_history)
     menu.addSeparator()
     actions["quit"] = _add(menu, "Quit Engram", window.quit_app, standard_keys(QKeySequence.Quit, "Ctrl+Q"),
                            QAction.QuitRole)

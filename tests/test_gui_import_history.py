@@ -1,0 +1,65 @@
+"""Issue 39 §1 in the window: File → Import from Another Assistant… and an export dropped on the window bring the
+conversations into the chat list, marked with where they came from; a bad file changes nothing and says why."""
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QMimeData, QPointF, Qt, QUrl
+from PySide6.QtGui import QDropEvent
+
+from app.services.wiring import Services
+from app.ui.main_window import MainWindow
+from tests import import_fixtures as fx
+from tests.guikit import on_db_lane
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, embedder):
+    services = Services.from_data_dir(tmp_path / "home")
+    services._embedder = embedder
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    yield window
+    window.runner.shutdown(wait=True)
+
+
+def _import(qtbot, window, start):
+    told = []
+    from app.ui.import_history import attach
+    attach(window).tell = lambda _title, text: told.append(text)
+    start()
+    qtbot.waitUntil(lambda: bool(told), timeout=60_000)
+    return told[0]
+
+
+def _drop(window, path):
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(path))])
+    window.dropEvent(QDropEvent(QPointF(10, 10), Qt.CopyAction, data, Qt.LeftButton, Qt.NoModifier))
+
+
+def test_an_export_dropped_on_the_window_fills_the_chat_list(qtbot, window, tmp_path):
+    chat = window.show_panel("chat")
+    text = _import(qtbot, window, lambda: _drop(window, fx.claude_zip(tmp_path)))
+    assert text.startswith("Imported 2 turns in 1 conversation, 3 memories.") and "Left out:" in text
+    qtbot.waitUntil(lambda: chat.sessions.list.count() == 2, timeout=10_000)
+    titles = {chat.sessions.list.item(i).text(): chat.sessions.list.item(i) for i in range(2)}
+    assert "Trip planning" in titles
+    assert "imported from Claude, 2024-05-02" in titles["Trip planning"].toolTip()
+    stored = on_db_lane(window, lambda db: db.scalar("SELECT count(*) FROM episodes"))
+    assert stored == 3  # two turns and the memory list they came with
+    again = _import(qtbot, window, lambda: _drop(window, fx.claude_zip(tmp_path)))
+    assert again.startswith("Imported 0 turns") and "5 were already here" in again
+
+
+def test_the_file_menu_imports_and_a_bad_file_changes_nothing(qtbot, window, tmp_path, monkeypatch):
+    assert "Import from Another Assistant…" in [a.text() for a in window.menu_actions.values()]
+    bad = tmp_path / "notes.json"
+    bad.write_text('{"hello": 1}')
+    monkeypatch.setattr("app.ui.import_history.QFileDialog.getOpenFileName", lambda *a, **k: (str(bad), ""))
+    text = _import(qtbot, window, window.menu_actions["import_history"].trigger)
+    assert text.startswith("Nothing was imported:") and "not an export Engram can read" in text
+    assert on_db_lane(window, lambda db: db.scalar("SELECT count(*) FROM episodes")) == 0
+    monkeypatch.setattr("app.ui.import_history.QFileDialog.getOpenFileName",
+                        lambda *a, **k: (str(fx.chatgpt_zip(tmp_path)), ""))
+    text = _import(qtbot, window, window.menu_actions["import_history"].trigger)
+    assert text.startswith("Imported 4 turns in 2 conversations.")
