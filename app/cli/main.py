@@ -19,7 +19,8 @@ from app.cli.arguments import EngramParser, UsageError
 
 # Command groups, by module; a module missing here simply adds no commands.
 COMMAND_MODULES = ("app.cli.memory", "app.cli.models", "app.cli.chat", "app.cli.jobs", "app.cli.finetune",
-                   "app.cli.learning", "app.cli.recall_weights", "app.cli.doctor", "app.cli.importing")
+                   "app.cli.learning", "app.cli.recall_weights", "app.cli.doctor", "app.cli.importing",
+                   "app.cli.serve")
 
 # What a group does when it is named alone: its listing (or, for finetune, its status).
 BARE_ACTIONS = {"memory": "list", "models": "list", "jobs": "list", "finetune": "status", "hypotheses": "list",

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
 
 from app.services.platform import this_machine
 from app.services.reembed import reembed_store
+from app.ui.connected_apps import ConnectedApps
 from app.ui.chat_model import in_app_words
 from app.ui.theme import APPEARANCE_LABELS, APPEARANCES, SPACING
 from core.config import (ForgettingSettings, SchedulerSettings, Settings, settings_changes, update_settings,
@@ -88,6 +89,8 @@ class SettingsPanel(QWidget):
             "What recall learnt from you", lambda: self._show_recall_learned(reset=True))
         layout.addWidget(forgetting_box)
         layout.addWidget(recall_box)
+        self.connected_apps = ConnectedApps(self.services.data_dir)  # app.ui.connected_apps: grants and their log
+        layout.addWidget(self.connected_apps)
         self.save_button = QPushButton("Save settings")
         self.save_button.clicked.connect(self.save)
         self.saved_label = QLabel("")
@@ -281,6 +284,7 @@ class SettingsPanel(QWidget):
         self._list_installed()  # a model downloaded meanwhile is offered
         self._show_learned()  # restores made meanwhile are counted
         self._show_recall_learned()
+        self.connected_apps.refresh()  # an app granted or served meanwhile
 
     def save(self) -> None:
         """Write only what the user changed here, merged into the file as it is now: a field changed elsewhere
