@@ -1,0 +1,43 @@
+"""The MLX that Engram's code calls, checked before it is needed (issue 36.4).
+
+An older mlx imports fine and fails later, at the first reply, with an AttributeError from models/generation.py.
+The window, the chat engine and `--self-check` ask here first, so a user on an older mlx reads one line saying
+which version is needed and which is installed. pyproject.toml's floors are these versions.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from core.errors import ModelError
+
+MINIMUM_MLX = "0.31.2"
+MINIMUM_MLX_LM = "0.31.3"  # the first mlx-lm that itself requires mlx >= 0.31.2 (0.32.2 requires 0.32.2 on a Mac)
+# What the code calls on mlx.core, and the mlx release that added it
+REQUIRED = (("new_thread_local_stream", "0.31.2"),  # models/generation.new_stream
+            ("device_info", "0.30.4"))  # models/generation._wired_limit
+
+
+class MLXTooOld(ModelError):
+    """The installed mlx lacks a function Engram calls; the message names the version needed."""
+
+
+def mlx_problem(mx: Any = None) -> str | None:
+    """None when this mlx has everything in REQUIRED; else one line naming the version needed and the one here."""
+    if mx is None:
+        import mlx.core as mx
+    missing = [name for name, _ in REQUIRED if not hasattr(mx, name)]
+    if not missing:
+        return None
+    version = getattr(mx, "__version__", "unknown")
+    return (f"Engram needs MLX {MINIMUM_MLX} or newer; this is {version} (it has no mx.{missing[0]}) — "
+            f"update it: pip install -U \"mlx>={MINIMUM_MLX}\" \"mlx-lm>={MINIMUM_MLX_LM}\"")
+
+
+def require_mlx(mx: Any = None) -> str:
+    """This mlx's version when it has what Engram calls; MLXTooOld (one line) when it does not."""
+    problem = mlx_problem(mx)
+    if problem:
+        raise MLXTooOld(problem)
+    if mx is None:
+        import mlx.core as mx
+    return str(mx.__version__)
