@@ -29,7 +29,7 @@ class SmokeResult:
     summary: str = ""
 
 
-def smoke_problems(window: Any, platform: str = sys.platform) -> SmokeResult:
+def smoke_problems(window: Any) -> SmokeResult:
     """What is wrong with the shown window: not visible, not exposed on the screen, an app-menu role missing."""
     result = SmokeResult()
     handle = window.windowHandle()
@@ -41,7 +41,7 @@ def smoke_problems(window: Any, platform: str = sys.platform) -> SmokeResult:
     missing = [words for role, words in APP_MENU_ROLES.items() if role not in roles]
     if missing:
         result.problems.append(f"the menus have no {', '.join(missing)} action")
-    if platform == "darwin" and not window.menuBar().isNativeMenuBar():
+    if QApplication.platformName() == "cocoa" and not window.menuBar().isNativeMenuBar():
         result.problems.append("the menu bar is not the Mac's native one")
     size = window.size()
     result.summary = (f"window {size.width()}×{size.height()} on {QApplication.platformName()}, "
