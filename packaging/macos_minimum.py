@@ -130,12 +130,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--installed-above", metavar="VERSION",
                         help="list installed packages with binaries built for a macOS later than VERSION")
     args = parser.parse_args(argv)
-    if args.installed_above:
-        print("\n".join(installed_above(args.installed_above)))
-        return 0
-    if args.app is None:
+    if args.app is None and not args.installed_above:
         parser.error("give the .app, or --installed-above VERSION")
-    passes, line = check_bundle(args.app)
+    try:
+        if args.installed_above:
+            print("\n".join(installed_above(args.installed_above)))
+            return 0
+        passes, line = check_bundle(args.app)
+    except (OSError, subprocess.CalledProcessError) as exc:  # no otool, or a binary it cannot read: unproven
+        if isinstance(exc, subprocess.CalledProcessError):
+            exc = f"{' '.join(map(str, exc.cmd))}: {(exc.stderr or '').strip() or f'status {exc.returncode}'}"
+        print(f"macos_minimum: FAIL the minimum cannot be read: {exc}", file=sys.stderr)
+        return 1
     print(f"macos_minimum: {line}")
     return 0 if passes else 1
 

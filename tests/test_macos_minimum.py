@@ -127,3 +127,11 @@ def test_the_spec_declares_the_minimum_the_pinned_wheels_need():
     needed = max((v for name in RECORDING_OF.values() for v in macos_minimum.parse_minimums(recorded(name))),
                  key=macos_minimum.version_tuple)
     assert declared == needed == "15.0"
+
+
+def test_without_otool_the_check_fails_in_one_line_instead_of_passing(tmp_path, monkeypatch, capsys):
+    app = fake_bundle(tmp_path, "15.0")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-tools"))  # as on Linux: no otool at all
+    assert macos_minimum.main([str(app)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("macos_minimum: FAIL") and "otool" in err[0]
