@@ -70,3 +70,14 @@ def test_pyproject_floors_are_the_versions_checked():
     assert mlx and all(f">={MINIMUM_MLX}," in d for d in mlx)
     assert mlx_lm and all(f">={MINIMUM_MLX_LM}," in d for d in mlx_lm)
     assert max(tuple(map(int, version.split("."))) for _, version in REQUIRED) == tuple(map(int, MINIMUM_MLX.split(".")))
+
+
+def test_engram_chat_says_it_in_one_line_before_the_first_reply(cli, tiny_model_dir, monkeypatch):
+    assert cli("models", "use", str(tiny_model_dir))[0] == 0
+    import mlx.core as mx
+    for name, _ in REQUIRED:
+        monkeypatch.delattr(mx, name)
+    monkeypatch.setattr(mx, "__version__", "0.29.0")
+    code, out, err = cli("chat", typed="hello")
+    assert code == 1 and err.splitlines()[-1] == f"engram: {LINE}"  # after its "Loading <folder> ..." line
+    assert "engram> " not in out and "Traceback" not in err
