@@ -12,8 +12,8 @@ import pytest
 from models.mlx_requirements import MINIMUM_MLX, MINIMUM_MLX_LM, REQUIRED, MLXTooOld, mlx_problem, require_mlx
 
 ROOT = Path(__file__).resolve().parent.parent
-LINE = ("Engram needs MLX 0.31.2 or newer; this is 0.29.0 (it has no mx.new_thread_local_stream) — "
-        "update it: pip install -U \"mlx>=0.31.2\" \"mlx-lm>=0.31.3\"")
+LINE = ("Engram needs MLX 0.32.2 or newer; this is 0.29.0 (it has no mx.new_thread_local_stream) — "
+        "update it: pip install -U \"mlx>=0.32.2\" \"mlx-lm>=0.32.2\"")
 
 
 @pytest.fixture
@@ -69,7 +69,8 @@ def test_pyproject_floors_are_the_versions_checked():
     mlx_lm = [d for d in dependencies if d.startswith("mlx-lm")]
     assert mlx and all(f">={MINIMUM_MLX}," in d for d in mlx)
     assert mlx_lm and all(f">={MINIMUM_MLX_LM}," in d for d in mlx_lm)
-    assert max(tuple(map(int, version.split("."))) for _, version in REQUIRED) == tuple(map(int, MINIMUM_MLX.split(".")))
+    # the floor is at least what the code calls (mlx-lm's own need may raise it)
+    assert max(tuple(map(int, v.split("."))) for _, v in REQUIRED) <= tuple(map(int, MINIMUM_MLX.split(".")))
 
 
 def test_engram_chat_says_it_in_one_line_before_the_first_reply(cli, tiny_model_dir, monkeypatch):

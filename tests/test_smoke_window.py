@@ -49,5 +49,5 @@ def test_smoke_on_an_older_mlx_fails_in_one_line(monkeypatch, engram_home):
     out = io.StringIO()
     assert run_smoke(out=out) == 1
     assert out.getvalue().splitlines() == [
-        "smoke: FAIL Engram needs MLX 0.31.2 or newer; this is 0.29.0 (it has no mx.new_thread_local_stream) — "
-        "update it: pip install -U \"mlx>=0.31.2\" \"mlx-lm>=0.31.3\""]
+        "smoke: FAIL Engram needs MLX 0.32.2 or newer; this is 0.29.0 (it has no mx.new_thread_local_stream) — "
+        "update it: pip install -U \"mlx>=0.32.2\" \"mlx-lm>=0.32.2\""]
