@@ -3,7 +3,7 @@
 An older mlx imports fine and fails later, at the first reply, with an AttributeError from models/generation.py.
 The window, the chat engine and `--self-check` ask here first, so a user on an older mlx reads one line saying
 which version is needed and which is installed. pyproject.toml's floors are these versions: the code calls mlx
-0.31.2's API, and every mlx-lm that runs Engram (0.32.x; 0.31.3 fails in its prompt-cache path) needs mlx 0.32.2.
+0.31.2's API, and every mlx-lm Engram's tests pass with (0.32.x; not 0.31.3) needs mlx 0.32.2 on a Mac.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Any
 from core.errors import ModelError
 
 MINIMUM_MLX = "0.32.2"  # what mlx-lm 0.32.x requires on a Mac
-MINIMUM_MLX_LM = "0.32.2"  # the release Engram is tested with; 0.31.3 breaks the chat's prompt cache
+MINIMUM_MLX_LM = "0.32.2"  # the release Engram is tested with; 5 of the 56 model tests fail with 0.31.3
 # What the code calls on mlx.core, and the mlx release that added it
 REQUIRED = (("new_thread_local_stream", "0.31.2"),  # models/generation.new_stream
             ("device_info", "0.30.4"))  # models/generation._wired_limit
