@@ -24,6 +24,7 @@ from models.checks import check_model_folder
 from models.cpu_weights import dequantize_for_cpu
 from models.generation import new_stream, stream_pieces
 from models.mlx_loader import load_model, tokenizer_defaults
+from models.mlx_requirements import require_mlx
 from models.prompt_cache import common_prefix
 from models.prompt_text import ThinkFilter, control_markers, render_prompt
 from models.repetition import RepetitionGuard
@@ -65,6 +66,7 @@ class ChatEngine:
         """Check the folder, then load it on the worker (a new worker unless one is given)."""
         folder = Path(folder)
         check_model_folder(folder, total_ram=total_ram)
+        require_mlx()  # an older mlx fails here in one line, not at the first reply
         owns_worker = worker is None
         worker = worker or MLXWorker()
         try:

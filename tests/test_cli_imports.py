@@ -118,7 +118,9 @@ def test_the_readme_commands_run(tmp_path, capsys):
 
 def test_the_whole_app_checks_run_alone(capsys):
     assert run_cli(["--self-check", "memory", "list"]) == 2
-    assert capsys.readouterr().err == "engram: --self-check and --screenshots run alone, not with a command\n"
+    assert capsys.readouterr().err == "engram: --self-check, --smoke and --screenshots run alone, not with a command\n"
+    assert run_cli(["--smoke", "--self-check"]) == 2
+    assert "run one at a time" in capsys.readouterr().err
     assert run_cli([]) == 2  # (`engram` with nothing opens the window: app.__main__ never gets here)
     assert "give a COMMAND" in capsys.readouterr().err
 

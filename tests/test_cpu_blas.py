@@ -36,6 +36,8 @@ def _probe(mode: str) -> dict:
 
 def test_float32_matmul_runs_on_the_fast_blas_with_the_same_result():
     reference, fast = _probe("reference"), _probe("fast")
+    if not fast["loaded"]:
+        pytest.skip("no optimized OpenBLAS on this machine (faiss-cpu's wheel, Linux only, or libopenblas0)")
     print(f"reference BLAS {reference['seconds'] * 1e3:.1f} ms, fast {fast['seconds'] * 1e3:.1f} ms")
     assert fast["loaded"] and "openblas" in fast["loaded"]  # the test extra installs one (faiss-cpu's)
     assert reference["late"] is None and fast["late"] is None

@@ -43,6 +43,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="check that this installation works, offline, on a temporary store, and exit")
     parser.add_argument("--screenshots", metavar="DIR",
                         help="save a picture of every panel into DIR (a sample data folder, or --data-dir) and exit")
+    parser.add_argument("--smoke", nargs="?", type=float, const=0.0, metavar="SECONDS",
+                        help="open the window on a temporary store, check it is on screen with its menus, keep it "
+                             "SECONDS (for a screenshot), print OK or FAIL and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
@@ -106,7 +109,7 @@ def run_cli(argv: Sequence[str]) -> int:
         except UsageError as exc:
             return _say(str(exc).removeprefix("engram: ").removeprefix("engram "), 2)
         debug = debug or args.debug
-        if args.self_check or args.screenshots is not None:
+        if args.self_check or args.screenshots is not None or args.smoke is not None:
             return _run_whole_app_check(args)
         if not getattr(args, "func", None):
             return _say("give a COMMAND (see `engram --help`); with no arguments at all, the desktop app opens", 2)
@@ -131,9 +134,12 @@ def run_cli(argv: Sequence[str]) -> int:
 
 def _run_whole_app_check(args: argparse.Namespace) -> int:
     if args.command:
-        raise UsageError("--self-check and --screenshots run alone, not with a command")
-    if args.self_check and args.screenshots is not None:
-        raise UsageError("--self-check and --screenshots run one at a time")
+        raise UsageError("--self-check, --smoke and --screenshots run alone, not with a command")
+    if [args.self_check, args.screenshots is not None, args.smoke is not None].count(True) > 1:
+        raise UsageError("--self-check, --smoke and --screenshots run one at a time")
+    if args.smoke is not None:
+        from app.ui.smoke import run_smoke  # the real window on this screen, checked, then closed
+        return run_smoke(args.smoke)
     if args.self_check:
         from app.services.selfcheck import run_self_check  # proves an install or a bundle works, offline
         return run_self_check()

@@ -46,6 +46,11 @@ def check_resources(ctx: Context) -> str:
     return f"{APP_ICON} at {resource_path(APP_ICON).parent}"
 
 
+def check_mlx(ctx: Context) -> str:
+    from models.mlx_requirements import require_mlx
+    return f"MLX {require_mlx()} has what Engram calls"
+
+
 def check_store(ctx: Context) -> str:
     from core.store.db import open_db
     ctx.db = open_db(ctx.folder / "engram.db")
@@ -78,7 +83,7 @@ def check_metal(ctx: Context) -> str:
     total = float(mx.sum(x @ x, stream=mx.gpu).item())
     if total != 64.0 ** 3:
         raise AssertionError(f"a GPU matrix product gave {total}, expected {64.0 ** 3}")
-    return f"GPU kernels load ({mx.metal.device_info().get('device_name', 'Metal')})"
+    return f"GPU kernels load ({mx.device_info().get('device_name', 'Metal')})"  # mx.metal's is deprecated
 
 
 def check_model(ctx: Context) -> str:
@@ -137,6 +142,7 @@ def schema_problems(value: Any) -> list[str]:
 
 STEPS: tuple[tuple[str, Callable[[Context], str]], ...] = (
     ("resources", check_resources),
+    ("mlx", check_mlx),
     ("store", check_store),
     ("embed+recall", check_recall),
     *((("metal", check_metal),) if sys.platform == "darwin" else ()),
@@ -171,6 +177,9 @@ def run_self_check(out: TextIO | None = None) -> int:
                 try:
                     detail = step(ctx)
                 except Exception as exc:  # any failure is the answer: report it and stop
+                    if _explained(exc):  # a failure foreseen and said in words: its line is the whole answer
+                        print(f"FAIL {name}: {exc}", file=out)
+                        return 1
                     print(f"FAIL {name}: {type(exc).__name__}: {exc}", file=out)
                     traceback.print_exc(file=sys.stderr)
                     return 1
@@ -180,6 +189,11 @@ def run_self_check(out: TextIO | None = None) -> int:
     listed = " ".join(f"{name}={value}" for name, value in versions().items())
     print(f"OK engram self-check passed in {time.perf_counter() - started:.1f}s: {listed}", file=out)
     return 0
+
+
+def _explained(exc: Exception) -> bool:
+    from models.mlx_requirements import MLXTooOld
+    return isinstance(exc, MLXTooOld)
 
 
 def _close(ctx: Context) -> None:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 from PySide6.QtCore import QSize, Qt, QTimer, Signal
 from PySide6.QtGui import QIcon
 from PySide6.QtWidgets import (QApplication, QHBoxLayout, QLabel, QListWidget, QListWidgetItem, QMainWindow,
-                               QStackedWidget, QVBoxLayout, QWidget)
+                               QMessageBox, QStackedWidget, QVBoxLayout, QWidget)
 
 from app.ui.chat_memory_watch import StoreWatch
 from app.ui.icons import icon_size, themed_icon
@@ -268,6 +268,12 @@ def launch(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Engram")
     from app.services.resources import APP_ICON, resource_path
     app.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
+    from models.mlx_requirements import mlx_problem
+    problem = mlx_problem()  # an older mlx: one line now, not an AttributeError at the first reply
+    if problem:
+        print(f"engram: {problem}", file=sys.stderr)
+        QMessageBox.critical(None, "Engram", problem)
+        return 1
     from app.ui.gc import GuiThreadCollector
     GuiThreadCollector(app).start()  # Qt objects in garbage cycles are destroyed on this thread, not on a lane
     services = Services.from_data_dir(lasting=True)
