@@ -54,14 +54,16 @@ def finetune_base_folder(services: Any) -> str:
 
 def default_environment(db: Database, activity: ActivityTracker | None = None,
                         model_gate: ModelGate | None = None) -> Environment:
-    """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs."""
-    from app.services.platform import on_ac_power, system_idle_seconds
+    """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs; a
+    running job keeps a Mac on power from idle sleep (caffeinate)."""
+    from app.services.platform import keep_awake, on_ac_power, system_idle_seconds
     # ioreg and pmset are subprocesses, and a running job asks several times a second whether to yield: once a
     # second for idle time is enough (the app's own input is seen at once), once a minute for the power source.
     system_idle = CachedProbe(system_idle_seconds, ttl=SYSTEM_IDLE_TTL)
     probes = [system_idle] + ([activity.idle_seconds] if activity is not None else [])
     return Environment(clock=db.clock, idle_seconds=combined_idle(*probes),
-                       on_ac_power=CachedProbe(on_ac_power, ttl=POWER_TTL), model_gate=model_gate or ModelGate())
+                       on_ac_power=CachedProbe(on_ac_power, ttl=POWER_TTL), model_gate=model_gate or ModelGate(),
+                       keep_awake=keep_awake)
 
 
 def real_handlers(services: Any, db: Database) -> dict[str, Handler]:
