@@ -165,6 +165,12 @@ class Services:
         from core.memory.manage import MemoryManager
         return MemoryManager(self.db, self.embedder if with_embedder else None)
 
+    def unload_chat(self) -> None:
+        """Free the chat model this object loaded (a fine-tune needs its memory); the next chat_engine() loads it
+        again. A model handed in is left alone."""
+        with self._locks["chat"]:
+            self._unload_chat()
+
     def _unload_chat(self) -> None:
         if self._loaded_chat is not None:
             self._loaded_chat.unload()
