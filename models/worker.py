@@ -89,7 +89,7 @@ class MLXWorker:
                     items.put(item)
                     if stop.is_set():
                         break
-                    self._run_between_steps()
+                    self.run_short_jobs()
             except BaseException as exc:  # handed to the consumer, raised there
                 items.put(_Failure(exc))
             finally:
@@ -130,8 +130,11 @@ class MLXWorker:
                 return
             _run_job(*job[:4])
 
-    def _run_between_steps(self) -> None:
-        """Run the short jobs waiting now (in order), leaving every other job queued where it was."""
+    def run_short_jobs(self) -> None:
+        """On the worker, between two steps of a long job (a stream's items, a structured generation's tokens): run
+        the short jobs waiting now, in order, leaving every other job queued where it was. Elsewhere nothing."""
+        if not self.on_worker:
+            return
         with self._ready:
             short = [job for job in self._jobs if job is not _STOP and job[4]]
             for job in short:

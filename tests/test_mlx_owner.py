@@ -122,3 +122,40 @@ def test_a_short_job_runs_between_two_items_of_a_stream_and_others_wait_for_its_
     consumer.join(10)
     assert got == [0, 1, 2]
     assert order == ["item 0", "short job", "item 1", "item 2", "plain job"]
+
+
+def test_an_embedding_runs_between_two_tokens_of_a_structured_generation(worker, mlx_embedder, tiny_model_dir):
+    """Learning from a turn and reflection generate JSON in one long job on the worker: a lane's query embedding
+    (recall, a memories search) runs at its next token instead of waiting for the whole object."""
+    from models.chat import ChatEngine
+    from models.structured import StructuredGenerator
+    ids = np.array([[101, 2054, 102]], dtype=np.int32)
+    expected = mlx_embedder.encoder(ids)
+    engine = ChatEngine.load(tiny_model_dir, worker=worker, context_tokens=2048)
+    queued, tokens_seen = threading.Event(), []
+    done: dict[str, object] = {}
+
+    def embed() -> tuple[np.ndarray, int]:  # runs on the worker: notes how many tokens were asked for by then
+        return mlx_embedder.encoder._forward(ids, None), len(tokens_seen)  # noqa: SLF001
+
+    def lane() -> None:
+        future = worker.submit_between_steps(embed)
+        queued.set()
+        done["vector"], done["at"] = future.result()
+
+    def stop() -> bool:  # asked on the worker before each token
+        tokens_seen.append(1)
+        if len(tokens_seen) == 1:
+            threading.Thread(target=lane, name="lane").start()
+            queued.wait(10)
+        return False
+    schema = {"type": "object", "properties": {"fact": {"type": "string", "maxLength": 200}}, "required": ["fact"]}
+    try:
+        with MLXThreadGuard((worker.thread,)) as guard:
+            StructuredGenerator(engine, seed=1).generate_json([ChatMessage("user", "I live in Lisbon.")], schema,
+                                                              max_tokens=120, stop=stop)
+    finally:
+        engine.unload()
+    assert guard.violations == []
+    assert done["at"] == 1 < len(tokens_seen)  # run right after the first token, not after the last
+    assert np.array_equal(done["vector"], expected)
