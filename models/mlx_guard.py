@@ -24,7 +24,8 @@ class MLXThreadError(AssertionError):
 
 @dataclass
 class MLXThreadGuard:
-    owners: tuple[threading.Thread, ...]
+    owners: tuple[threading.Thread, ...] = ()
+    allowed: Callable[[threading.Thread], bool] | None = None  # or: which threads may (the Mac-shaped lane's)
     violations: list[str] = field(default_factory=list)
     _saved: list[tuple[Any, str, Any]] = field(default_factory=list, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
@@ -52,7 +53,7 @@ class MLXThreadGuard:
         @functools.wraps(original)
         def checked(*args: Any, **kwargs: Any) -> Any:
             thread = threading.current_thread()
-            if thread not in self.owners:
+            if thread not in self.owners and not (self.allowed is not None and self.allowed(thread)):
                 message = f"{where} called on thread {thread.name!r}, not on the MLX owner"
                 with self._lock:
                     self.violations.append(message)

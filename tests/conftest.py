@@ -112,6 +112,14 @@ def pytest_collection_finish(session):
             session.config.stash[background_bundle.STASH_KEY] = build
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The Mac-shaped lane fails if MLX was called from a thread that does not own it, even where it was caught."""
+    violations = mac_shaped.guard_report(session.config)
+    if violations:
+        print("\nMLX used off its owner thread:\n  " + "\n  ".join(sorted(set(violations))))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
 def pytest_unconfigure(config):
     build = config.stash.get(background_bundle.STASH_KEY, None)
     if build is not None:

@@ -6,6 +6,8 @@ paths a Mac takes, as far as it can without Metal (issue 36).
 - The mlx.nn embedder is the default backend (models/bert_embedder.default_backend answers "mlx", as on Metal).
 - onnxruntime and faiss cannot be imported (None in sys.modules: an import fails, find_spec answers None).
 - threadpoolctl sees no BLAS (numpy's Accelerate build on a Mac shows none).
+- Every mlx.core call off the test's thread and the MLX workers fails (models/mlx_guard.py), as MLX on a Mac must
+  never be used from two threads.
 - The probes that read sys.platform (app/services/platform.py, models/budget.py, models/registry.py) see "darwin",
   and the commands and MLX call they make answer with output recorded on a 16 GB M1 MacBook on AC power.
 
@@ -18,11 +20,15 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
+
 OPTION = "--mac-shaped"
+GUARD = pytest.StashKey()
 HIDDEN_MODULES = ("onnxruntime", "faiss")
 PLATFORM_MODULES = ("app.services.platform", "models.budget", "models.registry")
 
@@ -92,6 +98,19 @@ def apply(config: Any) -> None:
     for name in PLATFORM_MODULES:
         __import__(name)
         sys.modules[name].sys = _Darwin()
+    from models.mlx_guard import MLXThreadGuard
+    config.stash[GUARD] = MLXThreadGuard(allowed=_may_use_mlx).__enter__()
+
+
+def guard_report(config: Any) -> list[str]:
+    """MLX calls the lane saw on a thread other than the test's own and the MLX workers (pytest_sessionfinish)."""
+    guard = config.stash.get(GUARD, None)
+    return [] if guard is None else list(guard.violations)
+
+
+def _may_use_mlx(thread: threading.Thread) -> bool:
+    """The test's own thread (tests build and probe models directly) and the app's MLX workers (models/worker.py)."""
+    return thread is threading.main_thread() or thread.name.startswith("engram-mlx")
 
 
 def lane_paths(root: Path) -> list[str]:
