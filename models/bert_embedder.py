@@ -210,7 +210,7 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str, backend
     else:
         from models.worker import MLXWorker
         owner = mlx_worker or MLXWorker("engram-mlx-embed")
-        encoder = MLXBert(owner.call(load_bert, folder), owner)
+        encoder = MLXBert(owner.call_between_steps(load_bert, folder), owner)  # a reply waits one token for it
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
                         pooling=recipe.pooling, backend=backend, vocab_size=encoder.config.vocab_size,
                         one_query=one_query)
