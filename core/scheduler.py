@@ -12,6 +12,7 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
@@ -59,6 +60,9 @@ class Environment:
     on_ac_power: Callable[[], Optional[bool]] = lambda: None  # None (unknown) counts as on power
     localtime: Callable[[float], time.struct_time] = time.localtime
     model_gate: ModelGate = field(default_factory=ModelGate)
+    # Held while a job runs on power: the app's keeps a Mac from idle sleep (app.services.platform.keep_awake),
+    # since jobs start after minutes of idleness, about when a laptop would go to sleep.
+    keep_awake: Callable[[str], AbstractContextManager] = lambda reason: nullcontext()
 
 
 class JobContext:
@@ -207,7 +211,8 @@ class Scheduler:
             return None
         ctx = JobContext(self, claimed, spec)
         try:
-            result = spec.handler(ctx)
+            with self._awake_for(claimed):
+                result = spec.handler(ctx)
         except JobInterrupted:
             return self._after_yield(ctx)
         except Exception as exc:  # a failing handler must not take the scheduler (or the app) down
@@ -217,6 +222,13 @@ class Scheduler:
         if result == YIELDED:
             return self._after_yield(ctx)
         return store.finish(self.db, job.id, "done")
+
+    def _awake_for(self, job: Job) -> AbstractContextManager:
+        """Keep the machine from idle sleep while `job` runs, unless on battery (a job there must not drain it);
+        let go when the handler returns, yields or fails."""
+        if self.env.on_ac_power() is False:
+            return nullcontext()
+        return self.env.keep_awake(f"Engram: {job.kind}")
 
     def _damaged(self, exc: Exception) -> StoreCorrupt:
         if isinstance(exc, StoreCorrupt):

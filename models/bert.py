@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -146,14 +147,26 @@ class BertModel(nn.Module):
 
 @dataclass
 class MLXBert:
-    """BertModel behind numpy in and out, as models/bert_numpy.NumpyBert: the embedder pools in numpy."""
+    """BertModel behind numpy in and out, as models/bert_numpy.NumpyBert: the embedder pools in numpy.
+
+    Every forward pass runs on `owner`, the process's MLX worker (models/worker.py): the db, bulk and io lanes and
+    the jobs thread all embed, while a reply generates on that worker, and MLX must not be used from two threads."""
     model: BertModel
+    owner: Any = None  # models.worker.MLXWorker; None: a worker of its own
+
+    def __post_init__(self) -> None:
+        if self.owner is None:
+            from models.worker import MLXWorker
+            self.owner = MLXWorker("engram-mlx-embed")
 
     @property
     def config(self) -> BertConfig:
         return self.model.config
 
     def __call__(self, input_ids: np.ndarray, attention_mask: np.ndarray | None = None) -> np.ndarray:
+        return self.owner.call_between_steps(self._forward, input_ids, attention_mask)
+
+    def _forward(self, input_ids: np.ndarray, attention_mask: np.ndarray | None) -> np.ndarray:
         mask = None if attention_mask is None else mx.array(attention_mask)
         return np.array(self.model(mx.array(input_ids), mask).astype(mx.float32), copy=True)
 

@@ -186,8 +186,10 @@ def _onnx_or_numpy(encoder: Any) -> tuple[Any, str]:
         return encoder, "numpy"
 
 
-def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
-                       backend: str | None = None, lasting: bool = False) -> BertEmbedder:
+def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str, backend: str | None = None,
+                       lasting: bool = False, mlx_worker: Any = None) -> BertEmbedder:
+    """`mlx_worker`: the process's MLX owner (models/worker.py), which loads and runs the mlx.nn encoder; without
+    one an mlx encoder gets a worker of its own (a process that runs no chat model beside it)."""
     from tokenizers import Tokenizer
 
     from models.bert import MLXBert, load_bert
@@ -206,7 +208,9 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str,
         if backend == "numpy":
             one_query = QueryThreads()
     else:
-        encoder = MLXBert(load_bert(folder))
+        from models.worker import MLXWorker
+        owner = mlx_worker or MLXWorker("engram-mlx-embed")
+        encoder = MLXBert(owner.call_between_steps(load_bert, folder), owner)  # a reply waits one token for it
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
                         pooling=recipe.pooling, backend=backend, vocab_size=encoder.config.vocab_size,
                         one_query=one_query)

@@ -6,19 +6,30 @@ each new token 160 ms; one 326×576 by 576×1536 product took 320 ms quantized a
 token's 1.6 ms against 0.3 ms. So the first reply sat for most of a minute and learning from one turn took minutes.
 The float weights are exactly the values the quantized ones stand for (dequantized, not re-read), so the model is
 the same model. A Mac is left alone: Metal's quantized kernels are the fast ones there. A model whose float32 copy
-would not fit the budget keeps its quantized layers.
+would not fit the budget keeps its quantized layers, and so does every model while ENGRAM_KEEP_QUANTIZED is set
+(read at each load): the Mac-shaped test lane (tests/conftest.py, --mac-shaped) runs chat, scoring and LoRA through
+QuantizedLinear and QuantizedEmbedding, as every Mac does.
 """
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, Mapping
 
 BUDGET_SHARE = 0.25  # of this machine's memory, for the float32 copy of the layers swapped
+
+
+KEEP_QUANTIZED = "ENGRAM_KEEP_QUANTIZED"  # set (not "0"): never swap, as on a Mac
 
 
 def on_cpu_backend() -> bool:
     import mlx.core as mx
     return mx.default_device().type == mx.cpu
+
+
+def keeps_quantized(env: Mapping[str, str] | None = None) -> bool:
+    """Whether quantized layers are kept as they are here: on Metal, or where ENGRAM_KEEP_QUANTIZED asks for it."""
+    env = os.environ if env is None else env
+    return env.get(KEEP_QUANTIZED, "0") not in ("", "0") or not on_cpu_backend()
 
 
 def total_memory() -> int:
@@ -35,8 +46,9 @@ def float_bytes(model: Any) -> int:
 
 def dequantize_for_cpu(model: Any, budget: int | None = None) -> int:
     """Swap the model's quantized linear and embedding layers for float32 ones on the CPU backend; the bytes the
-    float layers take (0 when nothing was swapped: on Metal, no quantized layer, or over `budget`)."""
-    if not on_cpu_backend():
+    float layers take (0 when nothing was swapped: on Metal or kept by ENGRAM_KEEP_QUANTIZED, no quantized layer,
+    or over `budget`)."""
+    if keeps_quantized():
         return 0
     layers = _swappable(model)
     needed = _float_size(layers)

@@ -65,14 +65,15 @@ class SentenceEmbedder:
 
 
 def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = None,
-                  lasting: bool = False) -> Any:
+                  lasting: bool = False, mlx_worker: Any = None) -> Any:
     """The embedder for a model name or folder, offline; a clear ModelError if it is not on this machine.
 
     MLX runs the bundled MiniLM and any local sentence-transformers folder holding a plain BERT with mean or CLS
     pooling (`device` does not apply: MLX uses the GPU on a Mac, the CPU elsewhere); sentence-transformers runs
     the rest. Both give the bundled model the same name, so a store bound to MiniLM needs no re-embedding.
     `lasting`: the process embeds for a long time (the window, `engram chat`), so an encoder that costs more to
-    start and less a query is worth it (models/bert_embedder.default_backend).
+    start and less a query is worth it (models/bert_embedder.default_backend). `mlx_worker`: the process's MLX
+    owner, shared with the chat engine, so mlx.nn runs on one thread only (models/worker.py).
     """
     name = DEFAULT_EMBEDDER if name_or_path.lower() in _BUNDLED_ALIASES else name_or_path
     local = Path(resolve_model_path(name_or_path)).expanduser()
@@ -81,7 +82,7 @@ def load_embedder(name_or_path: str = DEFAULT_EMBEDDER, *, device: str | None = 
         recipe = read_recipe(local)
         if recipe is not None:
             try:
-                return load_bert_embedder(local, recipe, name=name, lasting=lasting)
+                return load_bert_embedder(local, recipe, name=name, lasting=lasting, mlx_worker=mlx_worker)
             except Exception as exc:  # a damaged file: safetensors, tokenizers and MLX each raise their own type
                 why = str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
                 raise ModelError(f"cannot load embedding model {name_or_path!r}: {why}.") from exc

@@ -132,6 +132,9 @@ class FineTuner:
     gate: GateSettings = GateSettings()
     on_activated: Callable[[Optional[versions.Adapter]], None] = lambda adapter: None
     python: str = sys.executable
+    # Before each worker process loads its copy of the model: unload the app's chat model if both would not fit,
+    # or raise a ModelError if the training alone would not (app.services.scheduling.make_room_for_training).
+    make_room: Callable[[], None] = lambda: None
 
     def __call__(self, ctx: JobContext) -> Optional[str]:
         state = dict(ctx.resume or {})
@@ -175,6 +178,7 @@ class FineTuner:
     def _train(self, ctx: JobContext, run_dir: Path, *, resume: bool, iters: int) -> Optional[str]:
         if ctx.should_yield():
             return YIELDED
+        self.make_room()
         cfg = asdict(self.config)
         worker_config = {**{k: cfg[k] for k in ("batch_size", "learning_rate", "rank", "scale", "num_layers",
                                                  "max_seq_length", "steps_per_report", "save_every", "seed")},
@@ -212,6 +216,7 @@ class FineTuner:
                       "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS]}
         key = baseline_key(self.model_path, active.path if active else None, evaluation)
         known = scored_baseline(self.db, key)  # the same weights on the same sets: scored by an earlier run
+        self.make_room()
         result = run_worker("evaluate", {"model": self.model_path, **evaluation,
                                          "adapters": ([] if known else [active.path if active else None])
                                          + [candidate_path]},

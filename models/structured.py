@@ -147,12 +147,15 @@ class StructuredGenerator:
         pieces = stream_pieces(model, tokenizer, mx.array(suffix), cache=cache, stream=self.engine.generation_stream,
                                max_tokens=max_tokens, sampler=make_sampler(temp=self.temperature),
                                logits_processors=[processor])
+        worker = getattr(self.engine, "worker", None)
         with contextlib.closing(pieces):  # a stop leaves no generator holding the wired memory limit
             tokens = []
             for piece in pieces:
                 if stop is not None and stop():  # the cache holds a half-made answer: dropped, not kept
                     raise GenerationStopped("The model gave way to something more urgent before it finished.")
                 tokens.append(piece.token)
+                if worker is not None:
+                    worker.run_short_jobs()  # a lane's embedding waits one token, not the whole object
         if self.use_prompt_cache:  # only a generation that ran to its end leaves its cache for the next call
             self._caches.give_back(cache, prompt + tokens, weights)
         return [t for t in tokens if t not in tokenizer.eos_token_ids]

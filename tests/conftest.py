@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import background_bundle
+from tests import background_bundle, mac_shaped
 
 # Set before anything imports Qt or Hugging Face code: tests never open a window or touch the network.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -17,11 +17,28 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+def pytest_addoption(parser):
+    parser.addoption(mac_shaped.OPTION, action="store_true", default=False,
+                     help="the Mac-shaped lane: run the model, embedding, fine-tune and self-check tests the way a "
+                          "Mac runs them (tests/mac_shaped.py)")
+
+
 def pytest_configure(config):
     """MLX's float32 matmuls on an optimized BLAS, as the app's entry points arrange (models.cpu_blas): before any
     test imports mlx. Worker subprocesses load it themselves (models.train_worker.main)."""
     from models.cpu_blas import preload_fast_blas
     preload_fast_blas()
+    if config.getoption(mac_shaped.OPTION):
+        mac_shaped.apply(config)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """In the Mac-shaped lane, only its test files (and the folders holding them) are collected."""
+    if not config.getoption(mac_shaped.OPTION) or collection_path.name == "conftest.py":
+        return None
+    lane = [Path(path) for path in mac_shaped.lane_paths(Path(__file__).resolve().parents[1])]
+    wanted = any(path == collection_path or collection_path in path.parents for path in lane)
+    return None if wanted else True
 
 
 class FakeClock:
@@ -82,12 +99,25 @@ def _collect_garbage_on_the_gui_thread(request):
     gc.freeze()
 
 
+def pytest_collection_modifyitems(config, items):
+    if config.getoption(mac_shaped.OPTION):
+        mac_shaped.leave_out(config, items)
+
+
 def pytest_collection_finish(session):
     """A run that will test the app bundle starts building it now, in the background (tests/background_bundle.py)."""
     if any("bundle" in getattr(item, "fixturenames", ()) for item in session.items):
         build = background_bundle.start(Path(__file__).resolve().parents[1])
         if build is not None:
             session.config.stash[background_bundle.STASH_KEY] = build
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """The Mac-shaped lane fails if MLX was called from a thread that does not own it, even where it was caught."""
+    violations = mac_shaped.guard_report(session.config)
+    if violations:
+        print("\nMLX used off its owner thread:\n  " + "\n  ".join(sorted(set(violations))))
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config):

@@ -205,7 +205,8 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     from models.chat import ChatEngine
     generation = services.settings.generation
     print(f"Loading {printable(ref)} ...", file=sys.stderr)
-    engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram)
+    engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram,
+                             worker=services.mlx_worker)  # the embedder's MLX thread too (models/worker.py)
     try:
         if not args.no_memory:  # what Engram learned about you includes the weights it fine-tuned
             from app.services.wiring import use_active_adapter

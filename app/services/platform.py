@@ -1,4 +1,5 @@
-"""macOS probes the scheduler needs: system-wide idle time (IOKit HIDIdleTime) and AC power (pmset).
+"""macOS probes the scheduler needs: system-wide idle time (IOKit HIDIdleTime) and AC power (pmset), and the
+idle-sleep assertion it holds while a job runs (caffeinate).
 
 Each probe runs one small command and parses its text; parsing is separate so tests feed it recorded
 output. Off macOS, idle time is unknown (None: the app's own activity decides) and power is read from
@@ -6,11 +7,13 @@ Linux sysfs when present, else unknown, which the scheduler counts as on power.
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 PROBE_TIMEOUT_S = 3.0
 _HID_IDLE = re.compile(r'"HIDIdleTime"\s*=\s*(\d+)')
@@ -79,3 +82,32 @@ def on_ac_power(*, platform: str | None = None, run: Runner = run_command,
 def this_machine(platform: str | None = None) -> str:
     """How the app names the computer it runs on: "this Mac" on macOS, "this computer" elsewhere."""
     return "this Mac" if (platform or sys.platform) == "darwin" else "this computer"
+
+
+def keep_awake(reason: str, *, platform: str | None = None, spawn: Callable[..., Any] = subprocess.Popen,
+               pid: int | None = None) -> contextlib.AbstractContextManager:
+    """Hold an idle-sleep assertion for the length of a `with` on macOS: `caffeinate -i -w PID` as a child, which
+    also lets go by itself if this process dies. Elsewhere, and when caffeinate cannot start, nothing is held.
+    `reason` names the job (shown by `pmset -g assertions` as caffeinate's)."""
+    if (platform or sys.platform) != "darwin":
+        return contextlib.nullcontext()
+    return _caffeinated(spawn, os.getpid() if pid is None else pid)
+
+
+@contextlib.contextmanager
+def _caffeinated(spawn: Callable[..., Any], pid: int) -> Iterator[None]:
+    try:
+        child = spawn(["caffeinate", "-i", "-w", str(pid)], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                      stderr=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):  # no caffeinate: the job still runs, the Mac may sleep
+        child = None
+    try:
+        yield
+    finally:
+        if child is not None:
+            child.terminate()
+            try:
+                child.wait(timeout=PROBE_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()

@@ -15,8 +15,7 @@ def reembed_store(services: Any, name: str, stop: threading.Event | None = None)
     short swap at the end, the file's write lock. A failure leaves the store and the model in use as they were;
     so does `stop` set (the window closing), within one batch, instead of holding the quit for minutes."""
     from core.memory.manage import MemoryManager
-    from models.embeddings import load_embedder  # deferred: another sentence-transformers model pulls torch
-    embedder = load_embedder(name, lasting=True)  # the whole store, then the process's embedder from here on
+    embedder = services.load_embedder(name, lasting=True)  # the whole store, then the process's embedder from here on
     db = open_db(services.db_path)
     try:
         done = MemoryManager(db, embedder).reembed(stop=None if stop is None else stop.is_set)

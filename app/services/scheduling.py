@@ -54,14 +54,16 @@ def finetune_base_folder(services: Any) -> str:
 
 def default_environment(db: Database, activity: ActivityTracker | None = None,
                         model_gate: ModelGate | None = None) -> Environment:
-    """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs."""
-    from app.services.platform import on_ac_power, system_idle_seconds
+    """Idle = the most recent of the app's own input and (on macOS) the system's; power from pmset or sysfs; a
+    running job keeps a Mac on power from idle sleep (caffeinate)."""
+    from app.services.platform import keep_awake, on_ac_power, system_idle_seconds
     # ioreg and pmset are subprocesses, and a running job asks several times a second whether to yield: once a
     # second for idle time is enough (the app's own input is seen at once), once a minute for the power source.
     system_idle = CachedProbe(system_idle_seconds, ttl=SYSTEM_IDLE_TTL)
     probes = [system_idle] + ([activity.idle_seconds] if activity is not None else [])
     return Environment(clock=db.clock, idle_seconds=combined_idle(*probes),
-                       on_ac_power=CachedProbe(on_ac_power, ttl=POWER_TTL), model_gate=model_gate or ModelGate())
+                       on_ac_power=CachedProbe(on_ac_power, ttl=POWER_TTL), model_gate=model_gate or ModelGate(),
+                       keep_awake=keep_awake)
 
 
 def real_handlers(services: Any, db: Database) -> dict[str, Handler]:
@@ -224,9 +226,32 @@ def sentence_backlog(db: Database) -> int:
 def finetune_handler(services: Any, db: Database) -> Handler:
     def handler(ctx: JobContext) -> Optional[str]:
         from models.finetune import FineTuner
-        tuner = FineTuner(db, finetune_base_folder(services), services.data_dir / "adapters")
+        tuner = FineTuner(db, finetune_base_folder(services), services.data_dir / "adapters",
+                          make_room=lambda: make_room_for_training(services))
         return tuner(ctx)
     return handler
+
+
+def make_room_for_training(services: Any, *, budget: Any = None) -> str:
+    """Before a fine-tune's worker loads its own copy of the model: keep the chat model loaded if both fit, unload
+    it if only the training fits (the next reply loads it again), refuse in words if not even that (issue 36.9).
+    Returns models.registry's verdict."""
+    from app.services.platform import this_machine
+    from models.budget import budget_words, memory_budget
+    from models.finetune import TrainConfig
+    from models.registry import GB, TOO_BIG, WITHOUT_CHAT, finetune_fit, need_for_folder, training_need_for_folder
+    folder = services.chat_model_folder()
+    config = TrainConfig()
+    train = training_need_for_folder(folder, trained_layers=config.num_layers, batch_size=config.batch_size)
+    chat = need_for_folder(folder) if services.chat_loaded() else 0
+    budget = budget or memory_budget()
+    verdict = finetune_fit(chat, train, budget.bytes)
+    if verdict == TOO_BIG:
+        raise ModelError(f"Fine-tuning {folder.name} needs about {train / GB:.1f} GB, more than "
+                         f"{budget_words(budget, this_machine())} allows; a smaller chat model can be fine-tuned.")
+    if verdict == WITHOUT_CHAT:
+        services.unload_chat()
+    return verdict
 
 
 def queue_reflection(scheduler: Scheduler, session_id: int) -> Job:

@@ -27,11 +27,12 @@ class Services:
     _loaded_chat: Any = field(default=None, repr=False)  # the engine this object loaded, with its model ref
     _loaded_ref: str = field(default="", repr=False)
     _learning_db: Database | None = field(default=None, repr=False)
+    _mlx_worker: Any = field(default=None, repr=False)  # the one thread that runs MLX (models/worker.py)
     # This process embeds for long (the window, `engram chat`, an import): worth an encoder slower to start and
     # faster a text (models/bert_embedder.default_backend); a one-shot verb starts the cheaper one.
     lasting: bool = False
     # Lanes ask for these at the same time (the GUI's first panel and the db lane): each is built once, under a lock.
-    _locks: dict = field(default_factory=lambda: {name: threading.Lock() for name in ("db", "embedder", "chat")},
+    _locks: dict = field(default_factory=lambda: {name: threading.Lock() for name in ("db", "embedder", "chat", "mlx")},
                          repr=False)
 
     @classmethod
@@ -59,11 +60,26 @@ class Services:
         return self._db
 
     @property
+    def mlx_worker(self) -> Any:
+        """The process's one MLX thread: the chat engine and an mlx.nn embedder both run on it, since MLX must not
+        be used from two threads at once (models/worker.py). Made on first use; no MLX is imported for it."""
+        with self._locks["mlx"]:
+            if self._mlx_worker is None:
+                from models.worker import MLXWorker
+                self._mlx_worker = MLXWorker()
+        return self._mlx_worker
+
+    def load_embedder(self, name: str, *, lasting: bool | None = None) -> Any:
+        """An embedding model by name for this process, on its MLX thread when it runs on mlx.nn."""
+        from models.embeddings import load_embedder  # deferred: the weights; another ST model pulls torch
+        lasting = self.lasting if lasting is None else lasting
+        return load_embedder(name, lasting=lasting, mlx_worker=self.mlx_worker)
+
+    @property
     def embedder(self) -> Any:
         with self._locks["embedder"]:
             if self._embedder is None:
-                from models.embeddings import load_embedder  # deferred: the weights; another ST model pulls torch
-                self._embedder = load_embedder(self.settings.embedder, lasting=self.lasting)
+                self._embedder = self.load_embedder(self.settings.embedder)
         return self._embedder
 
     def use_embedder(self, embedder: Any) -> None:
@@ -110,7 +126,8 @@ class Services:
             from models.chat import ChatEngine  # deferred: MLX is slow to import
             folder = self.chat_model_folder()  # ModelError saying what to do when nothing is installed
             self._unload_chat()
-            self._loaded_chat = ChatEngine.load(folder, context_tokens=self.settings.generation.context_tokens)
+            self._loaded_chat = ChatEngine.load(folder, worker=self.mlx_worker,
+                                                context_tokens=self.settings.generation.context_tokens)
             self._loaded_ref = ref
         return self._loaded_chat
 
@@ -148,6 +165,12 @@ class Services:
         from core.memory.manage import MemoryManager
         return MemoryManager(self.db, self.embedder if with_embedder else None)
 
+    def unload_chat(self) -> None:
+        """Free the chat model this object loaded (a fine-tune needs its memory); the next chat_engine() loads it
+        again. A model handed in is left alone."""
+        with self._locks["chat"]:
+            self._unload_chat()
+
     def _unload_chat(self) -> None:
         if self._loaded_chat is not None:
             self._loaded_chat.unload()
@@ -161,6 +184,8 @@ class Services:
         if self._db is not None:
             self._db.close()
             self._db = None
+        if self._mlx_worker is not None and self._embedder is None:
+            self._mlx_worker.close()  # an mlx.nn embedder still in use keeps its thread
 
 
 def use_active_adapter(engine: Any, db: Database) -> Any:

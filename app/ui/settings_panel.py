@@ -61,8 +61,7 @@ def check_models(services: Any, changes: dict[str, Any]) -> None:
     if changes.get("chat_model"):
         services.model_store().resolve(changes["chat_model"])
     if "embedder" in changes:
-        from models.embeddings import load_embedder  # deferred: torch; only when the user changed it
-        load_embedder(changes["embedder"])
+        services.load_embedder(changes["embedder"])  # on the process's MLX thread when it runs on mlx.nn
 
 
 class SettingsPanel(QWidget):

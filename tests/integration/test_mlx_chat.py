@@ -12,7 +12,7 @@ from mlx_lm import stream_generate
 from core.errors import ModelError
 from core.protocols import ChatMessage, ChatModel, GenerationChunk, SamplingParams
 from models.chat import ChatEngine
-from models.cpu_weights import on_cpu_backend
+from models.cpu_weights import keeps_quantized
 
 M = ChatMessage
 
@@ -21,7 +21,7 @@ def test_loads_the_4bit_model(tiny_engine, tiny_model_dir):
     config = json.loads((tiny_model_dir / "config.json").read_text())
     assert config["quantization"]["bits"] == 4
     kinds = {type(m) for _, m in tiny_engine._loaded.model.named_modules()}
-    assert (nn.QuantizedLinear in kinds) == (not on_cpu_backend())  # the CPU runs float32 layers (cpu_weights)
+    assert (nn.QuantizedLinear in kinds) == keeps_quantized()  # else float32 layers on the CPU (cpu_weights)
     assert isinstance(tiny_engine, ChatModel)
 
 
