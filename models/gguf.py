@@ -3,13 +3,14 @@
 One code path serves the test model (models/testing_real.py) and a user's "Add a GGUF file…", which runs it in a
 worker process (models/gguf_worker.py: MLX's native reader crashes on some damaged or hostile files).
 
-Route, and why: MLX reads GGUF itself. `mx.load(path, return_metadata=True)` returns every tensor — Q4_0, Q4_1
-and Q8_0 as MLX's own affine-quantized triples (weight, scales, biases, groups of 32), which is exactly how
-GGUF stores them, so nothing is lost — together with all metadata, tokenizer included. That is one call, no
-extra package and no torch; the transformers route (`gguf_file=`) needs torch and accelerate, dequantizes
-everything and writes `rope_parameters` that mlx-lm does not read (it then silently uses rope_theta 10000).
-Only K-quant files (Q4_K_M and friends, which MLX cannot read) go through the small `gguf` package, which
-dequantizes them with numpy; it is imported only then, so a Q4_0/Q4_1/Q8_0/F16 file needs nothing beyond MLX.
+Route, and why: the header is read first (models.gguf_header, through the small `gguf` package, which memory-maps
+the file and reads no tensor) and checked — layers, sizes, vocabulary, memory — before anything is read or built.
+Its tensor types then choose the reader. MLX reads GGUF itself: `mx.load` returns Q4_0, Q4_1 and Q8_0 as MLX's own
+affine-quantized triples (weight, scales, biases, groups of 32), which is exactly how GGUF stores them, so nothing
+is lost. Every other type goes through the gguf package, which dequantizes it with numpy: MLX 0.32 reads Q4_K
+blocks without complaint and returns wrong values (a Q4_K_M model converted "successfully" and spoke garbage), so
+it is never asked about a type it is not known to decode exactly (tests/integration/test_gguf_quants.py).
+The transformers route (`gguf_file=`) needs torch and accelerate and writes `rope_parameters` mlx-lm does not read.
 
 llama.cpp stores llama-architecture q/k projections permuted for its interleaved rotary embedding; rather than
 un-permute them, the config sets mlx-lm's `rope_traditional`, which is that same interleaved form. Llama 3.1+
@@ -27,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import ModelError
+from models.gguf_header import Header, check_header, read_header
 from models.gguf_tokenizer import scalar, write_tokenizer
 
 Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
@@ -54,12 +56,13 @@ class Converted:
 
 
 def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | None = None,
-            q_bits: int | None = 8) -> Converted:
+            q_bits: int | None = 8, budget: int | None = None) -> Converted:
     """Write an mlx-lm model folder for `gguf_path` at `out_dir` (which must not exist yet).
 
     q_bits=None keeps the file's quantization where MLX holds it natively (lossless for Q4_0/Q4_1/Q8_0);
     4 or 8 re-quantizes every matrix with MLX (groups of 64); 32 writes every weight as float32 (4× the 8-bit
-    size). The folder appears whole or not at all.
+    size). `budget` is the memory a model may use (models.budget): a model past it is refused from the header, before
+    anything is read. The folder appears whole or not at all.
     """
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     report = progress or (lambda stage, fraction: None)
@@ -67,11 +70,17 @@ def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | 
         raise ModelError(f"q_bits must be 4, 8, 32 (float32) or None (keep the file's own), not {q_bits!r}.")
     _check_paths(gguf_path, out_dir)
     report("reading", 0.0)
-    weights, meta = read_gguf(gguf_path, progress=lambda done: report("reading", 0.3 * done))
-    architecture = _architecture(meta, gguf_path)
-    config = model_config(meta, architecture, has_output="output.weight" in weights)
-    if "token_embd.weight" in weights:  # the embedding's rows, not the token list, size the model
-        config["vocab_size"] = int(weights["token_embd.weight"].shape[0])
+    header = read_header(gguf_path)
+    architecture = _architecture(header.meta, gguf_path)
+    try:
+        config = model_config(header.meta, architecture, has_output="output.weight" in header.tensors)
+    except (TypeError, ValueError, KeyError) as exc:  # a size missing from the metadata, or not a number
+        raise ModelError(f"{gguf_path.name} does not describe its model fully ({exc}); it cannot be converted.") \
+            from exc
+    if "token_embd.weight" in header.tensors:  # the embedding's rows, not the token list, size the model
+        config["vocab_size"] = header.tensors["token_embd.weight"].shape[0]
+    check_header(header, config, gguf_path, budget=budget, q_bits=q_bits)  # before any tensor is read or built
+    weights, meta = read_gguf(gguf_path, progress=lambda done: report("reading", 0.3 * done), header=header)
     if "rope_freqs.weight" in weights:
         config["rope_scaling"] = llama3_rope_scaling(weights.pop("rope_freqs.weight"), config, gguf_path)
     report("converting", 0.3)
@@ -103,55 +112,45 @@ def _check_paths(gguf_path: Path, out_dir: Path) -> None:
 
 # -- reading ---------------------------------------------------------------------------------------
 
-def read_gguf(path: Path, *,
-              progress: Callable[[float], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(tensors by GGUF name, metadata) — MLX's own reader, or the gguf package for K-quants."""
+def read_gguf(path: Path, *, progress: Callable[[float], None] | None = None,
+              header: Header | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(tensors by GGUF name, metadata). The header's tensor types choose the reader: MLX's own when it decodes
+    every one of them exactly (models.gguf_header.MLX_EXACT), else the gguf package for the whole file."""
+    header = header or read_header(path)
+    if not header.mlx_reads_exactly():
+        return _read_dequantized(path, progress or (lambda done: None), header), header.meta
     import mlx.core as mx
     try:
-        return mx.load(str(path), return_metadata=True)
+        return mx.load(str(path)), header.meta
     except (RuntimeError, ValueError) as exc:
-        native_error = exc  # most often a K-quant block type; the gguf package reads those
-    try:
-        return _read_dequantized(path, progress or (lambda done: None))
-    except ModelError:
-        raise
-    except Exception as exc:  # a damaged file fails both readers in many ways
-        raise ModelError(f"{path.name} could not be read as GGUF: {native_error}") from exc
+        raise ModelError(f"{path.name} could not be read as GGUF: {exc}") from exc
 
 
-def _read_dequantized(path: Path, progress: Callable[[float], None]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every tensor dequantized to float16 with the gguf package (numpy), and the metadata in mx.load's shape."""
-    import mlx.core as mx
-    import numpy as np
-    try:
-        import gguf
-    except ImportError as exc:
-        raise ModelError(f"{path.name} uses a quantization MLX cannot read (a K-quant); reading it needs the "
-                         f"'gguf' package (pip install gguf).") from exc
-    reader = gguf.GGUFReader(str(path))
+def _read_dequantized(path: Path, progress: Callable[[float], None],
+                      header: Header | None = None) -> dict[str, Any]:
+    """Every tensor dequantized to float16 (float32 for vectors) with the gguf package (numpy)."""
+    reader = (header or read_header(path)).reader
     weights = {}
     for index, tensor in enumerate(reader.tensors):
         progress(index / len(reader.tensors))  # dequantizing a large file takes minutes: say how far it is
-        try:
-            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-        except NotImplementedError as exc:
-            raise ModelError(f"{path.name} uses {tensor.tensor_type.name} weights, which cannot be converted "
-                             f"yet.") from exc
-        shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
-        dtype = np.float32 if len(shape) == 1 else np.float16
-        weights[tensor.name] = mx.array(np.asarray(values, dtype=dtype).reshape(shape))
-    meta = {field.name: _field_value(field) for field in reader.fields.values()}
-    return weights, meta
+        weights[tensor.name] = dequantized_tensor(tensor, path)
+    return weights
 
 
-def _field_value(field: Any) -> Any:
+def dequantized_tensor(tensor: Any, path: Path) -> Any:
+    """One tensor of a gguf.GGUFReader as MLX float16 (float32 for a vector), decoded by the gguf package."""
+    import gguf
     import mlx.core as mx
-    value = field.contents()
-    if isinstance(value, list) and value and not isinstance(value[0], str):
-        return mx.array(value)
-    if isinstance(value, (int, float, bool)):
-        return mx.array(value)
-    return value
+    import numpy as np
+    try:
+        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+    except NotImplementedError as exc:
+        raise ModelError(f"{path.name} uses {tensor.tensor_type.name} weights, which cannot be converted yet.") from exc
+    except (ValueError, TypeError) as exc:  # a tensor's bytes do not fill its shape: a damaged file
+        raise ModelError(f"{path.name} could not be read as GGUF: tensor {tensor.name}: {exc}") from exc
+    shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
+    dtype = np.float32 if len(shape) == 1 else np.float16
+    return mx.array(np.asarray(values, dtype=dtype).reshape(shape))
 
 
 def _architecture(meta: dict, path: Path) -> str:

@@ -208,9 +208,9 @@ def test_the_packaged_smollm2_reads_the_same_through_both_readers(tmp_path):
         pytest.skip(str(exc))
     native, meta = read_gguf(path)
     seen = []
-    plain, plain_meta = _read_dequantized(path, seen.append)
+    plain = _read_dequantized(path, seen.append)
     assert seen == sorted(seen) and seen[0] == 0.0 and len(seen) == len(plain)  # once per tensor
-    assert meta["tokenizer.ggml.tokens"] == plain_meta["tokenizer.ggml.tokens"]
+    assert len(meta["tokenizer.ggml.tokens"]) == 49152
     name = "blk.3.ffn_down"
     restored = mx.dequantize(native[f"{name}.weight"], native[f"{name}.scales"], native[f"{name}.biases"],
                              group_size=32, bits=4)
