@@ -54,8 +54,8 @@ def read_header(path: Path) -> Header:
         tensors = {tensor.name: TensorInfo(tensor.tensor_type.name, tuple(int(n) for n in reversed(tensor.shape)))
                    for tensor in reader.tensors}
     except Exception as exc:  # a damaged header fails the reader in many ways
-        raise ModelError(f"{path.name} could not be read as GGUF: the file is damaged "
-                         f"({type(exc).__name__}: {exc}).") from exc
+        raise ModelError(f"{path.name} could not be read as GGUF: the file is damaged or not a model Engram can "
+                         f"read ({type(exc).__name__}).") from exc
     return Header(meta, tensors, reader)
 
 
