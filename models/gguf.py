@@ -28,20 +28,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import ModelError
+from models.gguf_families import FAMILIES, family_config, shift_norms
 from models.gguf_header import Header, check_header, read_header
 from models.gguf_tokenizer import scalar, write_tokenizer
 
 Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
-ARCHITECTURES = ("llama", "qwen2")
+ARCHITECTURES = tuple(FAMILIES)
 Q_BITS = (None, 4, 8, 32)  # 32: unquantized float32, the fastest where a fast BLAS serves MLX's CPU backend
 GGUF_GROUP = 32  # every GGUF block type MLX reads holds 32 weights per scale
 QUANT_GROUP = 64  # mlx-lm's default when Engram quantizes itself
 
-_LAYER_NAMES = {
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-}
 _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 _BLOCK = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias|scales|biases)$")
 _TOP = re.compile(r"^([a-z_]+)\.(weight|bias|scales|biases)$")
@@ -84,12 +80,13 @@ def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | 
     if "rope_freqs.weight" in weights:
         config["rope_scaling"] = llama3_rope_scaling(weights.pop("rope_freqs.weight"), config, gguf_path)
     report("converting", 0.3)
-    weights = {mlx_name(name): value for name, value in weights.items()}
+    weights = {mlx_name(name, architecture): value for name, value in weights.items()}
+    weights = shift_norms(FAMILIES[architecture], weights)
     staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=out_dir.parent))
     try:
         bits = _write_weights(staging, weights, config, q_bits, report)
         report("tokenizer", 0.9)
-        write_tokenizer(staging, meta)
+        write_tokenizer(staging, meta, chat_template=FAMILIES[architecture].chat_template)
         os.replace(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -157,7 +154,7 @@ def _architecture(meta: dict, path: Path) -> str:
     architecture = scalar(meta, "general.architecture", "")
     if architecture not in ARCHITECTURES:
         raise ModelError(f"{path.name} is a {architecture or 'unknown'} model; Engram converts "
-                         f"{' and '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5) from GGUF.")
+                         f"{', '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5, Qwen3, Gemma 3) from GGUF.")
     if scalar(meta, f"{architecture}.rope.scaling.type") not in (None, "", "none"):
         raise ModelError(f"{path.name} uses {scalar(meta, f'{architecture}.rope.scaling.type')} rotary scaling, "
                          f"which cannot be converted from GGUF yet; download the MLX version instead.")
@@ -210,19 +207,19 @@ def model_config(meta: dict, architecture: str, *, has_output: bool) -> dict:
         "max_position_embeddings": int(get("context_length", 4096)),
         "rope_theta": float(get("rope.freq_base", 10000.0)),
         "tie_word_embeddings": not has_output,
-        "rope_traditional": architecture == "llama",  # see the module docstring
     }
     for key, name in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
         if f"tokenizer.ggml.{name}" in meta:
             config[key] = int(scalar(meta, f"tokenizer.ggml.{name}"))
-    return config
+    return family_config(FAMILIES[architecture], architecture, meta, config)
 
 
-def mlx_name(gguf_name: str) -> str:
+def mlx_name(gguf_name: str, architecture: str = "llama") -> str:
     """blk.3.attn_q.weight → model.layers.3.self_attn.q_proj.weight (and the top-level tensors)."""
     block = _BLOCK.match(gguf_name)
-    if block and block.group(2) in _LAYER_NAMES:
-        return f"model.layers.{block.group(1)}.{_LAYER_NAMES[block.group(2)]}.{block.group(3)}"
+    layers = FAMILIES[architecture].layers
+    if block and block.group(2) in layers:
+        return f"model.layers.{block.group(1)}.{layers[block.group(2)]}.{block.group(3)}"
     top = _TOP.match(gguf_name)
     if top and top.group(1) in _TOP_NAMES:
         return f"{_TOP_NAMES[top.group(1)]}.{top.group(2)}"
@@ -286,6 +283,8 @@ def _build_model(config: dict, weights: dict) -> Any:
     from models.mlx_loader import model_classes  # the lookup the chat engine loads with
     model_class, args_class = model_classes(config)
     model = model_class(args_class.from_dict(config))
+    if hasattr(model, "sanitize"):  # mlx-lm's own fix-ups on load (Gemma 3 ties its output to the embedding here)
+        weights = model.sanitize(dict(weights))
     quantization = config.get("quantization")
     if quantization:
         def predicate(path: str, module: Any) -> Any:

@@ -21,7 +21,8 @@ gguf = pytest.importorskip("gguf")
 
 _TO_GGUF = {"self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
             "self_attn.o_proj": "attn_output", "mlp.gate_proj": "ffn_gate", "mlp.up_proj": "ffn_up",
-            "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm"}
+            "mlp.down_proj": "ffn_down", "input_layernorm": "attn_norm", "post_attention_layernorm": "ffn_norm",
+            "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}
 
 
 def _gguf_name(name: str) -> str:
@@ -237,7 +238,7 @@ def _fake_gguf(path: Path, architecture: str) -> Path:
 
 def test_an_unsupported_architecture_is_refused_clearly(tmp_path):
     path = _fake_gguf(tmp_path / "mamba.gguf", "mamba")
-    with pytest.raises(ModelError, match="is a mamba model; Engram converts llama and qwen2"):
+    with pytest.raises(ModelError, match="is a mamba model; Engram converts llama, qwen2, qwen3, gemma3 models"):
         convert(path, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["mamba.gguf"]
 
