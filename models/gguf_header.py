@@ -115,8 +115,10 @@ def _check_vocabulary(header: Header, config: dict, path: Path) -> None:
         raise ModelError(f"{path.name}'s tokenizer has {len(tokens)} tokens but its model only {rows}: a token past "
                          f"{rows - 1} would have no meaning. The file is damaged or mixes two models.")
     for key in ("bos_token_id", "eos_token_id"):
-        if key in config and not 0 <= config[key] < len(tokens):
-            raise ModelError(f"{path.name} names token {config[key]} as its {key[:3]} token but has {len(tokens)}.")
+        named = config.get(key, [])
+        for token in named if isinstance(named, list) else [named]:
+            if not 0 <= token < len(tokens):
+                raise ModelError(f"{path.name} names token {token} as its {key[:3]} token but has {len(tokens)}.")
 
 
 def _check_numbers(config: dict, path: Path) -> None:
