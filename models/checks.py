@@ -141,8 +141,10 @@ def check_layers(config: dict, tensor_names: list[str]) -> None:
                                  "the folder is damaged or its files do not belong together.")
 
 
-def verify_loads(folder: Path | str) -> None:
-    """Build the model and bind every weight lazily: shapes and names must match, no memory is filled."""
+def verify_loads(folder: Path | str, *, speech: bool = True) -> None:
+    """Build the model and bind every weight lazily (shapes and names must match, no memory is filled), render its
+    chat template, then make it read a short English text in a process of its own (models.speech_check): a model
+    whose weights are wrong passes every other check."""
     from models.chat_tokenizer import load_tokenizer
     from models.mlx_loader import load_model, tokenizer_defaults
     folder = Path(folder)
@@ -153,6 +155,9 @@ def verify_loads(folder: Path | str) -> None:
         raise ModelError(f"The model in {folder} does not load: {exc}") from exc
     del model
     check_chat_template(tokenizer)
+    if speech:
+        from models.speech_check import check_speaks
+        check_speaks(folder)
 
 
 SAMPLE_CHAT = ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"},

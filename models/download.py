@@ -114,6 +114,7 @@ class ModelStore:
         model = next((m for m in self._downloaded() if m.path.resolve() == folder), None)
         if model is not None:
             return model  # one of the downloads: already listed
+        verify_loads(folder)  # it builds, chats and speaks (models.speech_check): a broken model is not added
         paths = self.added_folders()
         if folder not in paths:
             self._write_added(paths + [folder])

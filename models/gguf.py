@@ -3,13 +3,14 @@
 One code path serves the test model (models/testing_real.py) and a user's "Add a GGUF file…", which runs it in a
 worker process (models/gguf_worker.py: MLX's native reader crashes on some damaged or hostile files).
 
-Route, and why: MLX reads GGUF itself. `mx.load(path, return_metadata=True)` returns every tensor — Q4_0, Q4_1
-and Q8_0 as MLX's own affine-quantized triples (weight, scales, biases, groups of 32), which is exactly how
-GGUF stores them, so nothing is lost — together with all metadata, tokenizer included. That is one call, no
-extra package and no torch; the transformers route (`gguf_file=`) needs torch and accelerate, dequantizes
-everything and writes `rope_parameters` that mlx-lm does not read (it then silently uses rope_theta 10000).
-Only K-quant files (Q4_K_M and friends, which MLX cannot read) go through the small `gguf` package, which
-dequantizes them with numpy; it is imported only then, so a Q4_0/Q4_1/Q8_0/F16 file needs nothing beyond MLX.
+Route, and why: the header is read first (models.gguf_header, through the small `gguf` package, which memory-maps
+the file and reads no tensor) and checked — layers, sizes, vocabulary, memory — before anything is read or built.
+Its tensor types then choose the reader. MLX reads GGUF itself: `mx.load` returns Q4_0, Q4_1 and Q8_0 as MLX's own
+affine-quantized triples (weight, scales, biases, groups of 32), which is exactly how GGUF stores them, so nothing
+is lost. Every other type goes through the gguf package, which dequantizes it with numpy: MLX 0.32 reads Q4_K
+blocks without complaint and returns wrong values (a Q4_K_M model converted "successfully" and spoke garbage), so
+it is never asked about a type it is not known to decode exactly (tests/integration/test_gguf_quants.py).
+The transformers route (`gguf_file=`) needs torch and accelerate and writes `rope_parameters` mlx-lm does not read.
 
 llama.cpp stores llama-architecture q/k projections permuted for its interleaved rotary embedding; rather than
 un-permute them, the config sets mlx-lm's `rope_traditional`, which is that same interleaved form. Llama 3.1+
@@ -27,19 +28,16 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import ModelError
+from models.gguf_families import FAMILIES, family_config, shift_norms
+from models.gguf_header import Header, check_header, read_header
 from models.gguf_tokenizer import scalar, write_tokenizer
 
 Progress = Callable[[str, float], None]  # (stage, fraction done 0..1)
-ARCHITECTURES = ("llama", "qwen2")
+ARCHITECTURES = tuple(FAMILIES)
 Q_BITS = (None, 4, 8, 32)  # 32: unquantized float32, the fastest where a fast BLAS serves MLX's CPU backend
 GGUF_GROUP = 32  # every GGUF block type MLX reads holds 32 weights per scale
 QUANT_GROUP = 64  # mlx-lm's default when Engram quantizes itself
 
-_LAYER_NAMES = {
-    "attn_q": "self_attn.q_proj", "attn_k": "self_attn.k_proj", "attn_v": "self_attn.v_proj",
-    "attn_output": "self_attn.o_proj", "ffn_gate": "mlp.gate_proj", "ffn_up": "mlp.up_proj",
-    "ffn_down": "mlp.down_proj", "attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
-}
 _TOP_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 _BLOCK = re.compile(r"^blk\.(\d+)\.([a-z_]+)\.(weight|bias|scales|biases)$")
 _TOP = re.compile(r"^([a-z_]+)\.(weight|bias|scales|biases)$")
@@ -54,12 +52,13 @@ class Converted:
 
 
 def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | None = None,
-            q_bits: int | None = 8) -> Converted:
+            q_bits: int | None = 8, budget: int | None = None) -> Converted:
     """Write an mlx-lm model folder for `gguf_path` at `out_dir` (which must not exist yet).
 
     q_bits=None keeps the file's quantization where MLX holds it natively (lossless for Q4_0/Q4_1/Q8_0);
     4 or 8 re-quantizes every matrix with MLX (groups of 64); 32 writes every weight as float32 (4× the 8-bit
-    size). The folder appears whole or not at all.
+    size). `budget` is the memory a model may use (models.budget): a model past it is refused from the header, before
+    anything is read. The folder appears whole or not at all.
     """
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     report = progress or (lambda stage, fraction: None)
@@ -67,20 +66,27 @@ def convert(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | 
         raise ModelError(f"q_bits must be 4, 8, 32 (float32) or None (keep the file's own), not {q_bits!r}.")
     _check_paths(gguf_path, out_dir)
     report("reading", 0.0)
-    weights, meta = read_gguf(gguf_path, progress=lambda done: report("reading", 0.3 * done))
-    architecture = _architecture(meta, gguf_path)
-    config = model_config(meta, architecture, has_output="output.weight" in weights)
-    if "token_embd.weight" in weights:  # the embedding's rows, not the token list, size the model
-        config["vocab_size"] = int(weights["token_embd.weight"].shape[0])
+    header = read_header(gguf_path)
+    architecture = _architecture(header.meta, gguf_path)
+    try:
+        config = model_config(header.meta, architecture, has_output="output.weight" in header.tensors)
+    except (TypeError, ValueError, KeyError) as exc:  # a size missing from the metadata, or not a number
+        raise ModelError(f"{gguf_path.name} does not describe its model fully ({exc}); it cannot be converted.") \
+            from exc
+    if "token_embd.weight" in header.tensors:  # the embedding's rows, not the token list, size the model
+        config["vocab_size"] = header.tensors["token_embd.weight"].shape[0]
+    check_header(header, config, gguf_path, budget=budget, q_bits=q_bits)  # before any tensor is read or built
+    weights, meta = read_gguf(gguf_path, progress=lambda done: report("reading", 0.3 * done), header=header)
     if "rope_freqs.weight" in weights:
         config["rope_scaling"] = llama3_rope_scaling(weights.pop("rope_freqs.weight"), config, gguf_path)
     report("converting", 0.3)
-    weights = {mlx_name(name): value for name, value in weights.items()}
+    weights = {mlx_name(name, architecture): value for name, value in weights.items()}
+    weights = shift_norms(FAMILIES[architecture], weights)
     staging = Path(tempfile.mkdtemp(prefix=".converting-", dir=out_dir.parent))
     try:
         bits = _write_weights(staging, weights, config, q_bits, report)
         report("tokenizer", 0.9)
-        write_tokenizer(staging, meta)
+        write_tokenizer(staging, meta, chat_template=FAMILIES[architecture].chat_template)
         os.replace(staging, out_dir)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -103,62 +109,52 @@ def _check_paths(gguf_path: Path, out_dir: Path) -> None:
 
 # -- reading ---------------------------------------------------------------------------------------
 
-def read_gguf(path: Path, *,
-              progress: Callable[[float], None] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(tensors by GGUF name, metadata) — MLX's own reader, or the gguf package for K-quants."""
+def read_gguf(path: Path, *, progress: Callable[[float], None] | None = None,
+              header: Header | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(tensors by GGUF name, metadata). The header's tensor types choose the reader: MLX's own when it decodes
+    every one of them exactly (models.gguf_header.MLX_EXACT), else the gguf package for the whole file."""
+    header = header or read_header(path)
+    if not header.mlx_reads_exactly():
+        return _read_dequantized(path, progress or (lambda done: None), header), header.meta
     import mlx.core as mx
     try:
-        return mx.load(str(path), return_metadata=True)
+        return mx.load(str(path)), header.meta
     except (RuntimeError, ValueError) as exc:
-        native_error = exc  # most often a K-quant block type; the gguf package reads those
-    try:
-        return _read_dequantized(path, progress or (lambda done: None))
-    except ModelError:
-        raise
-    except Exception as exc:  # a damaged file fails both readers in many ways
-        raise ModelError(f"{path.name} could not be read as GGUF: {native_error}") from exc
+        raise ModelError(f"{path.name} could not be read as GGUF: {exc}") from exc
 
 
-def _read_dequantized(path: Path, progress: Callable[[float], None]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Every tensor dequantized to float16 with the gguf package (numpy), and the metadata in mx.load's shape."""
-    import mlx.core as mx
-    import numpy as np
-    try:
-        import gguf
-    except ImportError as exc:
-        raise ModelError(f"{path.name} uses a quantization MLX cannot read (a K-quant); reading it needs the "
-                         f"'gguf' package (pip install gguf).") from exc
-    reader = gguf.GGUFReader(str(path))
+def _read_dequantized(path: Path, progress: Callable[[float], None],
+                      header: Header | None = None) -> dict[str, Any]:
+    """Every tensor dequantized to float16 (float32 for vectors) with the gguf package (numpy)."""
+    reader = (header or read_header(path)).reader
     weights = {}
     for index, tensor in enumerate(reader.tensors):
         progress(index / len(reader.tensors))  # dequantizing a large file takes minutes: say how far it is
-        try:
-            values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
-        except NotImplementedError as exc:
-            raise ModelError(f"{path.name} uses {tensor.tensor_type.name} weights, which cannot be converted "
-                             f"yet.") from exc
-        shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
-        dtype = np.float32 if len(shape) == 1 else np.float16
-        weights[tensor.name] = mx.array(np.asarray(values, dtype=dtype).reshape(shape))
-    meta = {field.name: _field_value(field) for field in reader.fields.values()}
-    return weights, meta
+        weights[tensor.name] = dequantized_tensor(tensor, path)
+    return weights
 
 
-def _field_value(field: Any) -> Any:
+def dequantized_tensor(tensor: Any, path: Path) -> Any:
+    """One tensor of a gguf.GGUFReader as MLX float16 (float32 for a vector), decoded by the gguf package."""
+    import gguf
     import mlx.core as mx
-    value = field.contents()
-    if isinstance(value, list) and value and not isinstance(value[0], str):
-        return mx.array(value)
-    if isinstance(value, (int, float, bool)):
-        return mx.array(value)
-    return value
+    import numpy as np
+    try:
+        values = gguf.quants.dequantize(tensor.data, tensor.tensor_type)
+    except NotImplementedError as exc:
+        raise ModelError(f"{path.name} uses {tensor.tensor_type.name} weights, which cannot be converted yet.") from exc
+    except (ValueError, TypeError) as exc:  # a tensor's bytes do not fill its shape: a damaged file
+        raise ModelError(f"{path.name} could not be read as GGUF: tensor {tensor.name}: {exc}") from exc
+    shape = tuple(int(n) for n in reversed(tensor.shape))  # GGUF lists dimensions innermost first
+    dtype = np.float32 if len(shape) == 1 else np.float16
+    return mx.array(np.asarray(values, dtype=dtype).reshape(shape))
 
 
 def _architecture(meta: dict, path: Path) -> str:
     architecture = scalar(meta, "general.architecture", "")
     if architecture not in ARCHITECTURES:
         raise ModelError(f"{path.name} is a {architecture or 'unknown'} model; Engram converts "
-                         f"{' and '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5) from GGUF.")
+                         f"{', '.join(ARCHITECTURES)} models (SmolLM2, Llama, Qwen2.5, Qwen3, Gemma 3) from GGUF.")
     if scalar(meta, f"{architecture}.rope.scaling.type") not in (None, "", "none"):
         raise ModelError(f"{path.name} uses {scalar(meta, f'{architecture}.rope.scaling.type')} rotary scaling, "
                          f"which cannot be converted from GGUF yet; download the MLX version instead.")
@@ -211,19 +207,19 @@ def model_config(meta: dict, architecture: str, *, has_output: bool) -> dict:
         "max_position_embeddings": int(get("context_length", 4096)),
         "rope_theta": float(get("rope.freq_base", 10000.0)),
         "tie_word_embeddings": not has_output,
-        "rope_traditional": architecture == "llama",  # see the module docstring
     }
     for key, name in (("bos_token_id", "bos_token_id"), ("eos_token_id", "eos_token_id")):
         if f"tokenizer.ggml.{name}" in meta:
             config[key] = int(scalar(meta, f"tokenizer.ggml.{name}"))
-    return config
+    return family_config(FAMILIES[architecture], architecture, meta, config)
 
 
-def mlx_name(gguf_name: str) -> str:
+def mlx_name(gguf_name: str, architecture: str = "llama") -> str:
     """blk.3.attn_q.weight → model.layers.3.self_attn.q_proj.weight (and the top-level tensors)."""
     block = _BLOCK.match(gguf_name)
-    if block and block.group(2) in _LAYER_NAMES:
-        return f"model.layers.{block.group(1)}.{_LAYER_NAMES[block.group(2)]}.{block.group(3)}"
+    layers = FAMILIES[architecture].layers
+    if block and block.group(2) in layers:
+        return f"model.layers.{block.group(1)}.{layers[block.group(2)]}.{block.group(3)}"
     top = _TOP.match(gguf_name)
     if top and top.group(1) in _TOP_NAMES:
         return f"{_TOP_NAMES[top.group(1)]}.{top.group(2)}"
@@ -287,6 +283,8 @@ def _build_model(config: dict, weights: dict) -> Any:
     from models.mlx_loader import model_classes  # the lookup the chat engine loads with
     model_class, args_class = model_classes(config)
     model = model_class(args_class.from_dict(config))
+    if hasattr(model, "sanitize"):  # mlx-lm's own fix-ups on load (Gemma 3 ties its output to the embedding here)
+        weights = model.sanitize(dict(weights))
     quantization = config.get("quantization")
     if quantization:
         def predicate(path: str, module: Any) -> Any:

@@ -24,8 +24,9 @@ def scalar(meta: dict, key: str, default: Any = None) -> Any:
     return value.item() if hasattr(value, "item") else value
 
 
-def write_tokenizer(folder: Path, meta: dict) -> None:
-    """tokenizer.json and tokenizer_config.json (chat template, special tokens) from the GGUF metadata."""
+def write_tokenizer(folder: Path, meta: dict, *, chat_template: str | None = None) -> None:
+    """tokenizer.json and tokenizer_config.json (chat template, special tokens) from the GGUF metadata;
+    `chat_template` is the family's, for a file that carries none."""
     tokenizer = build_tokenizer(meta)
     tokenizer.save(str(folder / "tokenizer.json"))
     tokens = meta["tokenizer.ggml.tokens"]
@@ -44,7 +45,7 @@ def write_tokenizer(folder: Path, meta: dict) -> None:
         "clean_up_tokenization_spaces": False,
         "model_max_length": int(scalar(meta, f"{scalar(meta, 'general.architecture')}.context_length", 4096)),
     }
-    template = meta.get("tokenizer.chat_template")
+    template = meta.get("tokenizer.chat_template") or chat_template
     if template:
         config["chat_template"] = template
     (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False),
@@ -53,8 +54,11 @@ def write_tokenizer(folder: Path, meta: dict) -> None:
 
 def build_tokenizer(meta: dict) -> Any:
     """A byte-level BPE tokenizer (the `gpt2` GGUF tokenizer model) with the family's pre-tokenizer."""
-    from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     kind = scalar(meta, "tokenizer.ggml.model", "")
+    if kind == "llama" and scalar(meta, "general.architecture") == "gemma3":
+        from models.gguf_spm import build_spm_tokenizer
+        return build_spm_tokenizer(meta)
     if kind != "gpt2":
         raise ModelError(f"This GGUF uses a {kind or 'missing'} tokenizer; Engram converts byte-level BPE "
                          f"(gpt2-style) tokenizers only.")
@@ -66,6 +70,14 @@ def build_tokenizer(meta: dict) -> Any:
     tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges, fuse_unk=False))
     tokenizer.pre_tokenizer = _pre_tokenizer(pre, pre_tokenizers, Regex)
     tokenizer.decoder = decoders.ByteLevel()
+    return add_special_tokens(tokenizer, meta)
+
+
+def add_special_tokens(tokenizer: Any, meta: dict) -> Any:
+    """Control tokens as special, user-defined ones as added (matched whole, printed as text), and the BOS token
+    the file asks for."""
+    from tokenizers import AddedToken, processors
+    tokens = list(meta["tokenizer.ggml.tokens"])
     kinds = meta.get("tokenizer.ggml.token_type")
     kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
     # 3 = control (special), 4 = user-defined (added, matched whole but printed as text)

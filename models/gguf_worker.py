@@ -25,14 +25,16 @@ STAGING_PREFIX = ".converting-"  # the folder convert() writes in before it rena
 
 
 def convert_isolated(gguf_path: Path | str, out_dir: Path | str, *, progress: Progress | None = None,
-                     python: str = sys.executable) -> Converted:
+                     python: str = sys.executable, budget: int | None = None) -> Converted:
     """convert() in a worker process: the same folder, progress and ModelErrors, and a crash of the reader is a
-    ModelError too, with nothing left behind."""
+    ModelError too, with nothing left behind. `budget`: the memory a model may use, checked on the header."""
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     report = progress or (lambda stage, fraction: None)
     before = _staging_folders(out_dir.parent)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:
-        proc = subprocess.Popen([python, "-m", "models.gguf_worker", str(gguf_path), str(out_dir)], cwd=REPO_ROOT,
+        command = [python, "-m", "models.gguf_worker", str(gguf_path), str(out_dir)]
+        command += [f"--budget={int(budget)}"] if budget is not None else []
+        proc = subprocess.Popen(command, cwd=REPO_ROOT,
                                 stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8")
         try:
             outcome = _follow(proc.stdout, report)
@@ -90,15 +92,16 @@ def _emit(event: str, **fields: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        _emit("error", message="usage: python -m models.gguf_worker GGUF OUT")
+    budget = next((int(arg.split("=", 1)[1]) for arg in argv[2:] if arg.startswith("--budget=")), None)
+    if len(argv) not in (2, 3) or (len(argv) == 3 and budget is None):
+        _emit("error", message="usage: python -m models.gguf_worker GGUF OUT [--budget=BYTES]")
         return 2
     from models.cpu_blas import preload_fast_blas
     preload_fast_blas()  # before mlx loads, as in the app
     watch_parent(os.getppid())  # a conversion whose app is gone (killed mid-way) stops: SIGTERM ends it
     try:
-        done = convert(argv[0], argv[1], progress=lambda stage, fraction: _emit("progress", stage=stage,
-                                                                                 fraction=fraction))
+        done = convert(argv[0], argv[1], budget=budget,
+                       progress=lambda stage, fraction: _emit("progress", stage=stage, fraction=fraction))
     except ModelError as exc:
         _emit("error", message=str(exc))
         return 1

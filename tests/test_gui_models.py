@@ -209,8 +209,8 @@ def test_a_file_that_is_not_gguf_is_refused_in_words(qtbot, window, monkeypatch,
 
 
 def test_a_gguf_that_crashes_the_reader_is_refused_and_the_window_lives_on(qtbot, window, monkeypatch, tmp_path):
-    """MLX's GGUF reader segfaults on a tensor count of 2**40; the conversion runs in a worker process, so only the
-    worker dies and the panel says the file could not be read."""
+    """MLX's GGUF reader segfaults on a tensor count of 2**40; the conversion runs in a worker process, whose header
+    check (models.gguf_header) now refuses the file before MLX reads it, and the panel says it could not be read."""
     pytest.importorskip("models.gguf")
     import struct
 
@@ -223,7 +223,7 @@ def test_a_gguf_that_crashes_the_reader_is_refused_and_the_window_lives_on(qtbot
     with qtbot.waitSignal(panel.added, timeout=60000) as added:
         qtbot.mouseClick(panel.buttons["add_gguf"], Qt.LeftButton)
     assert added.args == [False]
-    assert "free-model.gguf could not be read: the GGUF reader crashed" in panel.message.text()
+    assert "free-model.gguf could not be read as GGUF: the file is damaged" in panel.message.text()
     assert window.services.model_store().installed() == [] and panel.buttons["add_gguf"].isEnabled()
 
 

@@ -79,7 +79,7 @@ def convert_gguf(store: Any, gguf_path: str, progress: Callable[[str, float], No
     from models.gguf_worker import convert_isolated  # a file that crashes the GGUF reader must not close the app
     staging = store.root / STAGING / f"gguf-{uuid.uuid4().hex}"
     staging.parent.mkdir(parents=True, exist_ok=True)
-    convert_isolated(gguf_path, staging, progress=progress)
+    convert_isolated(gguf_path, staging, progress=progress, budget=store.total_ram)
     try:
         return store.install(staging, repo_id=f"gguf/{Path(gguf_path).stem}")
     except BaseException:

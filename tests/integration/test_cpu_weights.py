@@ -37,6 +37,24 @@ def test_a_model_whose_float_copy_would_not_fit_keeps_its_quantized_layers(tiny_
     model, _ = load_model(tiny_model_dir)
     needed = float_bytes(model)
     assert needed > 0
-    assert dequantize_for_cpu(model, budget=needed - 1) == 0 and nn.QuantizedLinear in _kinds(model)
+    assert dequantize_for_cpu(model, budget=float_bytes(model, half=True) - 1) == 0
+    assert nn.QuantizedLinear in _kinds(model)
     assert dequantize_for_cpu(model, budget=needed) == needed and nn.QuantizedLinear not in _kinds(model)
     assert dequantize_for_cpu(model) == 0  # nothing left to swap
+
+
+def test_a_model_whose_float32_copy_would_not_fit_runs_on_a_half_copy(tiny_model_dir):
+    """The 1.5B case: float16 linear weights, float32 embeddings, so every product is float32 × float16, which MLX
+    runs as a float32 product (its own float16 CPU product is a loop, 18 times slower)."""
+    quantized, _ = load_model(tiny_model_dir)
+    model, _ = load_model(tiny_model_dir)
+    full, half = float_bytes(model), float_bytes(model, half=True)
+    assert half < full
+    assert dequantize_for_cpu(model, budget=half - 1) == 0 and nn.QuantizedLinear in _kinds(model)
+    assert dequantize_for_cpu(model, budget=full - 1) == half
+    kinds = {type(m): m.weight.dtype for _, m in model.named_modules() if type(m) in (nn.Linear, nn.Embedding)}
+    assert kinds == {nn.Linear: mx.float16, nn.Embedding: mx.float32}
+    ids = mx.array([[3, 17, 42, 7, 99, 5]])
+    expected, got = quantized(ids), model(ids)
+    assert got.dtype == mx.float32
+    assert float(mx.max(mx.abs(expected - got))) < 1e-2 * float(mx.max(mx.abs(expected)))

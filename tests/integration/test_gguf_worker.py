@@ -25,9 +25,11 @@ def test_a_file_that_crashes_the_reader_is_refused_and_leaves_nothing(tmp_path, 
     path = tmp_path / "model.gguf"
     path.write_bytes(HOSTILE[what])
     stages = []
-    with pytest.raises(ModelError, match=r"^model\.gguf could not be read: the GGUF reader crashed on it\. The file "
-                                         r"is damaged or not a model Engram can read; nothing was installed\.$"):
+    # the header is now read and checked (models.gguf_header) before MLX's native reader sees the file, so these are
+    # refused by that check; were one to pass it, the worker's crash is still said in one line
+    with pytest.raises(ModelError, match=r"^model\.gguf could not be read") as info:
         convert_isolated(path, tmp_path / "out", progress=lambda stage, fraction: stages.append(stage))
+    assert "\n" not in str(info.value)
     assert stages == ["reading"]  # the worker's progress reached us before it died
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model.gguf"]
 
