@@ -254,7 +254,7 @@ def cmd_forget_all(args: argparse.Namespace, services: Any) -> int:
         raise InvalidInput(f"you typed {word.strip()[:40]!r}, not {FORGET_WORD}: nothing was erased")
     result = _store_only(services).forget_everything()
     print(f"erased {result.summary()}.")
-    print(f"A backup of everything is at {result.backup}; `engram doctor --restore` puts it back.")
+    print(f"A backup of everything is at {result.backup}; `engram doctor --restore --force` puts it back.")
     return 0
 
 

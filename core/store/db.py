@@ -17,7 +17,7 @@ import apsw
 import sqlite_vec
 
 from core.errors import NotADatabase, SchemaTooNew, StoreBusy, StoreCorrupt, StoreRefused
-from core.store import health
+from core.store import backups, health
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -199,26 +199,54 @@ def schema_version(conn: apsw.Connection) -> int:
 
 
 def backup(conn: apsw.Connection, folder: Path, *, label: str = "manual", keep: int = BACKUPS_KEPT) -> Path:
-    """Copy the live database with SQLite's backup API into `folder`, keeping the newest `keep` copies."""
+    """Copy the live database with SQLite's backup API into `folder`, keeping the newest `keep` copies.
+
+    The copy is written under a hidden partial name (0600 from its first byte), checked, flushed, and only then
+    renamed to `engram-….db`: a kill or a full disk half-way leaves no file that `engram doctor` could take for a
+    backup (backups.clear_partials removes what such a kill left)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
+    backups.clear_partials(folder, _process_gone)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     target = folder / f"engram-{stamp}-{label}.db"
     n = 1
     while target.exists():
         target = folder / f"engram-{stamp}-{label}-{n}.db"
         n += 1
-    dest = apsw.Connection(str(target))
+    partial = backups.partial_name(target)
+    try:
+        _copy_into(conn, partial)
+        checked = health.check_file(partial, full=False)
+        if not checked.ok:
+            raise StoreCorrupt(f"the backup Engram just wrote did not pass its check ({checked.summary()}); "
+                               "nothing was changed")
+        os.replace(partial, target)
+    finally:
+        for leftover in (partial, Path(f"{partial}-journal")):
+            leftover.unlink(missing_ok=True)
+    for old in sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime)[:-keep]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def _copy_into(conn: apsw.Connection, partial: Path) -> None:
+    old_umask = os.umask(0o077)  # the copy and its journal are private from their creation
+    try:
+        dest = apsw.Connection(str(partial))
+    finally:
+        os.umask(old_umask)
     try:
         with dest.backup("main", conn, "main") as job:
             while not job.done:
                 job.step(-1)
+        dest.execute("PRAGMA journal_mode=DELETE")
     finally:
         dest.close()
-    os.chmod(target, 0o600)
-    for old in sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime)[:-keep]:
-        old.unlink(missing_ok=True)
-    return target
+    fd = os.open(partial, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _refuse_non_sqlite(path: Path) -> None:
