@@ -151,8 +151,18 @@ def verify_loads(folder: Path | str) -> None:
         tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
     except Exception as exc:  # mlx-lm raises ValueError, KeyError, RuntimeError... for a bad folder
         raise ModelError(f"The model in {folder} does not load: {exc}") from exc
+    finally:
+        _drain_mlx()
     del model
     check_chat_template(tokenizer)
+
+
+def _drain_mlx() -> None:
+    """Finish what building the model queued on this thread's stream. A download checks the model on its own
+    thread, which then ends; MLX 0.32 aborted the process at exit ("terminate called without an active exception",
+    exit 134) when an ended thread left work on its stream (see models.worker._drain_mlx)."""
+    import mlx.core as mx
+    mx.synchronize()
 
 
 SAMPLE_CHAT = ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"},

@@ -148,7 +148,9 @@ def cmd_download(args: argparse.Namespace, services: Any) -> int:
 
 def _run_cancellable(work: Callable[[], Any], cancel: threading.Event) -> Any:
     """Run `work` on a helper thread so Ctrl-C here sets `cancel` (the download's pause) and then waits for it to
-    stop cleanly."""
+    stop cleanly. The helper stays parked once done, never ended: the install built the model with MLX on it, and
+    MLX 0.32 aborted the process at exit (134, "terminate called without an active exception") in 5 of 7 runs
+    when such a thread had ended (as models.worker parks its thread)."""
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
@@ -159,6 +161,7 @@ def _run_cancellable(work: Callable[[], Any], cancel: threading.Event) -> Any:
             outcome["error"] = exc
         finally:
             done.set()
+        threading.Event().wait()  # parked: a daemon thread costs nothing at exit
 
     threading.Thread(target=target, name="engram-download", daemon=True).start()
     # Event.wait, not Thread.join: an interrupted join can report a running thread as finished
