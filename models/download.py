@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import InvalidInput, ModelError, ModelMissing
-from models.checks import check_model_folder, too_big_message, verify_loads
+from models.checks import check_model_folder, check_tokenizer_folder, too_big_message, verify_loads
 from models.fetch import (PART_SUFFIX, STATE_FILE, DownloadCancelled, DownloadPaused, DownloadProgress, ProgressMeter,
                           fetch_file, prepare_staging, present_bytes, with_retries)
 from models.hub import ALLOW_PATTERNS, RemoteFile
@@ -111,6 +111,7 @@ class ModelStore:
             raise ModelError(f"{folder} holds GGUF weights, not an MLX model: add the .gguf file itself to have "
                              f"Engram convert it.")
         check_model_folder(folder, total_ram=self.total_ram)
+        check_tokenizer_folder(folder)  # one that panics on sample text is refused now, not mid-chat
         model = next((m for m in self._downloaded() if m.path.resolve() == folder), None)
         if model is not None:
             return model  # one of the downloads: already listed
