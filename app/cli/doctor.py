@@ -41,8 +41,9 @@ def cmd_doctor(args: argparse.Namespace, services: Any) -> int:
     result = _check(path)
     if args.rebuild:
         return _rebuild(path, services) if result.ok else _refuse_rebuild(path)
+    bad_values = _check_values(path) if result.ok else []
     _print_backups(path)
-    return 0 if result.ok else 1
+    return 0 if result.ok and not bad_values else 1
 
 
 def _check(path: Path):
@@ -51,12 +52,29 @@ def _check(path: Path):
     result = health.check_file(path)
     if result.ok:
         health.clear_marker(path)
-        print("The memory file is sound (integrity_check: ok).")
+        print("The memory file's pages are sound (integrity_check: ok).")
     else:
         health.mark_damaged(path, result.summary())
         print(f"The memory file is damaged or not a complete Engram store: {result.summary()}")
         print("Engram will not write to it. `engram doctor --restore` puts the newest good backup in its place.")
     return result
+
+
+def _check_values(path: Path) -> list:
+    """Values of the wrong type (core.store.field_types): the pages are sound, the rows are not all readable."""
+    import apsw
+
+    from core.store import field_types
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        bad = field_types.problems(conn)
+    finally:
+        conn.close()
+    for column in bad:
+        print(f"  {column.describe()}")
+    if bad:
+        print("Some rows hold values of the wrong type (edited by hand?); `engram doctor --rebuild` repairs them.")
+    return bad
 
 
 def _print_backups(path: Path) -> None:
@@ -89,9 +107,11 @@ def _restore(path: Path, *, force: bool) -> int:
 def _rebuild(path: Path, services: Any) -> int:
     import apsw
 
-    from core.store import health
+    from core.store import field_types, health
     conn = apsw.Connection(str(path))
     try:
+        for repaired in field_types.repair(conn):
+            print(f"  {repaired}")
         done = health.rebuild_indexes(conn)
     finally:
         conn.close()

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from core.config import update_settings
+from core.errors import InvalidInput
 from core.words import counted
 
 PROGRESS_INTERVAL = 0.5  # seconds between progress lines when stderr is not a terminal
@@ -241,6 +242,8 @@ def cmd_remove(args: argparse.Namespace, services: Any) -> int:
 
 def cmd_use(args: argparse.Namespace, services: Any) -> int:
     from models.checks import check_model_folder
+    if not args.model.strip():  # Path("") is the current folder: never what an empty name meant
+        raise InvalidInput("give a model: an installed name, a repo id or a folder (see `engram models list`)")
     store = open_store(services)
     installed = store.find_installed(args.model)
     local = Path(args.model).expanduser()

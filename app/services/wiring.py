@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from core.config import (DB_FILENAME, Settings, ensure_private_dir, load_settings, resolve_data_dir)
-from core.store.db import Database, open_db
+from core.store.db import Database, open_db, store_is_read_only
 
 if TYPE_CHECKING:
     from core.memory.manage import MemoryManager
@@ -57,6 +57,15 @@ class Services:
                 ensure_private_dir(self.data_dir)
                 self._db = open_db(self.db_path)
         return self._db
+
+    @property
+    def reading_db(self) -> Database:
+        """For commands that only read (list, show, export): a store the user made read-only is opened read-only
+        rather than refused (reading needs no write); any other store is `db`."""
+        with self._locks["db"]:
+            if self._db is None and store_is_read_only(self.db_path):
+                self._db = open_db(self.db_path, read_only=True)
+        return self.db
 
     @property
     def embedder(self) -> Any:

@@ -142,10 +142,17 @@ class Database:
 
 
 def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
-            migrations: Sequence[Migration] = MIGRATIONS, backup_dir: Path | None = None) -> Database:
-    """Open (creating if needed) the store at `path` and bring its schema up to date."""
+            migrations: Sequence[Migration] = MIGRATIONS, backup_dir: Path | None = None,
+            read_only: bool = False) -> Database:
+    """Open (creating if needed) the store at `path` and bring its schema up to date. `read_only`: an existing
+    store the user made read-only, for reading alone (nothing is created, upgraded or written)."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise StoreRefused(f"{path} is a link to {os.readlink(path)}, which does not exist. Engram did not create a "
+                           "store there: put the memory file back, or remove the link to start a new store.")
     _refuse_non_sqlite(path)
+    if read_only:
+        return _open_read_only(path, migrations, clock)
     existed = path.exists()
     if existed:
         health.refuse_if_marked(path)
@@ -183,6 +190,39 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
         _make_private(path)  # only what Engram created: a file the user made keeps the mode they gave it
     _clear_stale_staging(path)
     return database
+
+
+def _open_read_only(path: Path, migrations: Sequence[Migration], clock: Callable[[], float]) -> Database:
+    if not path.exists():
+        raise StoreRefused(f"There is no memory file at {path} yet, and its folder is read-only.")
+    health.refuse_if_marked(path)
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        _load_vec(conn)
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        _check_readable(conn, path)
+        health.guard(conn, path)
+        _refuse_foreign(conn, path)
+        health.check_on_open(conn, path)
+        latest = migrations[-1].version if migrations else 0
+        if schema_version(conn) != latest:
+            raise StoreRefused(f"{path} is read-only and its format needs an upgrade, which writes to it; make it "
+                               "writable again to open it.")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+    except BaseException:
+        conn.close()
+        raise
+    return Database(conn=conn, path=path, clock=clock)
+
+
+def store_is_read_only(path: Path) -> bool:
+    """The store (or its folder) is read-only."""
+    return path.exists() and (_not_writable(path) or _not_writable(path.parent))
+
+
+def _not_writable(target: Path) -> bool:  # the mode bits too: root passes os.access whatever the mode says
+    return not os.access(target, os.W_OK) or not target.stat().st_mode & stat.S_IWUSR
 
 
 def open_memory_db(*, clock: Callable[[], float] = time.time) -> Database:
@@ -265,12 +305,10 @@ def _refuse_non_sqlite(path: Path) -> None:
 
 
 def _refuse_read_only(path: Path) -> None:
-    """A store (or its folder) the user made read-only stays so: Engram never changes permissions it did not set."""
-    def read_only(target: Path) -> bool:  # the mode bits too: root passes os.access whatever the mode says
-        return not os.access(target, os.W_OK) or not target.stat().st_mode & stat.S_IWUSR
-
-    if read_only(path) or read_only(path.parent):
-        what = path if read_only(path) else path.parent
+    """A store (or its folder) the user made read-only stays so: Engram never changes permissions it did not set.
+    Listing and exporting open it read-only instead (open_db's `read_only`)."""
+    if store_is_read_only(path):
+        what = path if _not_writable(path) else path.parent
         raise StoreRefused(f"{what} is read-only, so Engram cannot write its memories there; it changed nothing. "
                            "Make it writable again, or choose another data folder.")
 
