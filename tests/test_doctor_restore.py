@@ -142,3 +142,22 @@ def test_a_backup_is_renamed_into_place_only_once_complete_and_private(tmp_path,
     assert made.exists() and health.check_file(made).ok
     assert stat.S_IMODE(made.stat().st_mode) == 0o600
     assert sorted(p.name for p in set(folder.iterdir()) - before) == [made.name]
+
+
+def test_restore_refuses_while_another_process_has_the_store_open(tmp_path, capsys):
+    import subprocess
+    import sys
+    path, _ = store_after_forget_all(tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", "import sys; from core.store.db import open_db; "
+                               f"db = open_db({str(path)!r}); print('ready', flush=True); sys.stdin.readline()"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                              cwd=Path(__file__).resolve().parents[1])  # the app, beside the command line
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        before = digest(path)
+        code, _, err = doctor(capsys, path.parent, "--restore", "--force")
+        assert code == 1 and "has the memory file open" in err and digest(path) == before
+    finally:
+        holder.communicate("\n", timeout=30)
+    code, out, _ = doctor(capsys, path.parent, "--restore", "--force")
+    assert code == 0 and "Restored" in out

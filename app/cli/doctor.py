@@ -95,6 +95,9 @@ def _restore(path: Path, *, force: bool) -> int:
     if current.ok and not force:
         raise EngramError(f"The memory file {path} passes its checks, so it was left as it is. To replace it with the "
                           "newest good backup anyway, run `engram doctor --restore --force` (it is kept aside).")
+    if health.in_use(path):
+        raise EngramError("Another Engram process (the app, a chat, an import) has the memory file open; close it, "
+                          "then run `engram doctor --restore` again. Nothing was changed.")
     good = [backup for backup, result in health.good_backups(path.parent / "backups") if result.ok]
     if not good:
         raise EngramError(f"There is no backup that passes the check in {path.parent / 'backups'}; the memory file "

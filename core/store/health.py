@@ -148,6 +148,31 @@ def good_backups(folder: Path) -> list[tuple[Path, CheckResult]]:
     return [(backup, check_file(backup)) for backup in found]
 
 
+SHM_DMS_BYTE = 128  # SQLite's unix VFS: every connection to a WAL store holds a read lock on this byte of its -shm
+
+
+def in_use(path: Path) -> bool:
+    """Another process has the store open (the app, a chat): its connection holds the -shm's DMS byte. Replacing
+    the file under it would send its writes into the file set aside, and its close would delete the new -wal by
+    name. Asked by trying for a write lock on that byte, released at once (a POSIX lock is per process: call this
+    with no connection of this process open on the store)."""
+    import fcntl
+    shm = Path(f"{path}-shm")
+    try:
+        fd = os.open(shm, os.O_RDWR)
+    except OSError:
+        return False  # no -shm: no connection in WAL mode has it open
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, SHM_DMS_BYTE)
+        return False
+    finally:
+        os.close(fd)
+
+
 def restore(path: Path, backup: Path, *, damaged: bool = True) -> Path:
     """Put `backup` in place of the store; the current file (its WAL and journal too) is moved aside, never deleted,
     and called damaged only when it is. The copy is checked before anything is moved."""
