@@ -10,12 +10,21 @@ renderers (`chat_template_type`), custom tokenizer code — gets mlx-lm's tokeni
 from __future__ import annotations
 
 import json
+import os
+import sys
+import tempfile
+import threading
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from core.errors import ModelError
 
 from models.detokenize import StreamingDetokenizer, detokenizer_factory
 from models.template_sandbox import compile_template
 
+# Descriptor 2 is the process's, so its holding (without_panic) is serialised process-wide: two threads
+# holding it at once would each put back the other's copy.
+STDERR_HELD = threading.Lock()
 NAMED_SPECIAL = ("bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token")
 _OWN_TOKENIZER_CLASSES = ("NewlineTokenizer",)  # mlx-lm's subclass that rewrites newlines
 
@@ -34,12 +43,16 @@ class ChatTokenizer:
         if self.eos_token_id is not None:
             self._eos_token_ids.add(self.eos_token_id)
         self._template: Any = None
+        self._held: Any = None
         self._detokenizer = detokenizer_class(self)
 
     # -- encoding ------------------------------------------------------------------------------------
 
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
-        return self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids
+        if self._held is None:  # where a panic's own lines are held back (without_panic); made once
+            self._held = tempfile.TemporaryFile()
+        return without_panic(lambda: self.backend_tokenizer.encode(text, add_special_tokens=add_special_tokens).ids,
+                             self._held)
 
     def decode(self, ids: Iterable[int] | int, skip_special_tokens: bool = False) -> str:
         ids = [ids] if isinstance(ids, int) else [int(i) for i in ids]
@@ -156,6 +169,49 @@ def _default_template(template: Any) -> str:
     if not template:
         raise ValueError("This tokenizer has no chat template.")
     return template
+
+
+def without_panic(call: Callable[[], Any], held: Any) -> Any:
+    """`call()` into the tokenizers library, whose Rust code panics on some inputs (a tokenizer.json regex past
+    Oniguruma's retry limit): the panic becomes one ModelError, and the lines Rust writes about it straight to the
+    process's standard error are held back in `held` (a temporary file). Whatever else reached standard error
+    meanwhile is passed on."""
+    with STDERR_HELD:
+        saved = _hold_stderr(held)
+        panicked = False
+        try:
+            return call()
+        except BaseException as exc:
+            if type(exc).__name__ != "PanicException":
+                raise
+            panicked = True
+            reason = (str(exc).strip().splitlines() or ["a native error"])[-1][:200]
+            raise ModelError(f"The model's tokenizer failed on this text ({reason}); nothing was sent to the "
+                             "model. Try other words, or choose another model.") from None
+        finally:
+            if saved is not None:
+                _release_stderr(saved, held, passed_on=not panicked)
+
+
+def _hold_stderr(held: Any) -> int | None:
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):
+        return None  # no descriptor 2 here: nothing to hold
+    os.dup2(held.fileno(), 2)
+    return saved
+
+
+def _release_stderr(saved: int, held: Any, *, passed_on: bool) -> None:
+    os.dup2(saved, 2)
+    os.close(saved)
+    if held.tell():
+        held.seek(0)
+        if passed_on:
+            os.write(2, held.read())
+        held.seek(0)
+        held.truncate()
 
 
 def load_tokenizer(folder: Path | str, eos_token_ids: Any = None, defaults: Mapping[str, Any] | None = None) -> Any:

@@ -153,11 +153,54 @@ def verify_loads(folder: Path | str, *, speech: bool = True) -> None:
         tokenizer = load_tokenizer(folder, eos_token_ids=config.get("eos_token_id"), defaults=tokenizer_defaults(model))
     except Exception as exc:  # mlx-lm raises ValueError, KeyError, RuntimeError... for a bad folder
         raise ModelError(f"The model in {folder} does not load: {exc}") from exc
+    finally:
+        _drain_mlx()
     del model
+    check_tokenizer(tokenizer)
     check_chat_template(tokenizer)
     if speech:
         from models.speech_check import check_speaks
         check_speaks(folder)
+
+
+# Text a tokenizer must get through: words, and long runs of one character of each kind, where a tokenizer.json
+# regex with nested repetition runs past Oniguruma's retry limit and the Rust library panics.
+SAMPLE_TEXTS = ("Hello! How are you today? I live in Lisbon and I like tea, 42 times a day.",
+                *(run * 64 + end for run, end in (("a", "b"), ("z", "!"), ("1", "x"), (" ", "x"), ("!", "a"),
+                                                  ("\n", "x"), ("é", "z"), ("日", "本"), ("-", "_"), (".", ","))))
+
+
+def check_tokenizer_folder(folder: Path | str) -> None:
+    """The folder's tokenizer loads and gets through SAMPLE_TEXTS (check_tokenizer), without building the model."""
+    from models.chat_tokenizer import load_tokenizer
+    try:
+        tokenizer = load_tokenizer(Path(folder))
+    except Exception as exc:  # the tokenizers library raises Exception for a file it cannot read
+        raise ModelError(f"This model's tokenizer cannot be read: {exc}") from exc
+    check_tokenizer(tokenizer)
+
+
+def check_tokenizer(tokenizer: Any) -> None:
+    """The tokenizer gets through sample text, so one that panics is refused when the model is added, not in the
+    middle of a chat."""
+    for text in SAMPLE_TEXTS:
+        try:
+            tokenizer.encode(text)
+        except ModelError as exc:
+            raise ModelError(f"This model cannot be used: its tokenizer fails on sample text ({exc}).") from None
+        except BaseException as exc:  # mlx-lm's own tokenizer lets the Rust panic through as it is
+            if type(exc).__name__ != "PanicException":
+                raise
+            raise ModelError("This model cannot be used: its tokenizer fails on sample text "
+                             f"({str(exc).strip()[:200]}).") from None
+
+
+def _drain_mlx() -> None:
+    """Finish what building the model queued on this thread's stream. A download checks the model on its own
+    thread, which then ends; MLX 0.32 aborted the process at exit ("terminate called without an active exception",
+    exit 134) when an ended thread left work on its stream (see models.worker._drain_mlx)."""
+    import mlx.core as mx
+    mx.synchronize()
 
 
 SAMPLE_CHAT = ({"role": "system", "content": "You are a helpful assistant."}, {"role": "user", "content": "Hello!"},

@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core.errors import InvalidInput, ModelError, ModelMissing
-from models.checks import check_model_folder, too_big_message, verify_loads
-from models.fetch import (STATE_FILE, DownloadCancelled, DownloadPaused, DownloadProgress, ProgressMeter,
+from models.checks import check_model_folder, check_tokenizer_folder, too_big_message, verify_loads
+from models.fetch import (PART_SUFFIX, STATE_FILE, DownloadCancelled, DownloadPaused, DownloadProgress, ProgressMeter,
                           fetch_file, prepare_staging, present_bytes, with_retries)
 from models.hub import ALLOW_PATTERNS, RemoteFile
 from models.registry import GB, find_model
@@ -111,6 +111,7 @@ class ModelStore:
             raise ModelError(f"{folder} holds GGUF weights, not an MLX model: add the .gguf file itself to have "
                              f"Engram convert it.")
         check_model_folder(folder, total_ram=self.total_ram)
+        check_tokenizer_folder(folder)  # one that panics on sample text is refused now, not mid-chat
         model = next((m for m in self._downloaded() if m.path.resolve() == folder), None)
         if model is not None:
             return model  # one of the downloads: already listed
@@ -203,6 +204,7 @@ class ModelStore:
         listing = with_retries(lambda: self._hub().listing(repo_id), wait, repo_id)
         remote = tuple(file for file in listing.files
                        if any(fnmatch.fnmatch(file.name, pattern) for pattern in ALLOW_PATTERNS))
+        _refuse_reserved(repo_id, remote)
         if not any(file.name.endswith(".safetensors") for file in remote):
             raise ModelError(f"{repo_id} has no MLX weights (safetensors); it is not an MLX model.")
         total = sum(file.size for file in remote)
@@ -304,6 +306,16 @@ class ModelStore:
         need = curated.ram_bytes if curated else need_estimate(plan.total_bytes, None)  # no config yet
         if fit(need, self.total_ram) == TOO_BIG:
             raise ModelError(f"{plan.repo_id}: " + too_big_message(need, self.total_ram))
+
+
+def _refuse_reserved(repo_id: str, remote: tuple[RemoteFile, ...]) -> None:
+    """A file named as Engram's own bookkeeping in the staging or model folder would overwrite it (the download's
+    state file made every attempt start over, 31 s of retries before a vague failure)."""
+    for file in remote:
+        name = file.name.rsplit("/", 1)[-1]
+        if name in (STATE_FILE, MARKER) or name.endswith(PART_SUFFIX):
+            raise ModelError(f"{repo_id} lists a file named {name}, a name Engram keeps for itself in the model "
+                             "folder; nothing was downloaded.")
 
 
 def looks_like_path(ref: str) -> bool:

@@ -120,7 +120,13 @@ def _fetch_once(hub: Any, repo_id: str, revision: str, file: RemoteFile, part: P
                 digest.update(block)
     with part.open("ab") as out:
         for chunk in hub.chunks(repo_id, revision, file.name, start):
+            room = file.size - start
+            if len(chunk) > room:  # more than the listing said: never written past its size, nor read further
+                part.unlink()
+                raise ChecksumMismatch(f"The hub sent more bytes than the {file.size} it listed for {file.name}; "
+                                       "the file was deleted and nothing was installed.")
             out.write(chunk)
+            start += len(chunk)
             if digest is not None:
                 digest.update(chunk)
             meter.add(len(chunk))  # may raise DownloadPaused/Cancelled: the bytes written so far stay

@@ -29,6 +29,7 @@ from core.finetune.dataset import TrainingSet, build_training_set
 from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS, GateSettings, Scores, decide
 from core.scheduler import YIELDED, JobContext
 from core.store.db import Database
+from models.parent_guard import child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 EXIT_CANCELLED = 3
@@ -83,7 +84,7 @@ def run_worker(mode: str, config: dict, folder: Path, *, on_event: Callable[[dic
     for made in (config_path, folder / f"{mode}.log"):
         os.chmod(made, 0o600)
     proc = subprocess.Popen([python, "-m", "models.train_worker", mode, str(config_path)], cwd=REPO_ROOT,
-                            stdout=subprocess.PIPE, stderr=log, text=True)
+                            stdout=subprocess.PIPE, stderr=log, text=True, env=child_env())
     lines: "queue.Queue[Optional[str]]" = queue.Queue()
     reader = threading.Thread(target=_pump, args=(proc.stdout, lines), daemon=True)
     reader.start()

@@ -8,7 +8,6 @@ file could not be read. The worker prints one JSON event a line on stdout: progr
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any, TextIO
 
 from core.errors import ModelError
 from models.gguf import Converted, Progress, convert
-from models.train_worker import watch_parent
+from models.parent_guard import child_env, stop_with_parent
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 STAGING_PREFIX = ".converting-"  # the folder convert() writes in before it renames it into place
@@ -34,8 +33,8 @@ def convert_isolated(gguf_path: Path | str, out_dir: Path | str, *, progress: Pr
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:
         command = [python, "-m", "models.gguf_worker", str(gguf_path), str(out_dir)]
         command += [f"--budget={int(budget)}"] if budget is not None else []
-        proc = subprocess.Popen(command, cwd=REPO_ROOT,
-                                stdout=subprocess.PIPE, stderr=errors, text=True, encoding="utf-8")
+        proc = subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=errors, text=True,
+                                encoding="utf-8", env=child_env())
         try:
             outcome = _follow(proc.stdout, report)
         except BaseException:
@@ -92,13 +91,13 @@ def _emit(event: str, **fields: Any) -> None:
 
 
 def main(argv: list[str]) -> int:
+    stop_with_parent()  # first: a conversion whose app is gone (killed, even while this started) stops
     budget = next((int(arg.split("=", 1)[1]) for arg in argv[2:] if arg.startswith("--budget=")), None)
     if len(argv) not in (2, 3) or (len(argv) == 3 and budget is None):
         _emit("error", message="usage: python -m models.gguf_worker GGUF OUT [--budget=BYTES]")
         return 2
     from models.cpu_blas import preload_fast_blas
     preload_fast_blas()  # before mlx loads, as in the app
-    watch_parent(os.getppid())  # a conversion whose app is gone (killed mid-way) stops: SIGTERM ends it
     try:
         done = convert(argv[0], argv[1], budget=budget,
                        progress=lambda stage, fraction: _emit("progress", stage=stage, fraction=fraction))

@@ -13,12 +13,12 @@ import math
 import os
 import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from models.cpu_blas import preload_fast_blas
+from models.parent_guard import stop_with_parent, watch_parent  # noqa: F401 - watch_parent: tests use it here
 from models.prompt_cache import common_prefix
 from models.prompt_text import control_markers, neutralise
 
@@ -260,26 +260,10 @@ def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
     return math.exp(total / max(count, 1))
 
 
-def watch_parent(parent: int, *, poll: float = 0.5, grace: float = 30.0,
-                 getppid: Callable[[], int] = os.getppid) -> threading.Thread:
-    """The worker dies with the process that started it (a killed `engram finetune now` left it training for
-    ever): once its parent is gone it is asked to stop (SIGTERM: training checkpoints and ends), and it exits
-    for certain after `grace` seconds."""
-    def watch() -> None:
-        while getppid() == parent:
-            time.sleep(poll)
-        os.kill(os.getpid(), signal.SIGTERM)
-        time.sleep(grace)
-        os._exit(EXIT_CANCELLED)
-    thread = threading.Thread(target=watch, name="parent-watch", daemon=True)
-    thread.start()
-    return thread
-
-
 def main(argv: list[str]) -> int:
+    stop_with_parent()  # first: a parent killed while this process started leaves no orphan training
     os.umask(0o077)  # the adapter, optimizer state and checkpoints it writes hold what it learnt about the user
     preload_fast_blas()  # before mlx loads: training's float32 matmuls on an optimized BLAS (Linux)
-    watch_parent(os.getppid())
     report = Reporter()
     if len(argv) != 2 or argv[0] not in ("train", "evaluate"):
         report.emit("error", message="usage: python -m models.train_worker train|evaluate CONFIG.json")

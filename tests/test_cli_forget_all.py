@@ -34,11 +34,13 @@ def test_forget_all_with_the_typed_word_wipes_and_the_backup_restores(cli):
     _ok(cli("memory", "add", "User likes short answers"))
     before = _counts(cli.data_dir)
     out = _ok(cli("memory", "forget-all", "--confirm", "FORGET"))
-    assert "erased 2 memories" in out and "engram doctor --restore" in out
+    assert "erased 2 memories" in out and "engram doctor --restore --force" in out
     backup = next((cli.data_dir / "backups").glob("engram-*-before-forget-everything.db"))
     assert str(backup) in out
     assert _counts(cli.data_dir) == {"memories": 0, "memory_history": 0, "rejections": 0}
-    assert "Restored" in _ok(cli("doctor", "--restore"))
+    code, _, err = cli("doctor", "--restore")  # the emptied store passes its checks: not replaced unasked
+    assert code == 1 and "--force" in err
+    assert "Restored" in _ok(cli("doctor", "--restore", "--force"))
     assert _counts(cli.data_dir) == before
 
 

@@ -10,6 +10,7 @@ import datetime as dt
 from pathlib import Path
 from typing import Any
 
+from app.cli.arguments import UsageError
 from core.errors import EngramError
 from core.words import counted
 
@@ -18,10 +19,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     doctor = subparsers.add_parser("doctor", help="check the memory file; restore a backup or rebuild its indexes")
     action = doctor.add_mutually_exclusive_group()
     action.add_argument("--restore", action="store_true",
-                        help="put the newest backup that passes the check in place of the store (the store is kept aside)")
+                        help="put the newest backup that passes the check in place of a damaged store (the store is "
+                             "kept aside)")
     action.add_argument("--rebuild", action="store_true",
                         help="rebuild the full-text and b-tree indexes, the missing vectors and recall's packed "
                              "vectors (for a store that passes the check but searches badly)")
+    doctor.add_argument("--force", action="store_true",
+                        help="with --restore: replace the store even though it passes its checks")
     doctor.set_defaults(func=cmd_doctor)
 
 
@@ -30,37 +34,47 @@ def cmd_doctor(args: argparse.Namespace, services: Any) -> int:
     if not path.exists():
         print(f"No memory file at {path} yet: nothing to check.")
         return 0
+    if args.force and not args.restore:
+        raise UsageError("--force goes with --restore")
     if args.restore:
-        return _restore(path)
+        return _restore(path, force=args.force)
     result = _check(path)
     if args.rebuild:
         return _rebuild(path, services) if result.ok else _refuse_rebuild(path)
+    bad_values = _check_values(path) if result.ok else []
     _print_backups(path)
-    return 0 if result.ok else 1
+    return 0 if result.ok and not bad_values else 1
 
 
 def _check(path: Path):
-    import apsw
-
     from core.store import health
     print(f"Checking {path} ({path.stat().st_size / 2**20:.1f} MB) ...")
-    try:
-        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    except apsw.Error as exc:
-        result = health.CheckResult(False, [str(exc)])
-    else:
-        try:
-            result = health.check(conn, full=True)
-        finally:
-            conn.close()
+    result = health.check_file(path)
     if result.ok:
         health.clear_marker(path)
-        print("The memory file is sound (integrity_check: ok).")
+        print("The memory file's pages are sound (integrity_check: ok).")
     else:
         health.mark_damaged(path, result.summary())
-        print(f"The memory file is damaged: {result.summary()}")
+        print(f"The memory file is damaged or not a complete Engram store: {result.summary()}")
         print("Engram will not write to it. `engram doctor --restore` puts the newest good backup in its place.")
     return result
+
+
+def _check_values(path: Path) -> list:
+    """Values of the wrong type (core.store.field_types): the pages are sound, the rows are not all readable."""
+    import apsw
+
+    from core.store import field_types
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        bad = field_types.problems(conn)
+    finally:
+        conn.close()
+    for column in bad:
+        print(f"  {column.describe()}")
+    if bad:
+        print("Some rows hold values of the wrong type (edited by hand?); `engram doctor --rebuild` repairs them.")
+    return bad
 
 
 def _print_backups(path: Path) -> None:
@@ -75,13 +89,20 @@ def _print_backups(path: Path) -> None:
         print(f"  {when}  {backup.name}  {'good' if result.ok else 'damaged: ' + result.summary()}")
 
 
-def _restore(path: Path) -> int:
+def _restore(path: Path, *, force: bool) -> int:
     from core.store import health
+    current = health.check_file(path)
+    if current.ok and not force:
+        raise EngramError(f"The memory file {path} passes its checks, so it was left as it is. To replace it with the "
+                          "newest good backup anyway, run `engram doctor --restore --force` (it is kept aside).")
+    if health.in_use(path):
+        raise EngramError("Another Engram process (the app, a chat, an import) has the memory file open; close it, "
+                          "then run `engram doctor --restore` again. Nothing was changed.")
     good = [backup for backup, result in health.good_backups(path.parent / "backups") if result.ok]
     if not good:
         raise EngramError(f"There is no backup that passes the check in {path.parent / 'backups'}; the memory file "
                           "was left as it is.")
-    aside = health.restore(path, good[0])
+    aside = health.restore(path, good[0], damaged=not current.ok)
     print(f"Restored {good[0].name}. The previous file is kept as {aside.name}: delete it once you are sure.")
     return 0
 
@@ -89,9 +110,11 @@ def _restore(path: Path) -> int:
 def _rebuild(path: Path, services: Any) -> int:
     import apsw
 
-    from core.store import health
+    from core.store import field_types, health
     conn = apsw.Connection(str(path))
     try:
+        for repaired in field_types.repair(conn):
+            print(f"  {repaired}")
         done = health.rebuild_indexes(conn)
     finally:
         conn.close()

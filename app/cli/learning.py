@@ -52,6 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action.set_defaults(func=cmd_hypothesis_decide, status=status)
     edit = hyp_commands.add_parser("edit", help="reword a hypothesis (it keeps its evidence and status)")
     edit.add_argument("id", type=row_id)
+    edit.add_argument("new_claim", nargs="?", metavar="CLAIM", help="the new wording (or --claim)")
     edit.add_argument("--claim")
     edit.add_argument("--dimension")
     edit.set_defaults(func=cmd_hypothesis_edit)
@@ -224,8 +225,14 @@ def cmd_hypothesis_decide(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_hypothesis_edit(args: argparse.Namespace, services: Any) -> int:
+    if args.new_claim is not None and args.claim is not None:
+        raise InvalidInput("give the new wording once: as CLAIM or as --claim; nothing was changed")
+    args.claim = args.claim if args.new_claim is None else args.new_claim
     if args.claim is None and args.dimension is None:
         raise InvalidInput("give --claim and/or --dimension")
+    for name in ("claim", "dimension"):
+        if getattr(args, name) is not None and not getattr(args, name).strip():
+            raise InvalidInput(f"the new {name} is empty; give the words it should say. Nothing was changed.")
     from core.store import hypotheses
     h = hypotheses.edit_hypothesis(services.db, args.id, claim=args.claim, dimension=args.dimension)
     print(f"hypothesis {h.id}: [{h.dimension}] {h.claim} ({h.status})")

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from app.cli.arguments import count, real, row_id
@@ -98,6 +100,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     exporting = commands.add_parser("export", help="write everything to a JSON file (docs/EXPORT_FORMAT.md)")
     exporting.add_argument("path")
+    exporting.add_argument("--force", action="store_true", help="replace the file if it exists")
     exporting.set_defaults(func=cmd_export)
 
     importing = commands.add_parser("import", help="add an export file's contents under new ids")
@@ -117,6 +120,21 @@ def _triple_options(parser: argparse.ArgumentParser, default: str | None = "") -
 def _manager(services: Any):
     from core.memory.manage import MemoryManager
     return MemoryManager(services.db, services.embedder)
+
+
+def _reader(services: Any):
+    """For commands that only read (list, show, export): a store made read-only is opened read-only."""
+    from core.memory.manage import MemoryManager
+    return MemoryManager(services.reading_db)
+
+
+def _confirm_replace(path: str) -> bool:
+    if not sys.stdin.isatty():
+        return False
+    try:
+        return input(f"{path} exists. Replace it? [y/N] ").strip().lower() in ("y", "yes")
+    except EOFError:
+        return False
 
 
 def _store_only(services: Any):
@@ -158,7 +176,7 @@ def cmd_search(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_list(args: argparse.Namespace, services: Any) -> int:
-    found = _store_only(services).list(
+    found = _reader(services).list(
         kind=args.kind, pinned=args.pinned, protected=args.protected, critical=args.critical,
         status=None if args.status == "all" else args.status, limit=args.limit)
     if args.json:
@@ -172,7 +190,7 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_show(args: argparse.Namespace, services: Any) -> int:
-    details = _store_only(services).show(args.id)
+    details = _reader(services).show(args.id)
     if args.json:
         print(json.dumps({"memory": _memory_dict(details.memory),
                           "entities": [{"name": n, "role": r} for n, r in details.entities],
@@ -260,7 +278,7 @@ def cmd_forget_all(args: argparse.Namespace, services: Any) -> int:
         raise InvalidInput(f"you typed {word.strip()[:40]!r}, not {FORGET_WORD}: nothing was erased")
     result = _store_only(services).forget_everything()
     print(f"erased {result.summary()}.")
-    print(f"A backup of everything is at {result.backup}; `engram doctor --restore` puts it back.")
+    print(f"A backup of everything is at {result.backup}; `engram doctor --restore --force` puts it back.")
     return 0
 
 
@@ -297,7 +315,9 @@ def cmd_purge(args: argparse.Namespace, services: Any) -> int:
 
 
 def cmd_export(args: argparse.Namespace, services: Any) -> int:
-    counts = _store_only(services).export_to(args.path)
+    if Path(args.path).exists() and not args.force and not _confirm_replace(args.path):
+        raise InvalidInput(f"{args.path} exists; nothing was written. Add --force to replace it.")
+    counts = _reader(services).export_to(args.path)
     said = ", ".join(counted(n, EXPORTED_WORDS.get(name, name)) for name, n in counts.items())
     print(f"exported {said} to {args.path}")
     return 0

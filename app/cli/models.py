@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from core.config import update_settings
+from core.errors import InvalidInput
 from core.words import counted
 
 PROGRESS_INTERVAL = 0.5  # seconds between progress lines when stderr is not a terminal
@@ -148,7 +149,9 @@ def cmd_download(args: argparse.Namespace, services: Any) -> int:
 
 def _run_cancellable(work: Callable[[], Any], cancel: threading.Event) -> Any:
     """Run `work` on a helper thread so Ctrl-C here sets `cancel` (the download's pause) and then waits for it to
-    stop cleanly."""
+    stop cleanly. The helper stays parked once done, never ended: the install built the model with MLX on it, and
+    MLX 0.32 aborted the process at exit (134, "terminate called without an active exception") in 5 of 7 runs
+    when such a thread had ended (as models.worker parks its thread)."""
     outcome: dict[str, Any] = {}
     done = threading.Event()
 
@@ -159,6 +162,7 @@ def _run_cancellable(work: Callable[[], Any], cancel: threading.Event) -> Any:
             outcome["error"] = exc
         finally:
             done.set()
+        threading.Event().wait()  # parked: a daemon thread costs nothing at exit
 
     threading.Thread(target=target, name="engram-download", daemon=True).start()
     # Event.wait, not Thread.join: an interrupted join can report a running thread as finished
@@ -238,6 +242,8 @@ def cmd_remove(args: argparse.Namespace, services: Any) -> int:
 
 def cmd_use(args: argparse.Namespace, services: Any) -> int:
     from models.checks import check_model_folder
+    if not args.model.strip():  # Path("") is the current folder: never what an empty name meant
+        raise InvalidInput("give a model: an installed name, a repo id or a folder (see `engram models list`)")
     store = open_store(services)
     installed = store.find_installed(args.model)
     local = Path(args.model).expanduser()

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from core.config import (DB_FILENAME, Settings, ensure_private_dir, load_settings, resolve_data_dir)
-from core.store.db import Database, open_db
+from core.store.db import Database, open_db, store_is_read_only
 
 if TYPE_CHECKING:
     from core.memory.manage import MemoryManager
@@ -74,6 +74,15 @@ class Services:
         from models.embeddings import load_embedder  # deferred: the weights; another ST model pulls torch
         lasting = self.lasting if lasting is None else lasting
         return load_embedder(name, lasting=lasting, mlx_worker=self.mlx_worker)
+
+    @property
+    def reading_db(self) -> Database:
+        """For commands that only read (list, show, export): a store the user made read-only is opened read-only
+        rather than refused (reading needs no write); any other store is `db`."""
+        with self._locks["db"]:
+            if self._db is None and store_is_read_only(self.db_path):
+                self._db = open_db(self.db_path, read_only=True)
+        return self.db
 
     @property
     def embedder(self) -> Any:

@@ -46,11 +46,15 @@ def said_decision(db: Database, fact: Fact) -> SaidDecision | None:
         if opposite else []
     if flipped:
         return SaidDecision("contradiction", flipped[0], f"the opposite of the stored {flipped[0].statement!r}")
-    if same and (fact.relation in ONE_AT_A_TIME or fact.relation.startswith("favourite_")):
+    if same and one_at_a_time(fact.relation):
         return SaidDecision("contradiction", same[0], f"one {fact.relation} at a time: the newer one holds")
     if same:
         return SaidDecision("new", None, f"one more {fact.relation} beside {len(same)} stored")
     return None
+
+
+def one_at_a_time(relation: str) -> bool:
+    return relation in ONE_AT_A_TIME or relation.startswith("favourite_")
 
 
 def stored(db: Database, subject: str, relation: str, limit: int = 50) -> list[Memory]:

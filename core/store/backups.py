@@ -7,10 +7,29 @@ deleted whole: it exists to undo a failed upgrade, and a user who purged somethi
 from __future__ import annotations
 
 import mmap
+import os
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 PROBE_BYTES = 64  # a record's first bytes always sit on its own page; a longer text overflows to others
+
+
+PARTIAL = ".partial-"  # a backup being written: ".engram-<stamp>-<label>.db.partial-<pid>" (core.store.db.backup)
+
+
+def partial_name(target: Path) -> Path:
+    return target.with_name(f".{target.name}{PARTIAL}{os.getpid()}")
+
+
+def clear_partials(folder: Path, process_gone: Callable[[int], bool]) -> list[Path]:
+    """Remove the partial copies (and journals) that a backup killed half-way left: those whose process is gone."""
+    removed = []
+    for leftover in folder.glob(f".engram-*{PARTIAL}*") if folder.is_dir() else ():
+        pid = leftover.name.rsplit(PARTIAL, 1)[1].removesuffix("-journal")
+        if pid.isdigit() and process_gone(int(pid)):
+            leftover.unlink(missing_ok=True)
+            removed.append(leftover)
+    return removed
 
 
 def backup_files(folder: Path) -> list[Path]:

@@ -17,7 +17,7 @@ import apsw
 import sqlite_vec
 
 from core.errors import NotADatabase, SchemaTooNew, StoreBusy, StoreCorrupt, StoreRefused
-from core.store import health
+from core.store import backups, health
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
 
 SQLITE_HEADER = b"SQLite format 3\x00"
@@ -142,10 +142,17 @@ class Database:
 
 
 def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
-            migrations: Sequence[Migration] = MIGRATIONS, backup_dir: Path | None = None) -> Database:
-    """Open (creating if needed) the store at `path` and bring its schema up to date."""
+            migrations: Sequence[Migration] = MIGRATIONS, backup_dir: Path | None = None,
+            read_only: bool = False) -> Database:
+    """Open (creating if needed) the store at `path` and bring its schema up to date. `read_only`: an existing
+    store the user made read-only, for reading alone (nothing is created, upgraded or written)."""
     path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise StoreRefused(f"{path} is a link to {os.readlink(path)}, which does not exist. Engram did not create a "
+                           "store there: put the memory file back, or remove the link to start a new store.")
     _refuse_non_sqlite(path)
+    if read_only:
+        return _open_read_only(path, migrations, clock)
     existed = path.exists()
     if existed:
         health.refuse_if_marked(path)
@@ -185,6 +192,39 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     return database
 
 
+def _open_read_only(path: Path, migrations: Sequence[Migration], clock: Callable[[], float]) -> Database:
+    if not path.exists():
+        raise StoreRefused(f"There is no memory file at {path} yet, and its folder is read-only.")
+    health.refuse_if_marked(path)
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        _load_vec(conn)
+        conn.set_busy_timeout(BUSY_TIMEOUT_MS)
+        _check_readable(conn, path)
+        health.guard(conn, path)
+        _refuse_foreign(conn, path)
+        health.check_on_open(conn, path)
+        latest = migrations[-1].version if migrations else 0
+        if schema_version(conn) != latest:
+            raise StoreRefused(f"{path} is read-only and its format needs an upgrade, which writes to it; make it "
+                               "writable again to open it.")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
+    except BaseException:
+        conn.close()
+        raise
+    return Database(conn=conn, path=path, clock=clock)
+
+
+def store_is_read_only(path: Path) -> bool:
+    """The store (or its folder) is read-only."""
+    return path.exists() and (_not_writable(path) or _not_writable(path.parent))
+
+
+def _not_writable(target: Path) -> bool:  # the mode bits too: root passes os.access whatever the mode says
+    return not os.access(target, os.W_OK) or not target.stat().st_mode & stat.S_IWUSR
+
+
 def open_memory_db(*, clock: Callable[[], float] = time.time) -> Database:
     """An in-memory store with the full schema, for tests and benchmarks of logic."""
     conn = apsw.Connection(":memory:")
@@ -199,26 +239,54 @@ def schema_version(conn: apsw.Connection) -> int:
 
 
 def backup(conn: apsw.Connection, folder: Path, *, label: str = "manual", keep: int = BACKUPS_KEPT) -> Path:
-    """Copy the live database with SQLite's backup API into `folder`, keeping the newest `keep` copies."""
+    """Copy the live database with SQLite's backup API into `folder`, keeping the newest `keep` copies.
+
+    The copy is written under a hidden partial name (0600 from its first byte), checked, flushed, and only then
+    renamed to `engram-….db`: a kill or a full disk half-way leaves no file that `engram doctor` could take for a
+    backup (backups.clear_partials removes what such a kill left)."""
     folder.mkdir(parents=True, exist_ok=True)
     os.chmod(folder, 0o700)
+    backups.clear_partials(folder, _process_gone)
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
     target = folder / f"engram-{stamp}-{label}.db"
     n = 1
     while target.exists():
         target = folder / f"engram-{stamp}-{label}-{n}.db"
         n += 1
-    dest = apsw.Connection(str(target))
+    partial = backups.partial_name(target)
+    try:
+        _copy_into(conn, partial)
+        checked = health.check_file(partial, full=False)
+        if not checked.ok:
+            raise StoreCorrupt(f"the backup Engram just wrote did not pass its check ({checked.summary()}); "
+                               "nothing was changed")
+        os.replace(partial, target)
+    finally:
+        for leftover in (partial, Path(f"{partial}-journal")):
+            leftover.unlink(missing_ok=True)
+    for old in sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime)[:-keep]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def _copy_into(conn: apsw.Connection, partial: Path) -> None:
+    old_umask = os.umask(0o077)  # the copy and its journal are private from their creation
+    try:
+        dest = apsw.Connection(str(partial))
+    finally:
+        os.umask(old_umask)
     try:
         with dest.backup("main", conn, "main") as job:
             while not job.done:
                 job.step(-1)
+        dest.execute("PRAGMA journal_mode=DELETE")
     finally:
         dest.close()
-    os.chmod(target, 0o600)
-    for old in sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime)[:-keep]:
-        old.unlink(missing_ok=True)
-    return target
+    fd = os.open(partial, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _refuse_non_sqlite(path: Path) -> None:
@@ -237,12 +305,10 @@ def _refuse_non_sqlite(path: Path) -> None:
 
 
 def _refuse_read_only(path: Path) -> None:
-    """A store (or its folder) the user made read-only stays so: Engram never changes permissions it did not set."""
-    def read_only(target: Path) -> bool:  # the mode bits too: root passes os.access whatever the mode says
-        return not os.access(target, os.W_OK) or not target.stat().st_mode & stat.S_IWUSR
-
-    if read_only(path) or read_only(path.parent):
-        what = path if read_only(path) else path.parent
+    """A store (or its folder) the user made read-only stays so: Engram never changes permissions it did not set.
+    Listing and exporting open it read-only instead (open_db's `read_only`)."""
+    if store_is_read_only(path):
+        what = path if _not_writable(path) else path.parent
         raise StoreRefused(f"{what} is read-only, so Engram cannot write its memories there; it changed nothing. "
                            "Make it writable again, or choose another data folder.")
 

@@ -329,6 +329,9 @@ _CHECKS: dict[str, Callable[[Any], tuple[bool, Any]]] = {
 }
 
 
+ONE_OF = {"sessions": "session", "episodes": "episode", "memories": "memory"}
+
+
 def _check_references(data: Mapping[str, Any]) -> None:
     """Ids must be unique in their section, and every reference must point at a row of the file."""
     known = {}
@@ -345,7 +348,7 @@ def _check_references(data: Mapping[str, Any]) -> None:
             value = row.get(name)
             for ref in value if isinstance(value, list) else [value]:
                 if ref is not None and ref not in known[target]:
-                    raise InvalidInput(f"{section}[{n}].{name} refers to {target[:-1]} {ref}, which the file lacks")
+                    raise InvalidInput(f"{section}[{n}].{name} refers to {ONE_OF[target]} {ref}, which the file lacks")
     if any(row["statement"].strip() == "" for row in data["memories"]):
         raise InvalidInput("a memory in the export has an empty statement")
     for n, row in enumerate(data["memories"]):

@@ -47,7 +47,9 @@ def damaged_message(path: Path, detail: str = "") -> str:
 def mark_damaged(path: Path, detail: str) -> None:
     """Remember the damage beside the file (never inside it), so every later open refuses to write."""
     try:
-        marker_path(path).write_text(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {detail}\n", encoding="utf-8")
+        fd = os.open(marker_path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as marker:
+            marker.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} {detail}\n")
     except OSError:
         pass  # a read-only folder: the check on open finds the damage again
 
@@ -93,38 +95,116 @@ def _structural_check(conn: apsw.Connection, size: int) -> CheckResult:
     return CheckResult(ok, [] if ok else [f"the header counts {pages} pages but the file holds fewer"])
 
 
+def check_file(path: Path, *, full: bool = True) -> CheckResult:
+    """Is `path` a complete Engram store? Not when it is missing, empty, not SQLite, beside the journal of a write
+    that never finished, shorter than its header says, another application's file, or fails the page check:
+    SQLite itself calls an empty file and a stranger's tables "ok"."""
+    problem = _first_byte_problem(path)
+    if problem:
+        return CheckResult(False, [problem])
+    try:
+        conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    except apsw.Error as exc:
+        return CheckResult(False, [str(exc)])
+    try:
+        result = _structural_check(conn, path.stat().st_size)
+        if result.ok:
+            result = check(conn, full=full)
+        return _engram_tables(conn) if result.ok else result
+    except (apsw.Error, OSError) as exc:
+        return CheckResult(False, [str(exc)])
+    finally:
+        conn.close()
+
+
+def _first_byte_problem(path: Path) -> str:
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(16)
+        journal = Path(f"{path}-journal")
+        unfinished = journal.exists() and journal.stat().st_size > 0
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    if not head:
+        return "the file is empty (0 bytes)"
+    if head != b"SQLite format 3\x00":
+        return "the file is not an SQLite database"
+    return "it is half-written (the journal of an unfinished write lies beside it)" if unfinished else ""
+
+
+def _engram_tables(conn: apsw.Connection) -> CheckResult:
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type = 'table'").fetchall()}
+    if "schema_migrations" in tables and int(conn.execute("PRAGMA user_version").fetchall()[0][0]) > 0:
+        return CheckResult(True, [])
+    if tables:
+        return CheckResult(False, ["it is another application's SQLite database, not an Engram memory file"])
+    return CheckResult(False, ["it holds no tables at all"])
+
+
 def good_backups(folder: Path) -> list[tuple[Path, CheckResult]]:
-    """Backups newest first, each with its integrity check."""
+    """Backups newest first, each with its check (check_file: an empty or half-written copy is never good)."""
     found = sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime, reverse=True) \
         if folder.is_dir() else []
-    results = []
-    for backup in found:
-        try:
-            conn = apsw.Connection(str(backup), flags=apsw.SQLITE_OPEN_READONLY)
-        except apsw.Error as exc:
-            results.append((backup, CheckResult(False, [str(exc)])))
-            continue
-        try:
-            results.append((backup, check(conn, full=True)))
-        finally:
-            conn.close()
-    return results
+    return [(backup, check_file(backup)) for backup in found]
 
 
-def restore(path: Path, backup: Path) -> Path:
-    """Put `backup` in place of the store; the current file (and its WAL) is moved aside, never deleted."""
+SHM_DMS_BYTE = 128  # SQLite's unix VFS: every connection to a WAL store holds a read lock on this byte of its -shm
+
+
+def in_use(path: Path) -> bool:
+    """Another process has the store open (the app, a chat): its connection holds the -shm's DMS byte. Replacing
+    the file under it would send its writes into the file set aside, and its close would delete the new -wal by
+    name. Asked by trying for a write lock on that byte, released at once (a POSIX lock is per process: call this
+    with no connection of this process open on the store)."""
+    import fcntl
+    shm = Path(f"{path}-shm")
+    try:
+        fd = os.open(shm, os.O_RDWR)
+    except OSError:
+        return False  # no -shm: no connection in WAL mode has it open
+    try:
+        fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, SHM_DMS_BYTE)
+    except OSError:
+        return True
+    else:
+        fcntl.lockf(fd, fcntl.LOCK_UN, 1, SHM_DMS_BYTE)
+        return False
+    finally:
+        os.close(fd)
+
+
+def restore(path: Path, backup: Path, *, damaged: bool = True) -> Path:
+    """Put `backup` in place of the store; the current file (its WAL and journal too) is moved aside, never deleted,
+    and called damaged only when it is. The copy is checked before anything is moved."""
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    aside = path.with_name(f"{path.name}.damaged-{stamp}")
-    for suffix in ("", "-wal", "-shm"):
+    aside = path.with_name(f"{path.name}.{'damaged' if damaged else 'replaced'}-{stamp}")
+    tmp = path.with_name(path.name + ".restoring")
+    old_umask = os.umask(0o077)
+    try:
+        shutil.copyfile(backup, tmp)
+    finally:
+        os.umask(old_umask)
+    copied = check_file(tmp, full=False)
+    if not copied.ok:
+        tmp.unlink(missing_ok=True)
+        raise StoreCorrupt(f"the copy of {backup.name} did not pass the check ({copied.summary()}); the memory file "
+                           "was left as it is")
+    _sync(tmp)
+    for suffix in ("", "-wal", "-shm", "-journal"):
         current = Path(f"{path}{suffix}")
         if current.exists():
             os.replace(current, Path(f"{aside}{suffix}"))
-    tmp = path.with_name(path.name + ".restoring")
-    shutil.copyfile(backup, tmp)
-    os.chmod(tmp, 0o600)
     os.replace(tmp, path)
     marker_path(path).unlink(missing_ok=True)
     return aside
+
+
+def _sync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def rebuild_indexes(conn: apsw.Connection) -> list[str]:
