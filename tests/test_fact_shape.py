@@ -64,6 +64,11 @@ def test_the_same_words_the_right_way_round_are_kept():
     ("I met Ana at the gym.", raw("Ana", "likes", "gym", "Ana likes the gym."), "the subject is the object"),
     ("I moved to Porto with my sister.", raw("Porto", "lives_in", "sister"), "the subject is the object"),
     ("My cat Tom sleeps all day.", raw("Tom", "name", "Tom", "Tom is named Tom."), "the subject and the object"),
+    ("My brother Tomás lives in Porto.", raw("user", "lives_in", "Porto", "The user lives in Porto."),
+     "said of someone else"),
+    ("My sister Ana is a doctor.", raw("user", "works_as", "doctor", "The user is a doctor."), "said of someone else"),
+    ("I'm a nurse, but my older brother works as a pilot.", raw("user", "works_as", "pilot", "The user is a pilot."),
+     "said of someone else"),
 ])
 def test_a_fact_whose_shape_does_not_fit_its_relation_is_refused(user_text, fact, why):
     result = extract(user_text, fact)
@@ -81,6 +86,11 @@ def test_a_fact_whose_shape_does_not_fit_its_relation_is_refused(user_text, fact
     ("I'm from New York.", raw("user", "from", "New York", "The user is from New York.")),
     ("I love Lisbon.", raw("user", "likes", "Lisbon", "The user likes Lisbon.")),
     ("Porto is where I grew up.", raw("user", "grew_up_in", "Porto", "The user grew up in Porto.")),
+    ("My brother Tomás lives in Porto.", raw("user", "brother", "Tomás", "The user's brother is Tomás.")),
+    ("My brother Tomás lives in Porto.", raw("Tomás", "lives_in", "Porto", "Tomás lives in Porto.")),
+    ("My sister is called Ana.", raw("user", "sister", "Ana", "The user's sister is Ana.")),
+    ("My sister and I live in Porto.", raw("user", "lives_in", "Porto", "The user lives in Porto.")),
+    ("My favourite book is Dune.", raw("user", "likes", "Dune", "The user likes Dune.")),
 ])
 def test_a_fact_the_right_way_round_is_kept(user_text, fact):
     result = extract(user_text, fact)

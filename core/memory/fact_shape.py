@@ -30,6 +30,7 @@ OTHER_PREPOSITIONS = frozenset("with for of about by like than over under after 
 _FIRST_PERSON_SUBJECTS = frozenset("i we i'm im i've we're we've i'd".split())
 _BE = frozenset("am 'm are was were is be being been".split())
 _WORD = re.compile(r"[\w'’]+")
+_CLAUSE = re.compile(r"[,;.!?\n]|\b(?:and|but)\b", re.IGNORECASE)
 _USER = frozenset(("user", "the user", "i", "me", "myself", "the user himself", "the user herself"))
 # Kinds of relation, by the words of their canonical name.
 _JOB = frozenset("works_as job occupation profession employed_as role is_a career".split())
@@ -52,7 +53,30 @@ def shape_problem(item: dict, own_words: str) -> str:
         return f"the user cannot be the object of {relation}"
     if subject and not is_user(subject) and roles(subject, own_words) and "subject" not in roles(subject, own_words):
         return "the subject is the object of the user's sentence"
+    if (not subject or is_user(subject)) and _only_of_someone_else(obj, relation, own_words):
+        return "said of someone else, not the user"
     return _object_problem(relation, obj, own_words)
+
+
+def _only_of_someone_else(obj: str, relation: str, own_words: str) -> bool:
+    """Whether the object stands only in clauses about another person ("My brother Tomás lives in Porto" does not
+    say where the user lives), unless the fact is that person's tie to the user ("brother Tomás")."""
+    wanted = [w.lower() for w in _WORD.findall(obj)]
+    clauses = [[w.lower().replace("’", "'") for w in _WORD.findall(c)] for c in _CLAUSE.split(own_words)]
+    holding = [c for c in clauses if wanted and _holds(c, wanted)]
+    return bool(holding) and all(_someone_elses(c, relation) for c in holding)
+
+
+def _holds(words: list[str], wanted: list[str]) -> bool:
+    return any(words[i:i + len(wanted)] == wanted for i in range(len(words) - len(wanted) + 1))
+
+
+def _someone_elses(clause: list[str], relation: str) -> bool:
+    """A clause whose subject is "my <person>" and where the user is not a subject too ("My sister and I…")."""
+    person = set(clause[1:3]) & _PEOPLE_WORDS  # "my sister", "my older brother"
+    if not clause or clause[0] not in ("my", "our") or not person:
+        return False
+    return not set(clause) & _FIRST_PERSON_SUBJECTS and not person & set(relation.split("_"))
 
 
 def _object_problem(relation: str, obj: str, own_words: str) -> str:
