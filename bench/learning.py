@@ -179,6 +179,8 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
                 record = assistant.finish(assistant.prepare(session, statement.text), REPLY)
                 report = assistant.learn(record)
                 seconds.append(time.perf_counter() - started)
+                print(f"[{name}] {len(seconds)}/{len(statements)} {seconds[-1]:.1f}s kept {len(report.facts)} "
+                      f"dropped {len(report.dropped)}: {statement.text[:50]}", file=sys.stderr, flush=True)
                 dropped += [(statement.text, item, why) for item, why in report.dropped]
                 errors.extend(report.errors)
             if session is not None:
