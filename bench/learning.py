@@ -1,5 +1,5 @@
 """Learning quality on a gold set: `python -m bench.learning [--model FOLDER|smollm2] [--limit N] [--save [--out F]]
-[--skip-alone] [--no-reflect]`.
+[--skip-alone] [--no-reflect] [--budget MINUTES]`.
 
 Each statement of bench/learning_gold.py goes through Engram's real pipeline (core.assistant: prepare, finish
 with a fixed reply, learn = extraction with its grounding filters, reconciliation, usefulness rating) on a
@@ -155,8 +155,9 @@ def _fact_item(triple: Triple) -> dict:
 # -- a run ---------------------------------------------------------------------------------------------
 
 def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequence[Statement],
-        settings: Settings = SETTINGS, *, reflect: bool = True) -> dict[str, Any]:
-    """Say every statement on a fresh store; score what the store holds at the end."""
+        settings: Settings = SETTINGS, *, reflect: bool = True, budget: float = 0.0) -> dict[str, Any]:
+    """Say every statement on a fresh store (until `budget` seconds of learning are spent, when it is not 0: the
+    run is then scored on the statements said); score what the store holds at the end."""
     from core.assistant import Assistant
     from core.store.db import open_db
     from core.store.memories import list_memories
@@ -169,6 +170,8 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
             assistant = Assistant(db, embedder, chat, structured, settings, clock)
             dropped, errors, seconds, session, current = [], [], [], None, None
             for statement in statements:
+                if budget and sum(seconds) >= budget:
+                    break
                 if statement.session != current:
                     if session is not None:
                         end_session(db, session)
@@ -185,6 +188,7 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
                 errors.extend(report.errors)
             if session is not None:
                 end_session(db, session)
+            statements = statements[:len(seconds)]
             reflection = reflect_every_session(db, settings, structured, embedder, [s.text for s in statements]) \
                 if reflect else {"reflection": "not run (--no-reflect)"}
             kept = [((m.subject, m.relation, m.object), m.is_active) for m in list_memories(db, status=None,
@@ -231,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-alone", action="store_true",
                         help="run a real model only as the app runs it, not also alone (half the time)")
     parser.add_argument("--no-reflect", action="store_true", help="skip reflecting on the sessions (hypotheses)")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="minutes of learning a real-model run may take; it is scored on what it said by then")
     args = parser.parse_args(argv)
     statements = GOLD[: args.limit] if args.limit > 0 else GOLD
     header = stamp("learning")  # the load average before the runs share the cores
@@ -238,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     from models.embeddings import load_embedder
     from tests.fakes import ScriptedChatModel
     embedder = load_embedder(SETTINGS.embedder)
-    reflect = not args.no_reflect
+    reflect, budget = not args.no_reflect, 60.0 * args.budget
     runs = [run("scripted", ScriptedChatModel([REPLY]), scripted_model(statements), embedder, statements)]
     if args.model:  # the model alone first, the baseline in this run: facts plainly said are not read without it
         name, engine, structured = _real_model(args.model)
@@ -246,8 +252,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             if not args.skip_alone:
                 runs.append(run(f"{name}, model alone", engine, structured, embedder, statements, alone,
-                                reflect=reflect))
-            runs.append(run(name, engine, structured, embedder, statements, reflect=reflect))
+                                reflect=reflect, budget=budget))
+            runs.append(run(name, engine, structured, embedder, statements, reflect=reflect, budget=budget))
         finally:
             engine.unload()
     result = {**header, "limit": args.limit, "gold_statements": len(GOLD),
