@@ -31,6 +31,9 @@ STATEMENTS = [
     Statement(2, "From my notes app: I'm allergic to nothing.", ()),
 ]
 
+# Four of them for the real model: its learning takes about a minute a statement on this CPU.
+REAL_MODEL_STATEMENTS = [STATEMENTS[0], STATEMENTS[1], STATEMENTS[3], STATEMENTS[5]]
+
 
 def _item(triple: tuple[str, str, str]) -> dict:
     subject, relation, obj = triple
@@ -74,7 +77,7 @@ def test_a_real_model_keeps_no_backwards_fact_and_no_relayed_critical_one(real_m
     from models.structured import StructuredGenerator
     engine = ChatEngine.load(real_model_dir, context_tokens=SETTINGS.generation.context_tokens)
     try:
-        result = run("SmolLM2", engine, StructuredGenerator(engine), embedder, STATEMENTS, reflect=False)
+        result = run("SmolLM2", engine, StructuredGenerator(engine), embedder, REAL_MODEL_STATEMENTS, reflect=False)
     finally:
         engine.unload()
     assert result["junk"] == [] and result["junk_rate"] == 0.0, result["junk"]
