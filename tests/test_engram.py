@@ -150,8 +150,9 @@ def test_the_stored_statement_says_no_more_than_the_user_did():
 def test_a_date_the_user_said_in_words_is_kept():
     """'born on 12 March 2019', 'in May': the model copies the user's words into `when`, as it is told; they were
     neither resolved nor accepted as said, so the fact lost its date."""
-    born, _ = run([fact("The user's daughter was born on 12 March 2019.", "12 March 2019", relation="born on",
-                        when="12 March 2019")], "My daughter was born on 12 March 2019.")
+    # the daughter's birth, not the user's: (user, born on, 12 March 2019) is said of someone else (fact_shape)
+    born, _ = run([fact("The user's daughter was born on 12 March 2019.", "12 March 2019",
+                        relation="daughter born on", when="12 March 2019")], "My daughter was born on 12 March 2019.")
     assert born.dates_ignored == [] and born.facts[0].valid_from is not None
     assert datetime.fromtimestamp(born.facts[0].valid_from, tz=timezone.utc).date().isoformat() == "2019-03-12"
     started, _ = run([fact("The user started pottery in May.", "pottery", relation="started", when="in May")],

@@ -67,6 +67,7 @@ def test_the_same_words_the_right_way_round_are_kept():
     ("My brother Tomás lives in Porto.", raw("user", "lives_in", "Porto", "The user lives in Porto."),
      "said of someone else"),
     ("My sister Ana is a doctor.", raw("user", "works_as", "doctor", "The user is a doctor."), "said of someone else"),
+    ("My daughter was born on 12 March 2019.", raw("user", "born_on", "12 March 2019"), "said of someone else"),
     ("I'm a nurse, but my older brother works as a pilot.", raw("user", "works_as", "pilot", "The user is a pilot."),
      "said of someone else"),
 ])
