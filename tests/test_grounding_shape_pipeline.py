@@ -68,7 +68,7 @@ def test_the_reported_facts_never_reach_the_store(embedder):
         "a critical fact needs the user's own first-person statement", 0) == 3
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # minutes of SmolLM2 through MLX on this CPU (`pytest -m heavy`)
 def test_a_real_model_keeps_no_backwards_fact_and_no_relayed_critical_one(real_model_dir, embedder):
     """SmolLM2-135M through MLX proposes what it proposes; whatever it is, the store holds no junk and no critical
     fact from a relay."""
