@@ -79,7 +79,6 @@ def test_a_fact_whose_shape_does_not_fit_its_relation_is_refused(user_text, fact
 @pytest.mark.parametrize("user_text, fact", [
     ("My daughter Lina loves jellyfish.", raw("Lina", "loves", "jellyfish", "Lina loves jellyfish.")),
     ("My sister Ana lives in Porto.", raw("Ana", "lives_in", "Porto", "Ana lives in Porto.")),
-    ("Ana is my sister.", raw("Ana", "sister_of", "user", "Ana is the user's sister.")),
     ("Hi, I'm Maya.", raw("user", "name", "Maya", "The user's name is Maya.")),
     ("I'm a software engineer.", raw("user", "works_as", "software engineer", "The user is a software engineer.")),
     ("I work for the United Nations in Geneva.",
@@ -119,3 +118,13 @@ def test_what_a_phrase_is_in_the_sentence():
     assert roles("Lisbon", "I love Lisbon. Lisbon is lovely.") == {"object", "subject"}
     assert roles("Ana", "My sister Ana lives in Porto.") == {"subject"}
     assert roles("Tokyo", "I live in Lisbon.") == set()
+
+
+def test_a_tie_to_the_user_said_the_other_way_round_is_stored_from_the_users_side():
+    result = extract("My brother Tomás lives in Porto.",
+                     raw("Tomás", "brother_of", "user", "Tomás is the user's brother."))
+    assert triples(result) == [("user", "brother", "Tomás")]
+    knows = extract("Ana is my sister.", raw("Ana", "is_sister_of", "me", "Ana is the user's sister."))
+    assert triples(knows) == [("user", "sister", "Ana")]
+    married = extract("I married Ana.", raw("Ana", "married_to", "user", "Ana is married to the user."))
+    assert triples(married) == [("user", "married", "Ana")]

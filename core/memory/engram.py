@@ -20,7 +20,7 @@ from core.memory.dates import iso_day, resolve_date, stated_days
 from core.memory.grounding import lexical_support, reason_counts
 from core.memory.language import language_problem
 from core.memory.relay import own_segments, relay_start
-from core.memory.fact_shape import echoed_prompt, shape_problem
+from core.memory.fact_shape import echoed_prompt, from_the_user, shape_problem
 from core.prompts.engram import engram_messages, facts_max_tokens, facts_schema, instructions
 from core.protocols import StructuredModel
 
@@ -84,6 +84,7 @@ def extract_facts(model: StructuredModel, user_text: str, assistant_text: str, n
                               max_tokens=facts_max_tokens(limit), stop=stop)
     result = Extraction()
     for item in raw.get("facts", [])[: limit]:
+        item = from_the_user(item)
         why = rejection(item, user_text, assistant_text, settings)
         if why:
             result.dropped.append((item, why))

@@ -107,6 +107,17 @@ def relation_kind(relation: str) -> str:
     return ""
 
 
+def from_the_user(item: dict) -> dict:
+    """A tie to the user said the other way round, told from the user's side: (Tomás, brother_of, user) is (user,
+    brother, Tomás), as the user said it ("My brother Tomás") and as a plain fact stores it."""
+    relation = canonical_relation(str(item.get("relation", "")))
+    subject = str(item.get("subject", "")).strip()
+    kin = [w for w in relation.split("_") if w in _PEOPLE_WORDS]
+    if not is_user(str(item.get("object", ""))) or not subject or is_user(subject) or len(kin) != 1:
+        return item
+    return {**item, "subject": "user", "relation": kin[0], "object": subject}
+
+
 def _between_people(relation: str) -> bool:
     return bool(set(relation.split("_")) & _PEOPLE_WORDS)
 
