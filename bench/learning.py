@@ -240,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     statements = GOLD[: args.limit] if args.limit > 0 else GOLD
     header = stamp("learning")  # the load average before the runs share the cores
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()  # as the app does, before mlx loads: float32 matmuls on OpenBLAS, not MLX's reference one
 
     from models.embeddings import load_embedder
     from tests.fakes import ScriptedChatModel
