@@ -1,4 +1,5 @@
-"""Learning quality on a gold set: `python -m bench.learning [--model FOLDER|smollm2] [--limit N] [--save]`.
+"""Learning quality on a gold set: `python -m bench.learning [--model FOLDER|smollm2] [--limit N] [--save [--out F]]
+[--skip-alone] [--no-reflect] [--budget MINUTES]`.
 
 Each statement of bench/learning_gold.py goes through Engram's real pipeline (core.assistant: prepare, finish
 with a fixed reply, learn = extraction with its grounding filters, reconciliation, usefulness rating) on a
@@ -37,8 +38,10 @@ from bench.learning_gold import GOLD, RELATION_GROUPS, Statement, Triple  # noqa
 from bench.learning_hypotheses import reflect_every_session, scripted_reflection  # noqa: E402
 from bench.meta import stamp  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
+from core.memory.grounding import reason_counts  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "learning.json"
+DROPPED_SHOWN = 60  # dropped facts listed with their reason in a run's result, so a refusal can be read
 REPLY = "Thanks for telling me."
 SETTINGS = Settings(generation=GenerationSettings(temperature=0.0, context_tokens=4096, engram_max_facts=3))
 USER_WORDS = {"user", "i", "me", "my", "myself", "mine"}
@@ -152,8 +155,9 @@ def _fact_item(triple: Triple) -> dict:
 # -- a run ---------------------------------------------------------------------------------------------
 
 def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequence[Statement],
-        settings: Settings = SETTINGS) -> dict[str, Any]:
-    """Say every statement on a fresh store; score what the store holds at the end."""
+        settings: Settings = SETTINGS, *, reflect: bool = True, budget: float = 0.0) -> dict[str, Any]:
+    """Say every statement on a fresh store (until `budget` seconds of learning are spent, when it is not 0: the
+    run is then scored on the statements said); score what the store holds at the end."""
     from core.assistant import Assistant
     from core.store.db import open_db
     from core.store.memories import list_memories
@@ -164,8 +168,10 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
         db = open_db(Path(folder) / "engram.db", clock=clock)
         try:
             assistant = Assistant(db, embedder, chat, structured, settings, clock)
-            dropped, errors, seconds, session, current = 0, [], [], None, None
+            dropped, errors, seconds, session, current = [], [], [], None, None
             for statement in statements:
+                if budget and sum(seconds) >= budget:
+                    break
                 if statement.session != current:
                     if session is not None:
                         end_session(db, session)
@@ -176,16 +182,23 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
                 record = assistant.finish(assistant.prepare(session, statement.text), REPLY)
                 report = assistant.learn(record)
                 seconds.append(time.perf_counter() - started)
-                dropped += len(report.dropped)
+                print(f"[{name}] {len(seconds)}/{len(statements)} {seconds[-1]:.1f}s kept {len(report.facts)} "
+                      f"dropped {len(report.dropped)}: {statement.text[:50]}", file=sys.stderr, flush=True)
+                dropped += [(statement.text, item, why) for item, why in report.dropped]
                 errors.extend(report.errors)
             if session is not None:
                 end_session(db, session)
-            reflection = reflect_every_session(db, settings, structured, embedder, [s.text for s in statements])
+            statements = statements[:len(seconds)]
+            reflection = reflect_every_session(db, settings, structured, embedder, [s.text for s in statements]) \
+                if reflect else {"reflection": "not run (--no-reflect)"}
             kept = [((m.subject, m.relation, m.object), m.is_active) for m in list_memories(db, status=None,
                                                                                             limit=100_000)]
         finally:
             db.close()
-    result = {"model": name, "statements": len(statements), **score(kept, statements), "dropped": dropped,
+    result = {"model": name, "statements": len(statements), **score(kept, statements), "dropped": len(dropped),
+              "dropped_reasons": reason_counts(why for _, _, why in dropped),
+              "dropped_facts": [[text, *(str(item.get(k, "")) for k in ("subject", "relation", "object")), why]
+                                for text, item, why in dropped][:DROPPED_SHOWN],
               "errors": errors[:10], "error_count": len(errors),
               "seconds_per_statement": round(sum(seconds) / max(len(seconds), 1), 2),
               "seconds": round(sum(seconds), 1), **reflection}
@@ -218,37 +231,48 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", help="an MLX model folder, or 'smollm2' for the packaged test model")
     parser.add_argument("--limit", type=int, default=0, help="only the first N statements (0: all)")
     parser.add_argument("--save", action="store_true", help=f"merge the result into {RESULTS.relative_to(ROOT)}")
+    parser.add_argument("--out", type=Path, help="with --save: this results file instead (one per model)")
+    parser.add_argument("--skip-alone", action="store_true",
+                        help="run a real model only as the app runs it, not also alone (half the time)")
+    parser.add_argument("--no-reflect", action="store_true", help="skip reflecting on the sessions (hypotheses)")
+    parser.add_argument("--budget", type=float, default=0.0,
+                        help="minutes of learning a real-model run may take; it is scored on what it said by then")
     args = parser.parse_args(argv)
     statements = GOLD[: args.limit] if args.limit > 0 else GOLD
     header = stamp("learning")  # the load average before the runs share the cores
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()  # as the app does, before mlx loads: float32 matmuls on OpenBLAS, not MLX's reference one
 
     from models.embeddings import load_embedder
     from tests.fakes import ScriptedChatModel
     embedder = load_embedder(SETTINGS.embedder)
+    reflect, budget = not args.no_reflect, 60.0 * args.budget
     runs = [run("scripted", ScriptedChatModel([REPLY]), scripted_model(statements), embedder, statements)]
     if args.model:  # the model alone first, the baseline in this run: facts plainly said are not read without it
         name, engine, structured = _real_model(args.model)
         alone = SETTINGS.replace(grounding=dataclasses.replace(SETTINGS.grounding, plain_facts=False))
         try:
-            runs.append(run(f"{name}, model alone", engine, structured, embedder, statements, alone))
-            runs.append(run(name, engine, structured, embedder, statements))
+            if not args.skip_alone:
+                runs.append(run(f"{name}, model alone", engine, structured, embedder, statements, alone,
+                                reflect=reflect, budget=budget))
+            runs.append(run(name, engine, structured, embedder, statements, reflect=reflect, budget=budget))
         finally:
             engine.unload()
     result = {**header, "limit": args.limit, "gold_statements": len(GOLD),
               "runs": {r["model"]: r for r in runs}}
     print(json.dumps(result, indent=2, ensure_ascii=False))
     if args.save:
-        _save(result)
+        _save(result, args.out or RESULTS)
     return 0
 
 
-def _save(result: dict[str, Any]) -> None:
+def _save(result: dict[str, Any], path: Path = RESULTS) -> None:
     """Keep earlier runs of other models (a long run of a larger model is not repeated every time)."""
-    saved = json.loads(RESULTS.read_text(encoding="utf-8")) if RESULTS.is_file() else {}
+    saved = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     runs = {**saved.get("runs", {}), **{name: {**r, "date": result["date"], "limit": result["limit"],
                                                "commit": result["commit"]} for name, r in result["runs"].items()}}
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({**result, "runs": runs}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({**result, "runs": runs}, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -123,3 +123,12 @@ def test_a_junk_reflection_keeps_no_hypothesis(embedder):
     model.replies["reflection_step"] = reflect
     result = run("junk", ScriptedChatModel(["Thanks."]), model, embedder, GOLD[:14])
     assert result["hypotheses"] == 0 and result["hypotheses_dropped"] == 2 * 2  # two sessions, two claims each
+
+
+def test_a_run_out_of_budget_is_scored_on_the_statements_it_said(embedder):
+    """--budget: a slow real model stops saying statements once its learning took the budget; the gold facts it
+    never heard do not count against its recall, and the run says how many it heard."""
+    result = run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD[:5],
+                 reflect=False, budget=1e-9)
+    assert result["statements"] == 1 and result["gold_facts"] == 1 and result["recall"] == 1.0
+    assert result["reflection"].startswith("not run")

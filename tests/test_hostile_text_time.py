@@ -37,3 +37,14 @@ def test_a_long_made_up_word_is_not_searched_for_repeated_fragments():
         letters = "".join({"a": "abc", "b": "ac", "c": "b"}[c] for c in letters)
     word = "".join({"a": "ba", "b": "ke", "c": "di"}[c] for c in letters[:SIZE // 2])  # no fragment said thrice
     assert language_problem(word) == language_problem(word[:60]) != ""
+
+
+def test_colons_are_read_once_each_for_a_relay_lead_in():
+    """Each colon's lead-in is found by looking back a bounded stretch (core.memory.relay): a regex over that
+    stretch for every colon of a paste of colons took 26 s here."""
+    colons = ":" * SIZE
+    assert split_quoted(colons) == (colons, "")
+    labels = "a: " * (SIZE // 3)
+    assert split_quoted(labels)[0] == labels
+    own, quoted = split_quoted("I live in Oslo. " + labels + "My friend sent me this: I live in Spamtown.")
+    assert "Oslo" in own and "Spamtown" in quoted and "Spamtown" not in own

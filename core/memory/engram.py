@@ -19,7 +19,9 @@ from core.memory.critical import canonical_relation, is_critical
 from core.memory.dates import iso_day, resolve_date, stated_days
 from core.memory.grounding import lexical_support, reason_counts
 from core.memory.language import language_problem
-from core.prompts.engram import engram_messages, facts_max_tokens, facts_schema
+from core.memory.relay import own_segments, relay_start
+from core.memory.fact_shape import echoed_prompt, from_the_user, shape_problem
+from core.prompts.engram import engram_messages, facts_max_tokens, facts_schema, instructions
 from core.protocols import StructuredModel
 
 AFFIRMATIONS = re.compile(r"^\s*(yes|yeah|yep|correct|right|exactly|that's right|that is right|true|indeed|sure)\b",
@@ -82,6 +84,7 @@ def extract_facts(model: StructuredModel, user_text: str, assistant_text: str, n
                               max_tokens=facts_max_tokens(limit), stop=stop)
     result = Extraction()
     for item in raw.get("facts", [])[: limit]:
+        item = from_the_user(item)
         why = rejection(item, user_text, assistant_text, settings)
         if why:
             result.dropped.append((item, why))
@@ -108,8 +111,14 @@ def rejection(item: dict[str, Any], user_text: str, assistant_text: str, setting
     if shape:
         return shape
     own_words, quoted = split_quoted(user_text)
+    echo = echoed_prompt(item, instructions(), own_words)
+    if echo:
+        return f"copies the prompt's own words: '{echo}'"
     if any(_quoted_only(item.get(part, ""), own_words, quoted) for part in ("subject", "object")):
         return "only in text the user quoted"
+    shape = shape_problem(item, own_words)
+    if shape:
+        return shape
     if is_critical(canonical_relation(item.get("relation", ""))) and not _said_in_first_person(item, own_words):
         return "a critical fact needs the user's own first-person statement"
     if item.get("source") == "user_confirmed":
@@ -191,10 +200,10 @@ def split_quoted(user_text: str) -> tuple[str, str]:
     or not — everything from an instruction or a role label ("SYSTEM:") to the end of its paragraph."""
     quoted = [m.group(0) for m in _PASTED.finditer(user_text)]
     own = _PASTED.sub(" ", user_text)
-    relay = _RELAY.search(own)
-    if relay:
-        quoted.append(own[relay.start():])
-        own = own[:relay.start()]
+    relay = _relay_start(own)
+    if relay is not None:
+        quoted.append(own[relay:])
+        own = own[:relay]
     quoted += [own[start:end] for start, end in _inline_quotes(own) if _INSTRUCTION_LIKE.search(own, start, end)]
     for text in dict.fromkeys(quoted):  # wherever it also stands; once each (a paste of one line 50,000 times)
         own = own.replace(text, " ")
@@ -202,6 +211,13 @@ def split_quoted(user_text: str) -> tuple[str, str]:
     for text in injected:
         own = own.replace(text, " ")
     return own, "\n".join(quoted + injected)
+
+
+def _relay_start(text: str) -> int | None:
+    """Where relayed text starts: a forwarding marker, or any lead-in about where the text came from (relay)."""
+    marker = _RELAY.search(text)
+    lead_in = relay_start(text[:marker.start()] if marker else text)
+    return lead_in if lead_in is not None else (marker.start() if marker else None)
 
 
 def _inline_quotes(text: str) -> list[tuple[int, int]]:
@@ -233,10 +249,12 @@ def _injected_paragraph_tails(text: str) -> list[str]:
 
 def _said_in_first_person(item: dict[str, Any], own_words: str) -> bool:
     """An allergy, a medication or a deadline is kept only from a sentence where the user speaks of themself
-    ("I'm allergic to…", "my flight is…"): a third-person claim about "the user" is someone else's text."""
+    ("I'm allergic to…", "my flight is…"), the first person and the object in one segment of it (relay.own_segments:
+    not across a colon, not in a quotation): a third-person claim about "the user" is someone else's text."""
     for sentence in _SENTENCE.finditer(own_words):
-        if _FIRST_PERSON.search(sentence.group(0)) and _overlaps(item["object"], sentence.group(0)):
-            return True
+        for segment in own_segments(sentence.group(0)):
+            if _FIRST_PERSON.search(segment) and _overlaps(item["object"], segment):
+                return True
     return False
 
 

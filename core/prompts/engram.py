@@ -35,6 +35,11 @@ SYSTEM = (
     "it. Return an empty list when there is nothing new and lasting.")
 
 
+def instructions() -> str:
+    """The prompt's own words, without the exchange it quotes: what a fact must not copy (core.memory.fact_shape)."""
+    return "\n".join(m.content for m in engram_messages("", "", ""))
+
+
 def engram_messages(user_text: str, assistant_text: str, now_iso: str) -> list[ChatMessage]:
     body = (f"Today (not a date the user said): {now_iso}\n{quote('USER', user_text)}\n"
             f"{quote('ASSISTANT', assistant_text)}")
