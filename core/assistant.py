@@ -148,7 +148,7 @@ class Assistant:
         instructions = self._instructions(session) if reading else ""
         parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
                              instructions=instructions, profile=self._profile(instructions) if reading else (),
-                             history=history)
+                             history=history, memory_read=reading)
         built = assemble(parts, self._token_counts(), self._budget())
         prepared = _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
         return replace(prepared, recall_terms=recall_learning.snapshot(hits, [m.id for m in prepared.used],

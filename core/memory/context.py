@@ -45,6 +45,7 @@ class ContextParts:
     instructions: str = ""
     profile: Sequence[str] = ()
     history: Sequence[tuple[str, str]] = ()  # (user, assistant) of this session, oldest first
+    memory_read: bool = False  # the memory was read for this turn: if nothing of it fits, the prompt says so
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,8 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
     sections = [answer.critical_section([i.line() for i in critical]) if critical else "",
                 answer.style_section(instructions) if instructions else "",
                 answer.profile_section(profile) if profile else "",
-                answer.memory_section([i.line() for i in recalled]) if recalled else ""]
+                answer.memory_section([i.line() for i in recalled]) if recalled else "",
+                answer.NOTHING_RECALLED if parts.memory_read and not recalled else ""]
     messages = [ChatMessage("system", answer.system_prompt(sections, parts.today))]
     for user, assistant in history:
         messages += [ChatMessage("user", user), ChatMessage("assistant", assistant)]
