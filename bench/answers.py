@@ -66,8 +66,10 @@ def settings_for(dataset: str, context_tokens: int) -> Settings:
 
 def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str = "patterns", limit: int = 0,
         conditions: tuple[str, ...] = CONDITIONS, cache: StoreCache, context_tokens: int = 4096,
-        log: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
-    """Ingest (or reuse) each dialogue's store, ask its questions in every condition, score and summarise."""
+        log: Callable[[str], None] = lambda _: None,
+        on_record: Callable[[list[dict[str, Any]]], None] = lambda _: None) -> dict[str, Any]:
+    """Ingest (or reuse) each dialogue's store, ask its questions in every condition, score and summarise;
+    `on_record` sees the records so far after each question (a long run saves as it goes)."""
     from core.assistant import Assistant
     from core.store.sessions import create_session
 
@@ -87,6 +89,7 @@ def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str 
             for probe in spread(dialogue.probes, limit):
                 record = _ask(assistant, session, dialogue, probe, store, conditions)
                 records.append(record)
+                on_record(records)
                 log(f"{probe.id} [{probe.category}] " + "; ".join(
                     f"{c} {record[c]['seconds']:.1f}s {record[c]['reply'][:50]!r}" for c in conditions))
         finally:
@@ -138,8 +141,8 @@ def gold_prepared(assistant: Any, probe: Probe, store: Any) -> Any:
     from core.memory.dates import iso_day
 
     now = assistant.clock()
-    items = [ContextItem("episode", episode, text, "gold evidence")
-             for episode, text in store.quoted(probe.corrected_evidence or probe.evidence)]
+    items = [ContextItem("episode", episode, text, "gold evidence", at=at)
+             for episode, text, at in store.quoted(probe.corrected_evidence or probe.evidence)]
     g = assistant.settings.generation
     budget = max(min(g.context_tokens, int(getattr(assistant.chat, "context_window", g.context_tokens)))
                  - g.max_tokens, 0)
@@ -230,20 +233,31 @@ def main(argv: list[str] | None = None) -> int:
     embedder = load_embedder(Settings().embedder, lasting=True)
     cache = StoreCache(args.cache.expanduser())
     reader = load_reader(args.model, args.context_tokens, cache.folder)
+    slug = re.sub(r"[^a-z0-9.]+", "-", reader.name.lower()).strip("-")
+    target = RESULTS / f"answers-{slug}-{args.dataset}.json"
+    extra = {"dataset": args.dataset, "learn": args.learn, "model": reader.name, "conditions": list(conditions),
+             "context_tokens": args.context_tokens}
+
+    def partial(records: list[dict[str, Any]]) -> None:
+        if args.save:  # what a run cut short had measured stays readable
+            _write(target, {**header, **extra, "partial": True, "summary": summarise(records, conditions),
+                            "questions": records})
     try:
         result = run(load_dialogues(args.dataset, args.data, args.conversations), reader, embedder,
                      learn=args.learn, limit=args.limit, conditions=conditions, cache=cache,
-                     context_tokens=args.context_tokens, log=log)
+                     context_tokens=args.context_tokens, log=log, on_record=partial)
     finally:
         reader.close()
     result = {**header, "dataset": args.dataset, "load_average_1m_at_end": load_average(), **result}
-    text = json.dumps(result, indent=1, ensure_ascii=False)
     if args.save:
-        RESULTS.mkdir(parents=True, exist_ok=True)
-        slug = re.sub(r"[^a-z0-9.]+", "-", reader.name.lower()).strip("-")
-        (RESULTS / f"answers-{slug}-{args.dataset}.json").write_text(text + "\n", encoding="utf-8")
+        _write(target, result)
     print(json.dumps({k: v for k, v in result.items() if k != "questions"}, indent=1))
     return 0
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -81,17 +81,20 @@ class Store:
         return [int(r[0]) for r in self.db.execute(
             f"SELECT DISTINCT episode_id FROM memory_sources WHERE memory_id IN ({marks})", ids)]
 
-    def quoted(self, evidence: Iterable[str]) -> list[tuple[int, str]]:
-        """(episode id, text as recall quotes it) of the turns holding these message ids, in conversation order."""
+    def quoted(self, evidence: Iterable[str]) -> list[tuple[int, str, float]]:
+        """(episode id, text as recall quotes it, when it was said) of the turns holding these message ids, in
+        conversation order."""
         from core.memory.recall_explain import turn_text
         from core.store import turns
         wanted = set(evidence)
         episodes = sorted(e for e, ids in self.episode_ids.items() if wanted & set(ids))
         unquoted = turns.unquoted_replies(self.db, episodes)
         marks = ",".join("?" * len(episodes))
-        rows = {int(r[0]): (r[1], r[2], r[3]) for r in self.db.execute(
-            f"SELECT id, speaker, user_text, assistant_text FROM episodes WHERE id IN ({marks})", episodes)}
-        return [(e, turn_text(*unquoted[e]) if e in unquoted else turn_text(*rows[e])) for e in episodes if e in rows]
+        rows = {int(r[0]): (r[1], r[2], r[3], float(r[4])) for r in self.db.execute(
+            f"SELECT id, speaker, user_text, assistant_text, created_at FROM episodes WHERE id IN ({marks})",
+            episodes)}
+        return [(e, turn_text(*unquoted[e]) if e in unquoted else turn_text(*rows[e][:3]), rows[e][3])
+                for e in episodes if e in rows]
 
 
 def cache_key(dialogue: Any, learn: str, embedder: Any, learner: Any) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from core.memory.quoted_dates import dated_text, said_day
 from core.prompts import answer
 from core.protocols import ChatMessage
 
@@ -29,11 +30,14 @@ class ContextItem:
     score: float = 0.0
     critical: bool = False
     label: str = ""  # a critical fact's relation
+    at: float | None = None  # when an earlier turn was said: quoted with its day, its "yesterday" resolved
 
     def line(self) -> str:
         if self.kind == "memory":
             return answer.NoteLine(self.id, self.text, self.label).render()
-        return f"[e{self.id}] {' '.join(self.text.split())}"
+        if self.at is None:
+            return f"[e{self.id}] {' '.join(self.text.split())}"
+        return f"[e{self.id}, said {said_day(self.at)}] {dated_text(' '.join(self.text.split()), self.at)}"
 
 
 @dataclass(frozen=True)
