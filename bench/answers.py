@@ -40,7 +40,7 @@ if str(ROOT) not in sys.path:
 from bench import answers_score as scoring  # noqa: E402
 from bench.answers_data import Dialogue, Probe, load_beam, load_locomo, spread  # noqa: E402
 from bench.answers_store import MutableClock, StoreCache, ingested  # noqa: E402
-from bench.answers_summary import summarise  # noqa: E402
+from bench.answers_summary import failure_causes, summarise  # noqa: E402
 from bench.meta import load_average, stamp  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
 
@@ -96,7 +96,8 @@ def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str 
             db.close()
     return {"learn": learn, "model": reader.name, "conditions": list(conditions), "limit_per_conversation": limit,
             "context_tokens": context_tokens, "ingest_seconds": ingest_seconds,
-            "summary": summarise(records, conditions), "questions": records}
+            "summary": summarise(records, conditions),
+            "engram_failures": failure_causes(records) if "engram" in conditions else {}, "questions": records}
 
 
 def _ask(assistant: Any, session: int, dialogue: Dialogue, probe: Probe, store: Any,

@@ -54,3 +54,35 @@ def main_metric(scores: dict[str, Any]) -> str:
         if metric in scores:
             return metric
     return "evidence_recall"
+
+
+def failure_causes(records: Sequence[dict[str, Any]], condition: str = "engram") -> dict[str, Any]:
+    """Why the condition's wrong answers were wrong, read from the records: the evidence never reached the prompt
+    (recall missed), it did and the reply still missed (the reader ignored it; `gold_right` says how often the
+    gold-evidence prompt got it right), an answer invented where the conversation does not say, or a refusal where
+    it does. Wrong: F1 (corrected) or rubric below 0.5, or an abstention / update check failed."""
+    causes: dict[str, list[str]] = defaultdict(list)
+    gold_right = 0
+    for record in records:
+        scores = record.get(condition)
+        if scores is None or not _wrong(scores):
+            continue
+        if record["abstain"]:
+            causes["invented where the conversation does not say"].append(record["id"])
+            continue
+        if scores.get("abstained"):
+            causes["said it does not know where the conversation says"].append(record["id"])
+        elif (scores.get("evidence_recall") or 0.0) < 1.0:
+            causes["recall missed (evidence not all in the prompt)"].append(record["id"])
+        else:
+            causes["reader ignored the evidence in the prompt"].append(record["id"])
+            gold_right += not _wrong(record.get("gold", scores))
+    return {"counts": {k: len(v) for k, v in causes.items()}, "examples": {k: v[:5] for k, v in causes.items()},
+            "ignored_but_gold_right": gold_right}
+
+
+def _wrong(scores: dict[str, Any]) -> bool:
+    if "correct" in scores:
+        return not scores["correct"]
+    value = scores.get("f1_corrected", scores.get("rubric"))
+    return value is not None and value < 0.5

@@ -155,3 +155,22 @@ def test_a_beam_run_with_the_tiny_model(data, tmp_path, tiny_engine):
 def _dialogues(data, dataset):
     from bench.answers import load_dialogues
     return load_dialogues(dataset, data, 0)
+
+
+def test_wrong_answers_are_sorted_by_cause():
+    from bench.answers_summary import failure_causes
+
+    def record(qid, engram, gold=None, abstain=False):
+        return {"id": qid, "abstain": abstain, "engram": engram, "gold": gold or engram}
+    records = [record("missed", {"f1_corrected": 0.0, "evidence_recall": 0.0, "abstained": False}),
+               record("ignored", {"f1_corrected": 0.1, "evidence_recall": 1.0, "abstained": False},
+                      gold={"f1_corrected": 1.0}),
+               record("invented", {"correct": False, "abstained": False}, abstain=True),
+               record("refused", {"f1_corrected": 0.0, "evidence_recall": 1.0, "abstained": True}),
+               record("right", {"f1_corrected": 0.9, "evidence_recall": 1.0, "abstained": False})]
+    found = failure_causes(records)
+    assert found["examples"] == {"recall missed (evidence not all in the prompt)": ["missed"],
+                                 "reader ignored the evidence in the prompt": ["ignored"],
+                                 "invented where the conversation does not say": ["invented"],
+                                 "said it does not know where the conversation says": ["refused"]}
+    assert found["ignored_but_gold_right"] == 1
