@@ -21,8 +21,9 @@ MONDAY = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()  # 8 May 
 @pytest.mark.parametrize("phrase, meant", [
     ("yesterday", "7 May 2023"), ("the day before yesterday", "6 May 2023"), ("tomorrow", "9 May 2023"),
     ("last Friday", "5 May 2023"), ("3 days ago", "5 May 2023"), ("in 2 days", "10 May 2023"),
-    ("last week", "the week of 1 May 2023"), ("two weeks ago", "the week of 24 April 2023"),
-    ("next week", "the week of 15 May 2023"), ("last weekend", "the week of 1 May 2023"),
+    ("last week", "the week before 8 May 2023"), ("two weeks ago", "two weeks before 8 May 2023"),
+    ("next week", "the week after 8 May 2023"), ("last weekend", "the weekend before 8 May 2023"),
+    ("in 2 weeks", "2 weeks after 8 May 2023"), ("this week", "the week of 8 May 2023"),
     ("last month", "April 2023"), ("a few months ago", "February 2023"), ("next month", "June 2023"),
     ("last year", "2022"), ("two years ago", "2021"), ("this year", "2023"), ("in a year", "2024"),
     ("a month ago", "April 2023"), ("last month", "April 2023")])

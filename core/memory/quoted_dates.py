@@ -3,14 +3,15 @@
 A turn recalled into the context was said on some day; "yesterday", "last week" or "two years ago" in it meant a
 date relative to that day, not to today. A model shown the words alone guesses (or takes today), so a recalled
 turn is quoted with its day, and each relative date phrase in it with the date it named, as precise as the words
-are: a day for "yesterday", "last Friday" or "3 days ago", a week for "last week", a month for "last month" or "two
-months ago", a year for "last year" or "a few years ago". Only the calendar is read (core.memory.dates); a time
-that hangs on an event ("before the move") is left to the reader, who now sees each turn's day.
+are: a day for "yesterday", "last Friday" or "3 days ago", a month for "last month" or "two months ago", a year for
+"last year" or "a few years ago", and a week from the day it was said ("the week before 8 May 2023": no week
+convention added). Only the calendar is read (core.memory.dates); a time that hangs on an event ("before the
+move") is left to the reader, who now sees each turn's day.
 """
 from __future__ import annotations
 
 import re
-from datetime import date, datetime, timedelta, timezone
+from datetime import date, datetime, timezone
 
 from core.memory.dates import WEEKDAYS, resolve_date
 
@@ -50,11 +51,20 @@ def meant_date(phrase: str, said_at: float) -> str | None:
     if unit == "day" or words.split()[-1] in WEEKDAYS:
         found = resolve_date(words, said_at)
         return None if found is None else said_day(found)
-    day = _shifted(words, today, unit)
     if unit in ("week", "weekend", "fortnight"):
-        monday = day - timedelta(days=day.weekday())
-        return f"the week of {said_day(_stamp(monday))}"
+        return _weeks(words, unit, said_day(said_at))
+    day = _shifted(words, today, unit)
     return f"{day:%B %Y}" if unit == "month" else str(day.year)
+
+
+def _weeks(words: str, unit: str, said: str) -> str:
+    """A week is named from the day it was said, not from a Monday: "last week" said on 20 October 2023 is "the
+    week before 20 October 2023" — exactly what the words meant, with no week convention added."""
+    if words.startswith(("last", "next", "this")):
+        side = {"last": "before", "next": "after", "this": "of"}[words.split()[0]]
+        return f"the {unit} {side} {said}"
+    count = " ".join(words.split()[:-1]) if words.endswith(("ago", "back")) else words.removeprefix("in ")
+    return f"{count} {'before' if words.endswith(('ago', 'back')) else 'after'} {said}"
 
 
 def _shifted(words: str, today: date, unit: str) -> date:
@@ -66,11 +76,4 @@ def _shifted(words: str, today: date, unit: str) -> date:
     if unit == "month":
         months = today.year * 12 + today.month - 1 + sign * count
         return date(months // 12, months % 12 + 1, 1)
-    if unit == "year":
-        return date(today.year + sign * count, 1, 1)
-    days = {"week": 7, "weekend": 7, "fortnight": 14}[unit]
-    return today + timedelta(days=sign * count * days)
-
-
-def _stamp(day: date) -> float:
-    return datetime(day.year, day.month, day.day, tzinfo=timezone.utc).timestamp()
+    return date(today.year + sign * count, 1, 1)
