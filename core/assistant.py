@@ -148,7 +148,7 @@ class Assistant:
         instructions = self._instructions(session) if reading else ""
         parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
                              instructions=instructions, profile=self._profile(instructions) if reading else (),
-                             history=history)
+                             history=history, memory_read=reading)
         built = assemble(parts, self._token_counts(), self._budget())
         prepared = _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
         return replace(prepared, recall_terms=recall_learning.snapshot(hits, [m.id for m in prepared.used],
@@ -181,12 +181,14 @@ class Assistant:
         result = recall(self.db, self.embedder, query_of_message(user_text), k=k, settings=self.settings, now=now,
                         exclude=exclude, session_id=session_id, blend=recall_learning.effective(self.db, self.settings))
         unquoted = turns.unquoted_replies(self.db, result.ids("episode"))
+        said_at = turns.said_at(self.db, result.ids("episode"))
         items = []
         for hit in result.hits:
             if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):
                 continue
             text = turn_text(*unquoted[hit.id]) if hit.kind == "episode" and hit.id in unquoted else hit.text
-            items.append(ContextItem(hit.kind, int(hit.id), text, hit.why, score=float(hit.score)))
+            items.append(ContextItem(hit.kind, int(hit.id), text, hit.why, score=float(hit.score),
+                                     at=said_at.get(hit.id) if hit.kind == "episode" else None))
         return items, result.hits
 
     def _session_episodes(self, session_id: int | None) -> list[Episode]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
+from core.memory.quoted_dates import dated_text, said_day
 from core.prompts import answer
 from core.protocols import ChatMessage
 
@@ -29,11 +30,14 @@ class ContextItem:
     score: float = 0.0
     critical: bool = False
     label: str = ""  # a critical fact's relation
+    at: float | None = None  # when an earlier turn was said: quoted with its day, its "yesterday" resolved
 
     def line(self) -> str:
         if self.kind == "memory":
             return answer.NoteLine(self.id, self.text, self.label).render()
-        return f"[e{self.id}] {' '.join(self.text.split())}"
+        if self.at is None:
+            return f"[e{self.id}] {' '.join(self.text.split())}"
+        return f"[e{self.id}, said {said_day(self.at)}] {dated_text(' '.join(self.text.split()), self.at)}"
 
 
 @dataclass(frozen=True)
@@ -45,6 +49,7 @@ class ContextParts:
     instructions: str = ""
     profile: Sequence[str] = ()
     history: Sequence[tuple[str, str]] = ()  # (user, assistant) of this session, oldest first
+    memory_read: bool = False  # the memory was read for this turn: if nothing of it fits, the prompt says so
 
 
 @dataclass(frozen=True)
@@ -81,7 +86,8 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
     sections = [answer.critical_section([i.line() for i in critical]) if critical else "",
                 answer.style_section(instructions) if instructions else "",
                 answer.profile_section(profile) if profile else "",
-                answer.memory_section([i.line() for i in recalled]) if recalled else ""]
+                answer.memory_section([i.line() for i in recalled]) if recalled else "",
+                answer.NOTHING_RECALLED if parts.memory_read and not recalled else ""]
     messages = [ChatMessage("system", answer.system_prompt(sections, parts.today))]
     for user, assistant in history:
         messages += [ChatMessage("user", user), ChatMessage("assistant", assistant)]

@@ -130,3 +130,12 @@ def record_quoted(db: Database, episode_id: int, quoted: Sequence[tuple[int, str
         if int(turn_id) != int(episode_id):  # a turn never quotes itself; a regenerate could recall its own text
             db.execute("INSERT OR IGNORE INTO reply_turns(episode_id, turn_id, rank, why, drew_on) VALUES (?,?,?,?,?)",
                        (int(episode_id), int(turn_id), rank, str(why), int(int(turn_id) in drawn)))
+
+
+def said_at(db: Database, episode_ids: Iterable[int]) -> dict[EpisodeId, float]:
+    """id → when the turn was said, for these turns (a recalled turn is quoted with its day)."""
+    ids = sorted({int(i) for i in episode_ids})
+    if not ids:
+        return {}
+    rows = db.execute(f"SELECT id, created_at FROM episodes WHERE id IN ({','.join('?' * len(ids))})", ids)
+    return {EpisodeId(int(i)): float(at) for i, at in rows}

@@ -1,0 +1,265 @@
+"""End-to-end answer quality: `python -m bench.answers --model FOLDER|scripted|tiny [--dataset locomo|beam]
+[--limit N] [--conversations M] [--learn patterns|model] [--save]`.
+
+Each conversation (bench/answers_data.py) is fed turn by turn into a fresh store through the product's own turn
+pipeline (core.assistant: prepare, finish with the conversation's own reply, learn: stored, embedded, and learned
+from — `--learn patterns` with the plain-statement learner only (core.memory.said_facts; the model is given no
+learning call, so extraction and reconciliation fall back as they do when a model fails), `--learn model` with the
+model as the app learns). The ingested store is cached by its inputs (the conversation's text, the learn mode, the
+embedder, the learning model) so a second run reuses it. Then each question is asked as a new chat turn in a new
+session, through Assistant.prepare and Assistant.stream, with the same model as reader, in four conditions:
+
+  engram     the product as it runs: memory dial normal (recall, facts, quoted turns)
+  none       memory dial off: the model alone
+  truncated  memory dial off, the whole conversation as the chat history, cut to the model's window newest first
+             by the product's own context assembly: what a plain chat app does
+  gold       the data set's evidence turns only, quoted exactly as Engram quotes a recalled turn: a perfect retriever
+
+Scores (bench/answers_score.py): LoCoMo token F1 per category against the original and the audit's corrected
+answers; abstention accuracy (LoCoMo's adversarial, BEAM's abstention questions); knowledge-update accuracy and
+BEAM per ability by a deterministic rubric proxy; evidence recall: the share of the question's evidence turns that
+reached the prompt. Per-question records and the time each answer took are saved.
+`scripted` is an extractive reader (the context line sharing most words with the question, else "I don't know"):
+it measures what reached the prompt, with no model; `tiny` is the random-weight model of models/testing.py.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import answers_score as scoring  # noqa: E402
+from bench.answers_data import Dialogue, Probe, load_beam, load_locomo, spread  # noqa: E402
+from bench.answers_store import MutableClock, StoreCache, ingested  # noqa: E402
+from bench.answers_summary import failure_causes, summarise  # noqa: E402
+from bench.meta import load_average, stamp  # noqa: E402
+from core.config import GenerationSettings, Settings  # noqa: E402
+
+DATA = ROOT.parent / "shared" / "data"
+CONDITIONS = ("engram", "none", "truncated", "gold")
+RESULTS = ROOT / "bench" / "results"
+DEFAULT_CACHE = Path("~/.cache/engram-bench/answers")
+MAX_TOKENS = {"locomo": 48, "beam": 160}  # LoCoMo wants a short phrase; BEAM's rubric needs a few sentences
+
+
+@dataclasses.dataclass
+class Reader:
+    name: str
+    chat: Any
+    structured: Any  # for --learn model; None: no model learning
+    close: Callable[[], None] = lambda: None
+
+
+def settings_for(dataset: str, context_tokens: int) -> Settings:
+    return Settings(generation=GenerationSettings(temperature=0.0, max_tokens=MAX_TOKENS[dataset],
+                                                  context_tokens=context_tokens))
+
+
+def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str = "patterns", limit: int = 0,
+        conditions: tuple[str, ...] = CONDITIONS, cache: StoreCache, context_tokens: int = 4096,
+        log: Callable[[str], None] = lambda _: None,
+        on_record: Callable[[list[dict[str, Any]]], None] = lambda _: None) -> dict[str, Any]:
+    """Ingest (or reuse) each dialogue's store, ask its questions in every condition, score and summarise;
+    `on_record` sees the records so far after each question (a long run saves as it goes)."""
+    from core.assistant import Assistant
+    from core.store.sessions import create_session
+
+    records: list[dict[str, Any]] = []
+    ingest_seconds: dict[str, float] = {}
+    for dialogue in dialogues:
+        settings = settings_for(dialogue.dataset, context_tokens)
+        learner = reader.structured if learn == "model" else None
+        began = time.perf_counter()
+        store = ingested(dialogue, embedder, reader.chat, learner, learn, settings, cache, log)
+        ingest_seconds[dialogue.name] = round(time.perf_counter() - began, 1)
+        clock = MutableClock(dialogue.asked_at)
+        db = store.open(clock)
+        try:
+            assistant = Assistant(db, embedder, reader.chat, None, settings, clock)
+            session = create_session(db, "questions", created_at=clock())
+            for probe in spread(dialogue.probes, limit):
+                record = _ask(assistant, session, dialogue, probe, store, conditions)
+                records.append(record)
+                on_record(records)
+                log(f"{probe.id} [{probe.category}] " + "; ".join(
+                    f"{c} {record[c]['seconds']:.1f}s {record[c]['reply'][:50]!r}" for c in conditions))
+        finally:
+            db.close()
+    return {"learn": learn, "model": reader.name, "conditions": list(conditions), "limit_per_conversation": limit,
+            "context_tokens": context_tokens, "ingest_seconds": ingest_seconds,
+            "summary": summarise(records, conditions),
+            "engram_failures": failure_causes(records) if "engram" in conditions else {}, "questions": records}
+
+
+def _ask(assistant: Any, session: int, dialogue: Dialogue, probe: Probe, store: Any,
+         conditions: tuple[str, ...]) -> dict[str, Any]:
+    record: dict[str, Any] = {"id": probe.id, "dataset": dialogue.dataset, "conversation": dialogue.name,
+                              "category": probe.category, "question": probe.question, "answer": probe.answer,
+                              "corrected": probe.corrected, "evidence": sorted(probe.evidence),
+                              "abstain": probe.abstain, "update": probe.update}
+    for condition in conditions:
+        started = time.perf_counter()
+        prepared, seen = _prepared(condition, assistant, session, dialogue, probe, store)
+        reply = "".join(chunk.text for chunk in assistant.stream(prepared))
+        seconds = time.perf_counter() - started
+        record[condition] = {"reply": reply, "seconds": round(seconds, 2), "prompt_tokens": prepared.context_tokens,
+                             "seen": sorted(seen), **_scores(probe, reply, seen)}
+        if condition == "engram":
+            record[condition]["memories"] = [m.text for m in prepared.used]
+    return record
+
+
+def _prepared(condition: str, assistant: Any, session: int, dialogue: Dialogue, probe: Probe,
+              store: Any) -> tuple[Any, set[str]]:
+    """The prepared turn of a condition, and the data set's ids of the turns its prompt holds."""
+    if condition == "engram":
+        prepared = assistant.prepare(session, probe.question)
+        episodes = set(prepared.used_episodes) | set(store.sources_of([m.id for m in prepared.used]))
+        return prepared, store.ids_of(episodes)
+    if condition == "none":
+        return assistant.prepare(session, probe.question, dial="off"), set()
+    if condition == "truncated":
+        history = [(t.user, t.reply) for t in dialogue.turns]
+        prepared = assistant.prepare(session, probe.question, dial="off", history=history)
+        kept = (len(prepared.messages) - 2) // 2  # the newest turns that fit, between the system and the question
+        return prepared, {i for t in dialogue.turns[len(dialogue.turns) - kept:] for i in t.ids} if kept else set()
+    return gold_prepared(assistant, probe, store), set(probe.corrected_evidence or probe.evidence)
+
+
+def gold_prepared(assistant: Any, probe: Probe, store: Any) -> Any:
+    """The evidence turns as recall would have quoted them, assembled by the product's context code."""
+    from core.assistant import PreparedTurn
+    from core.memory.context import ContextItem, ContextParts, CountedTokens, assemble
+    from core.memory.dates import iso_day
+
+    now = assistant.clock()
+    items = [ContextItem("episode", episode, text, "gold evidence", at=at)
+             for episode, text, at in store.quoted(probe.corrected_evidence or probe.evidence)]
+    g = assistant.settings.generation
+    budget = max(min(g.context_tokens, int(getattr(assistant.chat, "context_window", g.context_tokens)))
+                 - g.max_tokens, 0)
+    parts = ContextParts(user_text=probe.question, today=iso_day(now), recalled=items)
+    built = assemble(parts, CountedTokens(assistant.chat.count_tokens), budget)
+    return PreparedTurn(None, probe.question, tuple(built.messages), (), now, context_tokens=built.tokens)
+
+
+def _scores(probe: Probe, reply: str, seen: set[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {"evidence_recall": scoring.evidence_recall(probe.evidence, seen),
+                           "abstained": scoring.abstains(reply)}
+    if probe.abstain:
+        out["correct"] = out["abstained"]
+    if probe.id.startswith("locomo"):
+        if not probe.abstain:
+            out["f1"] = round(scoring.locomo_f1(reply, probe.answer, probe.category), 4)
+            out["f1_corrected"] = round(scoring.locomo_f1(reply, probe.corrected or probe.answer, probe.category), 4)
+        return out
+    if not probe.abstain and probe.rubric:
+        out["rubric"] = round(scoring.rubric_score(reply, probe.rubric), 4)
+        if probe.category == "event_ordering":
+            out["order"] = round(scoring.order_score(reply, probe.rubric), 4)
+        if probe.update:
+            out["correct"] = out["rubric"] >= 1.0
+    return out
+
+
+# ---- readers ------------------------------------------------------------------------------------------
+
+def extractive_reply(messages: list[Any]) -> str:
+    """The scripted reader: the context line sharing most content words with the question, else "I don't know"."""
+    question = scoring._content(messages[-1].content)
+    lines = [re.sub(r"^\[[em]\d+[^\]]*\]\s*", "", line) for m in messages[:-1]
+             for line in m.content.splitlines() if line.strip() and not line.startswith(("<<<", "You are Engram"))]
+    best = max(lines, key=lambda line: len(question & scoring._content(line)), default="")
+    return best if best and question & scoring._content(best) else "I don't know."
+
+
+def load_reader(spec: str, context_tokens: int, work: Path) -> Reader:
+    if spec == "scripted":
+        from tests.fakes import ScriptedChatModel
+        return Reader("scripted (extractive)", ScriptedChatModel(extractive_reply), None)
+    from models.chat import ChatEngine
+    from models.structured import StructuredGenerator
+    if spec == "tiny":
+        from models.testing import build_tiny_model
+        folder = work / "tiny-4bit"
+        if not (folder / "config.json").is_file():
+            build_tiny_model(folder)
+        name = "tiny (random weights)"
+    else:
+        folder = Path(spec).expanduser()
+        name = folder.name
+    engine = ChatEngine.load(folder, context_tokens=context_tokens)
+    return Reader(name, engine, StructuredGenerator(engine), engine.unload)
+
+
+def load_dialogues(dataset: str, data: Path, conversations: int) -> list[Dialogue]:
+    if dataset == "locomo":
+        found = load_locomo(data / "locomo" / "locomo-dev.json", data / "locomo" / "audit-dev.json")
+    else:
+        found = load_beam(data / "beam")
+    return found[:conversations] if conversations > 0 else found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="scripted", help="an MLX model folder (a converted GGUF), "
+                                                             "'scripted' or 'tiny'")
+    parser.add_argument("--dataset", choices=("locomo", "beam"), default="locomo")
+    parser.add_argument("--data", type=Path, default=DATA, help="the folder holding locomo/ and beam/")
+    parser.add_argument("--limit", type=int, default=0, help="questions per conversation, spread over categories")
+    parser.add_argument("--conversations", type=int, default=0, help="only the first M conversations (0: all)")
+    parser.add_argument("--learn", choices=("patterns", "model"), default="patterns")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS))
+    parser.add_argument("--context-tokens", type=int, default=4096, help="the reader's window (all conditions)")
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where ingested stores are kept")
+    parser.add_argument("--save", action="store_true", help="write bench/results/answers-<model>-<dataset>.json")
+    args = parser.parse_args(argv)
+    conditions = tuple(c for c in args.conditions.split(",") if c)
+    if not conditions or any(c not in CONDITIONS for c in conditions):
+        parser.error(f"--conditions takes some of {', '.join(CONDITIONS)}")
+    if args.model not in ("scripted", "tiny") and not (Path(args.model).expanduser() / "config.json").is_file():
+        parser.error(f"{args.model} is not a model folder (no config.json); convert a GGUF first")
+    log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    header = stamp("answers")
+    from models.embeddings import load_embedder
+    embedder = load_embedder(Settings().embedder, lasting=True)
+    cache = StoreCache(args.cache.expanduser())
+    reader = load_reader(args.model, args.context_tokens, cache.folder)
+    slug = re.sub(r"[^a-z0-9.]+", "-", reader.name.lower()).strip("-")
+    target = RESULTS / f"answers-{slug}-{args.dataset}.json"
+    extra = {"dataset": args.dataset, "learn": args.learn, "model": reader.name, "conditions": list(conditions),
+             "context_tokens": args.context_tokens}
+
+    def partial(records: list[dict[str, Any]]) -> None:
+        if args.save:  # what a run cut short had measured stays readable
+            _write(target, {**header, **extra, "partial": True, "summary": summarise(records, conditions),
+                            "questions": records})
+    try:
+        result = run(load_dialogues(args.dataset, args.data, args.conversations), reader, embedder,
+                     learn=args.learn, limit=args.limit, conditions=conditions, cache=cache,
+                     context_tokens=args.context_tokens, log=log, on_record=partial)
+    finally:
+        reader.close()
+    result = {**header, "dataset": args.dataset, "load_average_1m_at_end": load_average(), **result}
+    if args.save:
+        _write(target, result)
+    print(json.dumps({k: v for k, v in result.items() if k != "questions"}, indent=1))
+    return 0
+
+
+def _write(path: Path, result: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,88 @@
+"""Means of bench/answers.py's per-question scores, per data set, category and condition, and a Markdown table."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Sequence
+
+METRICS = ("f1", "f1_corrected", "rubric", "order", "correct", "evidence_recall", "seconds")
+
+
+def summarise(records: Sequence[dict[str, Any]], conditions: Sequence[str]) -> dict[str, Any]:
+    """{dataset: {category | "all": {condition: {n, metric means}}}}; "correct" is abstention accuracy on
+    abstention questions and knowledge-update accuracy on update questions (their categories say which)."""
+    values: dict = defaultdict(lambda: defaultdict(lambda: defaultdict(lambda: defaultdict(list))))
+    for record in records:
+        for condition in conditions:
+            scores = record.get(condition)
+            if scores is None:
+                continue
+            for group in (record["category"], "all"):
+                bucket = values[record["dataset"]][group][condition]
+                bucket["n"].append(1)
+                for metric in METRICS:
+                    value = scores.get(metric)
+                    if value is not None and not (group == "all" and metric == "correct"):
+                        bucket[metric].append(float(value))
+    return {dataset: {group: {condition: {"n": len(m["n"]), **{k: round(sum(v) / len(v), 4)
+                                                               for k, v in m.items() if k != "n" and v}}
+                              for condition, m in by_condition.items()}
+                      for group, by_condition in groups.items()}
+            for dataset, groups in values.items()}
+
+
+def table(result: dict[str, Any]) -> str:
+    """Rows: data set × category; columns: each condition's main score (F1 corrected / rubric / accuracy), the
+    evidence recall of Engram and seconds per question."""
+    conditions = result["conditions"]
+    head = ["data set", "category", "n"] + [f"{c}" for c in conditions] + ["engram evidence recall", "s/question"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for dataset, groups in result["summary"].items():
+        for group, by_condition in sorted(groups.items(), key=lambda g: (g[0] == "all", g[0])):
+            metric = main_metric(by_condition.get(conditions[0], {}))
+            cells = [f"{by_condition.get(c, {}).get(metric, float('nan')):.3f}" for c in conditions]
+            engram = by_condition.get("engram", {})
+            recall = engram.get("evidence_recall")
+            seconds = [by_condition.get(c, {}).get("seconds") for c in conditions]
+            time_cell = " / ".join(f"{s:.1f}" for s in seconds if s is not None)
+            lines.append(f"| {dataset} | {group} ({metric}) | {engram.get('n', 0)} | " + " | ".join(cells) +
+                         f" | {'' if recall is None else f'{recall:.2f}'} | {time_cell} |")
+    return "\n".join(lines)
+
+
+def main_metric(scores: dict[str, Any]) -> str:
+    for metric in ("correct", "f1_corrected", "order", "rubric"):
+        if metric in scores:
+            return metric
+    return "evidence_recall"
+
+
+def failure_causes(records: Sequence[dict[str, Any]], condition: str = "engram") -> dict[str, Any]:
+    """Why the condition's wrong answers were wrong, read from the records: the evidence never reached the prompt
+    (recall missed), it did and the reply still missed (the reader ignored it; `gold_right` says how often the
+    gold-evidence prompt got it right), an answer invented where the conversation does not say, or a refusal where
+    it does. Wrong: F1 (corrected) or rubric below 0.5, or an abstention / update check failed."""
+    causes: dict[str, list[str]] = defaultdict(list)
+    gold_right = 0
+    for record in records:
+        scores = record.get(condition)
+        if scores is None or not _wrong(scores):
+            continue
+        if record["abstain"]:
+            causes["invented where the conversation does not say"].append(record["id"])
+            continue
+        if scores.get("abstained"):
+            causes["said it does not know where the conversation says"].append(record["id"])
+        elif (scores.get("evidence_recall") or 0.0) < 1.0:
+            causes["recall missed (evidence not all in the prompt)"].append(record["id"])
+        else:
+            causes["reader ignored the evidence in the prompt"].append(record["id"])
+            gold_right += not _wrong(record.get("gold", scores))
+    return {"counts": {k: len(v) for k, v in causes.items()}, "examples": {k: v[:5] for k, v in causes.items()},
+            "ignored_but_gold_right": gold_right}
+
+
+def _wrong(scores: dict[str, Any]) -> bool:
+    if "correct" in scores:
+        return not scores["correct"]
+    value = scores.get("f1_corrected", scores.get("rubric"))
+    return value is not None and value < 0.5

@@ -1,0 +1,61 @@
+"""A recalled turn is quoted with the day it was said, and its relative date words with the dates they named then
+(core.memory.quoted_dates): "yesterday" in a turn from 8 May 2023 meant 7 May 2023, whatever today is."""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from core.assistant import Assistant
+from core.config import Settings
+from core.memory.context import ContextItem
+from core.memory.index import index_episodes
+from core.memory.quoted_dates import dated_text, meant_date, said_day
+from core.store.episodes import add_episode
+from core.store.sessions import create_session
+from tests.fakes import ScriptedChatModel
+
+MONDAY = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()  # 8 May 2023 was a Monday
+
+
+@pytest.mark.parametrize("phrase, meant", [
+    ("yesterday", "7 May 2023"), ("the day before yesterday", "6 May 2023"), ("tomorrow", "9 May 2023"),
+    ("last Friday", "5 May 2023"), ("3 days ago", "5 May 2023"), ("in 2 days", "10 May 2023"),
+    ("last week", "the week before 8 May 2023"), ("two weeks ago", "two weeks before 8 May 2023"),
+    ("next week", "the week after 8 May 2023"), ("last weekend", "the weekend before 8 May 2023"),
+    ("in 2 weeks", "2 weeks after 8 May 2023"), ("this week", "the week of 8 May 2023"),
+    ("last month", "April 2023"), ("a few months ago", "February 2023"), ("next month", "June 2023"),
+    ("last year", "2022"), ("two years ago", "2021"), ("this year", "2023"), ("in a year", "2024"),
+    ("a month ago", "April 2023"), ("last month", "April 2023")])
+def test_each_phrase_means_a_date_as_precise_as_its_words(phrase, meant):
+    assert meant_date(phrase, MONDAY) == meant
+
+
+def test_a_turn_keeps_its_words_and_gains_the_dates():
+    said = "I went to a support group yesterday. I painted that lake sunrise last year!"
+    assert dated_text(said, MONDAY) == ("I went to a support group yesterday (7 May 2023). "
+                                        "I painted that lake sunrise last year (2022)!")
+    assert dated_text("I may go in May. Nothing else.", MONDAY) == "I may go in May. Nothing else."
+    month_end = datetime(2024, 1, 31, tzinfo=timezone.utc).timestamp()
+    assert dated_text("We moved last month.", month_end) == "We moved last month (December 2023)."
+
+
+def test_a_quoted_turn_shows_its_day_and_an_undated_one_is_unchanged():
+    assert said_day(MONDAY) == "8 May 2023"
+    dated = ContextItem("episode", 9, "user: I adopted Toby yesterday", "matched", at=MONDAY)
+    assert dated.line() == "[e9, said 8 May 2023] user: I adopted Toby yesterday (7 May 2023)"
+    assert ContextItem("episode", 9, "user: hi", "matched").line() == "[e9] user: hi"
+    assert ContextItem("memory", 3, "The user adopted Toby yesterday.", "m").line() == \
+        "[m3] The user adopted Toby yesterday."  # a fact's own date is its own (core.memory.engram)
+
+
+def test_the_assistant_quotes_a_recalled_turn_with_its_day(db, embedder, clock):
+    session = create_session(db, "earlier")
+    episode = add_episode(db, "I adopted a puppy called Toby yesterday.", "Congratulations!", session_id=session,
+                          created_at=MONDAY)
+    index_episodes(db, embedder, [episode])
+    clock.now = MONDAY + 200 * 86400
+    assistant = Assistant(db, embedder, ScriptedChatModel(["ok"]), None, Settings(), clock)
+    prepared = assistant.prepare(create_session(db, "now"), "When did I adopt Toby?")
+    system = prepared.messages[0].content
+    assert f"[e{episode}, said 8 May 2023] user: I adopted a puppy called Toby yesterday (7 May 2023)." in system
