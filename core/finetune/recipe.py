@@ -20,6 +20,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from core.store.db import Database
 
 MIN_EXAMPLES = 4
 MIN_PROBES = 1
@@ -66,3 +70,11 @@ def readiness(examples: int, probes: int) -> str:
     if probes < MIN_PROBES:
         return "nothing held out to check an adapter against yet: confirm a preference or rate more replies."
     return ""
+
+
+def why_not_ready(db: "Database") -> str:
+    """Why the store cannot be fine-tuned now ("" when it can): the nightly plan, the Jobs panel and
+    `engram finetune` say the same."""
+    from core.finetune.dataset import build_training_set
+    training = build_training_set(db)
+    return readiness(training.size, len(training.probes))
