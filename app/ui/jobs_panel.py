@@ -141,8 +141,8 @@ class JobsPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.Stretch)
         for column in (1, 2, 3, 4, 5):
             header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
-        self.adapters.setToolTip("Probe loss: on held-out questions about your preferences and what you told "
-                                 "Engram, asked in words it never trained on (lower is better). General ppl: "
+        self.adapters.setToolTip("Probe loss: on held-out situations where your preferences should show, and "
+                                 "replies you rated good that it never trained on (lower is better). General ppl: "
                                  "perplexity on everyday text; it and common-knowledge answers must not get worse.")
         self.adapters.itemSelectionChanged.connect(self._update_buttons)
         self.activate_button = QPushButton("Activate")
