@@ -19,7 +19,8 @@ Deterministic scoring (no model judges, least of all the one under test):
 - BEAM: a rubric item ("LLM response should contain: X") passes when at least half of X's content words (>= 4
   letters, by first 5 letters) are in the reply; question score = mean over its items (the authors' judge, not this).
 - Styles (held-out situations, core.finetune.styles PROBE prompts): each style's own check (metric units present
-  and no imperial ones; at most 25 words; no emoji; numbered lines; British spellings; Python; no jargon words).
+  and no imperial ones; at most 25 words; no emoji; numbered lines; a British spelling from a word list and no
+  American one; Python; a contraction, exclamation or casual word and no formal one).
 Beside them: plain-text perplexity and known-fact loss (core.finetune.gate) of base and adapter, the gate's verdict.
 """
 from __future__ import annotations
@@ -51,16 +52,23 @@ STOPWORDS = set("about after again against because before being below between co
                 "things something response mention mentions including include includes specific using".split())
 IMPERIAL = re.compile(r"\b(miles?|feet|foot|pounds?|lbs?|inch(es)?|°F|fahrenheit)\b", re.IGNORECASE)
 METRIC = re.compile(r"(km|kilomet|metre|meter|°C|celsius|kilogram|\bkg\b)", re.IGNORECASE)
+_SPELLINGS = (("colour", "color"), ("favourite", "favorite"), ("organis", "organiz"), ("centre", "center"),
+              ("analys", "analyz"), ("theatre", "theater"), ("realis", "realiz"), ("behaviour", "behavior"),
+              ("recognis", "recogniz"), ("travell", "travel(?!l)"), ("flavour", "flavor"), ("neighbour", "neighbor"))
+BRITISH = re.compile(r"\b(" + "|".join(b for b, _ in _SPELLINGS) + ")", re.IGNORECASE)
+AMERICAN = re.compile(r"\b(" + "|".join(a for _, a in _SPELLINGS) + ")", re.IGNORECASE)
+INFORMAL = re.compile(r"\w'(s|re|ve|ll|t)\b|!|\b(nice|aw|oh|handy|loads|stuff|bit|like|kinda|sorry)\b", re.I)
+FORMAL = re.compile(r"\b(acknowledged|utili[sz]|furthermore|thus|hence|acquisition|component|encrypted|"
+                    r"examination|subsequent|eroding|execution|recommended|overlay|purchasing)", re.I)
 EMOJI = re.compile("[\U0001F300-\U0001FAFF\u2600-\u27BF]")
 STYLE_CHECKS: dict[str, Callable[[str], bool]] = {
     "metric_units": lambda r: bool(METRIC.search(r)) and not IMPERIAL.search(r),
     "short_answers": lambda r: len(r.split()) <= 25,
     "no_emojis": lambda r: not EMOJI.search(r),
     "numbered_steps": lambda r: len(re.findall(r"(?m)^\s*\d+[.)]\s", r)) >= 2,
-    "british_spelling": lambda r: bool(re.search(r"(our|ise|yse|tre)\b", r)) and not re.search(
-        r"\b\w+(or|ize|yze|ter)\b", r.replace("water", "").replace("after", "")),
+    "british_spelling": lambda r: bool(BRITISH.search(r)) and not AMERICAN.search(r),
     "python_examples": lambda r: "python" in r.lower() or bool(re.search(r"\bdef |import |print\(", r)),
-    "informal_tone": lambda r: not re.search(r"\b(utili[sz]e|furthermore|thus|hence|acquisition)\b", r, re.I),
+    "informal_tone": lambda r: bool(INFORMAL.search(r)) and not FORMAL.search(r),
 }
 
 
@@ -89,7 +97,8 @@ def beam_cases(limit: int) -> list[dict]:
             for q in probing[category]:
                 cases.append({"set": "beam", "category": category, "preference": q[field], "question": q["question"],
                               "rubric": [r.split(":", 1)[-1].strip() for r in q["rubric"]]})
-    picked = [c for pair in zip(cases[0::2], cases[1::2]) for c in pair]  # alternate the two categories
+    by_kind = [[c for c in cases if c["category"] == k] for k in ("preference_following", "instruction_following")]
+    picked = [c for pair in zip(*by_kind) for c in pair]  # alternate the two categories
     return picked[:limit]
 
 
@@ -164,6 +173,21 @@ def train_adapter(db: Any, model_dir: str, folder: Path) -> dict:
     return {"adapter": adapter, "seconds": round(time.perf_counter() - started, 1)}
 
 
+def sft_comparison(db: Any, model_dir: str, folder: Path, training: Any) -> dict:
+    """The same recipe with the plain loss only: does the preference-pair term earn its place? (gate measures)"""
+    from dataclasses import replace
+
+    from bench.finetune import gate_run
+    from models.finetune import config_from_recipe
+    versions.rollback_to_base(db)
+    adapter = gate_run(db, model_dir, folder, replace(config_from_recipe(training), objective="sft"))
+    m = adapter.metrics
+    return {"status": adapter.status, "probe_loss": m["candidate"]["probe_loss"],
+            "probe_loss_by_kind": m["probe_loss_by_kind"]["candidate"],
+            "preference_margin": m["preference_margin"]["candidate"], "general_ppl": m["candidate"]["general_ppl"],
+            "known_fact_loss": m["candidate"]["known_fact_loss"]}
+
+
 def summarise(cases: list[dict], replies: dict[str, list[str]]) -> dict:
     out: dict[str, Any] = {}
     for name in ("prefeval", "beam", "styles"):
@@ -195,6 +219,7 @@ def run(model_dir: str, label: str, prefeval: int, beam: int) -> dict:
                              "probe_loss": {"base": m["baseline"]["probe_loss"],
                                             "adapter": m["candidate"]["probe_loss"]},
                              "preference_margin": m.get("preference_margin")}
+        result["plain_sft_same_recipe"] = sft_comparison(db, model_dir, Path(tmp) / "sft", training)
         started = time.perf_counter()
         base = answer_all(model_dir, cases, None)
         tuned = answer_all(model_dir, cases, adapter.path)
