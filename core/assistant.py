@@ -230,7 +230,7 @@ class Assistant:
     # -- finish (db lane) ----------------------------------------------------------------------------
 
     def finish(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None = "stop", *,
-               replaces: int | None = None) -> TurnRecord:
+               replaces: int | None = None, regenerated: bool = False) -> TurnRecord:
         used = tuple(m.id for m in prepared.used)
         if finish_reason == "repetition":
             reply_text = without_loop(reply_text)  # kept and shown as said once, not thirty times
@@ -243,7 +243,7 @@ class Assistant:
         reply_text = clean_text(reply_text, "reply", allow_empty=True)
         drew_on, drew_on_turns = _drawn_on(prepared, reply_text)
         with self.db.transaction():
-            episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces)
+            episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces, regenerated)
             turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used], drew_on)
             recall_learning.remember_reply(self.db, episode_id, prepared.recall_terms)
             hebbian.touch(self.db, drew_on, at=prepared.at)
@@ -256,14 +256,14 @@ class Assistant:
                           tuple(drew_on), tuple(drew_on_turns))
 
     def _write_episode(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None,
-                       replaces: int | None) -> EpisodeId:
+                       replaces: int | None, regenerated: bool = False) -> EpisodeId:
         if replaces is None:
             return add_episode(self.db, prepared.user_text, reply_text, session_id=prepared.session_id,
                                created_at=prepared.at,
                                metadata={"finish_reason": finish_reason, "intents": list(prepared.intents),
                                          "dial": prepared.dial, "learning": PENDING})
         episode = get_episode(self.db, replaces)
-        turns.replace_reply(self.db, episode.id, reply_text, finish_reason)
+        turns.replace_reply(self.db, episode.id, reply_text, finish_reason, rejected=regenerated)
         return episode.id
 
     # -- learn (model lane, after the reply is shown; core.turn_learner) -------------------------------

@@ -80,6 +80,8 @@ class JobContext:
     def progress(self, fraction: float, message: str = "") -> None:
         store.heartbeat(self._scheduler.db, self.job.id, progress=fraction, message=message)
         self._last_beat = self._scheduler.env.clock()
+        if self._scheduler.on_progress is not None:  # a foreground run shows it (`engram finetune now`)
+            self._scheduler.on_progress(self.job, fraction, message)
 
     def checkpoint(self, state: Mapping[str, Any]) -> None:
         store.save_checkpoint(self._scheduler.db, self.job.id, state)
@@ -112,6 +114,7 @@ class Scheduler:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._owner_alive = owner_alive or owner_is_alive
         self._stop = threading.Event()
+        self.on_progress: Optional[Callable[[Job, float, str], None]] = None
 
     # -- queue ---------------------------------------------------------------------------------------------
     def enqueue(self, kind: str, *, payload: Mapping[str, Any] | None = None, run_now: bool = False) -> Job:

@@ -26,6 +26,7 @@ from typing import Any, Callable, Optional
 from core.errors import ModelError
 from core.finetune import adapters as versions
 from core.finetune.dataset import TrainingSet, build_training_set
+from core.finetune.recipe import MIN_EXAMPLES, readiness, recipe_for
 from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS, GateSettings, Scores, decide
 from core.scheduler import YIELDED, JobContext
 from core.store.db import Database
@@ -37,7 +38,10 @@ EXIT_CANCELLED = 3
 
 @dataclass(frozen=True)
 class TrainConfig:
-    epochs: int = 8  # passes over the (small) training set
+    """An explicit recipe (benches and tests); the product's FineTuner leaves it None and takes
+    core.finetune.recipe's, chosen from the number of examples."""
+
+    epochs: int = 2  # passes over the (small) training set
     max_iters: int = 1000
     batch_size: int = 4
     learning_rate: float = 1e-4
@@ -48,9 +52,14 @@ class TrainConfig:
     steps_per_report: int = 10
     save_every: int = 20
     seed: int = 0
-    min_examples: int = 3
+    min_examples: int = MIN_EXAMPLES
+    objective: str = "sft"  # or "orpo" (models/preference_pairs.py) when the set has preference pairs
+    steps: int = 0  # the recipe's step count (0: from epochs)
+    eval_every: int = 0  # early stopping on the gate's measures every this many steps (0: none)
 
     def iters_for(self, examples: int) -> int:
+        if self.steps:
+            return self.steps
         per_epoch = max(1, math.ceil(examples / max(1, min(self.batch_size, examples))))
         return max(1, min(self.max_iters, self.epochs * per_epoch))
 
@@ -129,7 +138,7 @@ class FineTuner:
     db: Database
     model_path: str
     adapters_root: Path
-    config: TrainConfig = TrainConfig()
+    config: Optional[TrainConfig] = None  # None: core.finetune.recipe's, chosen from the training set's size
     gate: GateSettings = GateSettings()
     on_activated: Callable[[Optional[versions.Adapter]], None] = lambda adapter: None
     python: str = sys.executable
@@ -147,7 +156,7 @@ class FineTuner:
         if state["phase"] == "train":
             # Always resume: the worker continues from its last checkpoint when there is one, which after a crash
             # or quit mid-training (no clean yield recorded) is its periodic save.
-            if self._train(ctx, run_dir, resume=True, iters=state["iters"]) == YIELDED:
+            if self._train(ctx, run_dir, state) == YIELDED:
                 return self._yielded(ctx, run_dir, state)
             state = {**state, "phase": "evaluate"}
             ctx.checkpoint(state)
@@ -164,38 +173,39 @@ class FineTuner:
         return YIELDED
 
     def _prepare(self, ctx: JobContext) -> Optional[dict]:
-        training = build_training_set(self.db, seed=self.config.seed)
-        if len(training.examples) < self.config.min_examples:
-            ctx.progress(1.0, f"nothing to learn yet ({len(training.examples)} examples)")
+        training = build_training_set(self.db)
+        reason = readiness(training.size, len(training.probes))
+        if self.config is not None and not reason and training.size < self.config.min_examples:
+            reason = f"not enough to learn yet: {training.size} examples (at least {self.config.min_examples})"
+        if reason:
+            ctx.progress(1.0, "no fine-tune: " + reason)
             return None
+        config = self.config or config_from_recipe(training)
         run_dir = self.adapters_root / f"run-{int(self.db.now())}-{ctx.job.id}"
         _private_folder(self.adapters_root)
         _private_folder(run_dir)
         _write_run(run_dir, training)
-        state = {"run_dir": str(run_dir), "phase": "train", "iters": self.config.iters_for(len(training.examples))}
+        state = {"run_dir": str(run_dir), "phase": "train", "iters": config.iters_for(training.size),
+                 "config": asdict(config), "examples": training.size, "pairs": len(training.pairs)}
         ctx.checkpoint(state)
         return state
 
-    def _train(self, ctx: JobContext, run_dir: Path, *, resume: bool, iters: int) -> Optional[str]:
+    def _train(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[str]:
         if ctx.should_yield():
             return YIELDED
         self.make_room()
-        cfg = asdict(self.config)
+        cfg = state["config"]
+        iters = state["iters"]
+        # Always resume: the worker continues from its last checkpoint when there is one, which after a crash
+        # or quit mid-training (no clean yield recorded) is its periodic save.
         worker_config = {**{k: cfg[k] for k in ("batch_size", "learning_rate", "rank", "scale", "num_layers",
-                                                 "max_seq_length", "steps_per_report", "save_every", "seed")},
+                                                 "max_seq_length", "steps_per_report", "save_every", "seed",
+                                                 "objective")},
                          "model": self.model_path, "data_dir": str(run_dir / "data"),
-                         "adapter_dir": str(run_dir / "adapter"), "iters": iters, "resume": resume}
-
-        def on_event(event: dict) -> None:
-            if event["event"] == "step":
-                loss = event.get("loss")
-                tps = event.get("tokens_per_second")
-                ctx.progress(0.9 * event["step"] / event["iters"],
-                             f"step {event['step']}/{event['iters']}"
-                             + (f", loss {loss:.3f}" if loss is not None else "")
-                             + (f", {tps:.0f} tok/s" if tps else "") + f", ETA {event['eta_seconds']:.0f}s")
-        result = run_worker("train", worker_config, run_dir, on_event=on_event, should_stop=ctx.should_yield,
-                            python=self.python)
+                         "adapter_dir": str(run_dir / "adapter"), "iters": iters, "resume": True,
+                         "early_stop": self._early_stop(run_dir, cfg)}
+        result = run_worker("train", worker_config, run_dir, on_event=lambda e: _report_training(ctx, e, iters),
+                            should_stop=ctx.should_yield, python=self.python)
         if result.exit_code == EXIT_CANCELLED:
             return YIELDED
         if result.exit_code != 0:
@@ -241,14 +251,49 @@ class FineTuner:
                          "probe_loss_by_kind": {"baseline": results[0].get("probe_loss_by_kind"),
                                                 "candidate": results[1].get("probe_loss_by_kind")},
                          "baseline_adapter": active.id if active else None, "baseline_key": key,
-                         "baseline_reused": known is not None, "iters": state["iters"]},
-                config=asdict(self.config), sources=sources, parent_id=active.id if active else None)
+                         "baseline_reused": known is not None, "iters": state["iters"],
+                         "examples": state.get("examples"), "pairs": state.get("pairs"),
+                         "preference_margin": {"baseline": results[0].get("preference_margin"),
+                                               "candidate": results[1].get("preference_margin")}},
+                config=state["config"], sources=sources, parent_id=active.id if active else None)
             switched_on = versions.activate(self.db, adapter.id) if decision.accept else None
         _drop_training_text(run_dir)
         if switched_on is not None:
             self.on_activated(switched_on)
         ctx.progress(1.0, ("activated: " if decision.accept else "kept the active one: ") + "; ".join(decision.reasons))
         return None
+
+
+    def _early_stop(self, run_dir: Path, cfg: dict) -> Optional[dict]:
+        if not cfg.get("eval_every"):
+            return None
+        probes = json.loads((run_dir / "probes.json").read_text(encoding="utf-8"))
+        return {"every": cfg["eval_every"], "probes": probes, "general": list(GENERAL_TEXT),
+                "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS], **asdict(self.gate)}
+
+
+def config_from_recipe(training: TrainingSet) -> TrainConfig:
+    """The worker's settings from core.finetune.recipe for this training set."""
+    recipe = recipe_for(training.size, len(training.pairs))
+    return TrainConfig(steps=recipe.steps, batch_size=recipe.batch_size,
+                       learning_rate=recipe.learning_rate, rank=recipe.rank, scale=recipe.scale,
+                       num_layers=recipe.num_layers, max_seq_length=512, steps_per_report=1,
+                       save_every=max(1, recipe.steps // 4), objective=recipe.objective,
+                       eval_every=recipe.eval_every)
+
+
+def _report_training(ctx: JobContext, event: dict, iters: int) -> None:
+    """The job's progress line (the Jobs panel's loss curve and `engram finetune now` read it)."""
+    if event["event"] == "step":
+        loss = event.get("loss")
+        tps = event.get("tokens_per_second")
+        ctx.progress(0.9 * event["step"] / event["iters"],
+                     f"step {event['step']}/{event['iters']}" + (f", loss {loss:.3f}" if loss is not None else "")
+                     + (f", {tps:.0f} tok/s" if tps else "") + f", ETA {event['eta_seconds']:.0f}s")
+    elif event["event"] == "evaluated" and event["step"]:
+        scores = event["scores"]
+        ctx.progress(0.9 * min(1.0, event["step"] / iters), f"step {event['step']}/{iters} checked: held-out probes "
+                     f"{scores['probe_loss']:.3f}, plain-text ppl {scores['general_ppl']:.1f} ({event['verdict']})")
 
 
 def baseline_key(model_path: str, baseline_adapter: Optional[str], evaluation: dict) -> str:
@@ -284,11 +329,15 @@ def _write_run(run_dir: Path, training: TrainingSet) -> None:
     with (data / "train.jsonl").open("w", encoding="utf-8") as fh:
         for example in training.examples:
             fh.write(json.dumps(example) + "\n")
-    (run_dir / "probes.json").write_text(json.dumps([{"question": p.question, "answer": p.answer, "kind": p.kind}
-                                                     for p in training.probes]), encoding="utf-8")
+    with (data / "pairs.jsonl").open("w", encoding="utf-8") as fh:
+        for pair in training.pairs:
+            fh.write(json.dumps(pair) + "\n")
+    (run_dir / "probes.json").write_text(json.dumps([{"question": p.question, "answer": p.answer, "kind": p.kind,
+                                                      "rejected": p.rejected} for p in training.probes]),
+                                         encoding="utf-8")
     (run_dir / "sources.json").write_text(json.dumps({"memory": training.memory_ids, "episode": training.episode_ids,
                                                       "hypothesis": training.hypothesis_ids}), encoding="utf-8")
-    for made in (data, data / "train.jsonl", run_dir / "probes.json", run_dir / "sources.json"):
+    for made in (data, data / "train.jsonl", data / "pairs.jsonl", run_dir / "probes.json", run_dir / "sources.json"):
         os.chmod(made, 0o700 if made.is_dir() else 0o600)
 
 
@@ -296,5 +345,5 @@ def _drop_training_text(run_dir: Path) -> None:
     """Once scored, the run's copies of the user's words go: lineage keeps ids, the store keeps the text,
     and a memory purged later must not survive in a stray training file."""
     shutil.rmtree(run_dir / "data", ignore_errors=True)
-    for name in ("probes.json", "sources.json", "evaluate.json"):
+    for name in ("probes.json", "sources.json", "evaluate.json", "train.json"):
         (run_dir / name).unlink(missing_ok=True)

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from models.cpu_blas import preload_fast_blas
+from models.adapter_scores import gate_scores
 from models.parent_guard import stop_with_parent, watch_parent  # noqa: F401 - watch_parent: tests use it here
-from models.prompt_cache import common_prefix
 from models.prompt_text import control_markers, neutralise
 
 EXIT_OK, EXIT_FAILED, EXIT_CANCELLED, EXIT_DIVERGED = 0, 1, 3, 4
@@ -97,9 +97,11 @@ def _restore_checkpoint(folder: Path, model: Any, optimizer: Any) -> int:
 
 
 def _progress_batches(batches: Iterator, *, start: int, total: int, stop: Callable[[], bool],
-                      on_stop: Callable[[int], None], report: Reporter, last: dict) -> Iterator:
+                      on_stop: Callable[[int], None], report: Reporter, last: dict,
+                      early: Callable[[int], bool] = lambda step: False) -> Iterator:
     """Wraps the tuner's batch iterator: a batch is requested only after the previous step finished, so
-    this is where per-step progress is reported and where a stop request is honoured."""
+    this is where per-step progress is reported, where a stop request is honoured, and where the early stop
+    reads the gate's measures (ending the iterator ends training)."""
     t0 = time.perf_counter()
     step = start
     for batch in batches:
@@ -109,6 +111,8 @@ def _progress_batches(batches: Iterator, *, start: int, total: int, stop: Callab
             report.emit("step", step=step, iters=total, loss=last.get("loss"),
                         tokens_per_second=last.get("tokens_per_second"),
                         eta_seconds=elapsed / done * (total - step))
+            if early(step):
+                return
         if stop():
             on_stop(step)
             raise Cancelled(step)
@@ -116,14 +120,36 @@ def _progress_batches(batches: Iterator, *, start: int, total: int, stop: Callab
         yield batch
 
 
+def _training_data(config: dict, tokenizer: Any, mask_prompt: bool) -> tuple[Any, Any, Any]:
+    """(dataset, batch iterator, loss) for the run's objective: plain SFT, or ORPO over the preference pairs."""
+    from mlx_lm.tuner.trainer import default_loss, iterate_batches
+
+    from models.preference_pairs import orpo_loss, pair_batches, pair_tokens, with_self_pairs
+    data = Path(config["data_dir"])
+    examples = _read_jsonl(data / "train.jsonl")
+    pairs_path = data / "pairs.jsonl"
+    if config.get("objective", "sft") != "orpo" or not pairs_path.exists():
+        return _chat_dataset(examples, tokenizer, mask_prompt), iterate_batches, default_loss
+    markers = control_markers(tokenizer)
+    rows = pair_tokens(with_self_pairs(_read_jsonl(pairs_path), examples), tokenizer,
+                       lambda text: neutralise(text, markers))
+    seed = int(config.get("seed", 0))
+
+    def batches(dataset: Any, batch_size: int, max_seq_length: int, **_: Any) -> Iterator:
+        return pair_batches(dataset, batch_size, max_seq_length, seed)
+    return rows, batches, orpo_loss
+
+
 def train(config: dict, report: Reporter) -> int:
     import mlx.core as mx
     import mlx.optimizers as optim
     import numpy as np
     from mlx_lm.tuner.callbacks import TrainingCallback
-    from mlx_lm.tuner.trainer import TrainingArgs, iterate_batches
+    from mlx_lm.tuner.trainer import TrainingArgs
     from mlx_lm.tuner.trainer import train as tuner_train
     from mlx_lm.tuner.utils import linear_to_lora_layers
+
+    from models.early_stop import EarlyStop
 
     stop_requested = {"flag": False}
     signal.signal(signal.SIGTERM, lambda *_: stop_requested.update(flag=True))
@@ -138,23 +164,38 @@ def train(config: dict, report: Reporter) -> int:
     lora = {"rank": config.get("rank", 8), "scale": config.get("scale", 20.0), "dropout": config.get("dropout", 0.0)}
     linear_to_lora_layers(model, config.get("num_layers", 16), lora)
     optimizer = optim.Adam(learning_rate=config.get("learning_rate", 1e-4))
+    early = EarlyStop(config["early_stop"], adapter_dir, report.emit) if config.get("early_stop") else None
+    if early is not None:
+        early.start(model, tokenizer)  # before any step (and before a checkpoint is restored): the base model
     start = 0
     if config.get("resume") and (checkpoint / "state.json").exists():
         start = _restore_checkpoint(checkpoint, model, optimizer)
         report.emit("resumed", step=start)
     iters = int(config["iters"])
     mask_prompt = bool(config.get("mask_prompt", True))
-    train_set = _chat_dataset(_read_jsonl(Path(config["data_dir"]) / "train.jsonl"), tokenizer, mask_prompt)
+    train_set, iterate, loss = _training_data(config, tokenizer, mask_prompt)
     valid_path = Path(config["data_dir"]) / "valid.jsonl"
     valid_set = _chat_dataset(_read_jsonl(valid_path), tokenizer, mask_prompt) if valid_path.exists() else None
     last: dict = {}
     save_every = int(config.get("save_every", 25))
+    best_file = adapter_dir / "best.safetensors"
+
+    def save_best() -> None:
+        from mlx.utils import tree_flatten
+        mx.save_safetensors(str(best_file), dict(tree_flatten(model.trainable_parameters())))
+
+    def early_check(step: int) -> bool:
+        if early is None or step % early.every:
+            return False
+        last["checked"] = step
+        return early.check(step, model, tokenizer, save_best)
 
     class Progress(TrainingCallback):
         def on_train_loss_report(self, info: dict) -> None:
             if not math.isfinite(info["train_loss"]):
                 raise Diverged(f"loss became {info['train_loss']} at step {start + info['iteration']}")
-            last.update(loss=info["train_loss"], tokens_per_second=info["tokens_per_second"])
+            last.update(loss=info["train_loss"], tokens_per_second=info["tokens_per_second"],
+                        step=start + info["iteration"])
             report.emit("report", step=start + info["iteration"], loss=info["train_loss"],
                         tokens_per_second=info["tokens_per_second"], trained_tokens=info["trained_tokens"])
             if (start + info["iteration"]) % save_every == 0:
@@ -162,10 +203,10 @@ def train(config: dict, report: Reporter) -> int:
                 report.emit("checkpoint", step=start + info["iteration"])
 
     def batches(**kwargs: Any) -> Iterator:
-        return _progress_batches(iterate_batches(**kwargs), start=start, total=iters,
+        return _progress_batches(iterate(**kwargs), start=start, total=iters,
                                  stop=lambda: stop_requested["flag"] or os.getppid() != parent,
                                  on_stop=lambda step: _save_checkpoint(checkpoint, model, optimizer, step),
-                                 report=report, last=last)
+                                 report=report, last=last, early=early_check)
 
     args = TrainingArgs(batch_size=min(int(config.get("batch_size", 4)), len(train_set)), iters=iters - start,
                         steps_per_report=int(config.get("steps_per_report", 10)),
@@ -175,10 +216,16 @@ def train(config: dict, report: Reporter) -> int:
                         adapter_file=str(adapter_dir / "adapters.safetensors"))
     if iters - start > 0:
         tuner_train(model=model, optimizer=optimizer, train_dataset=train_set, val_dataset=valid_set, args=args,
-                    iterate_batches=batches, training_callback=Progress())
+                    loss=loss, iterate_batches=batches, training_callback=Progress())
+    if early is not None:
+        if last.get("checked") != last.get("step", iters) and start < iters:
+            early.check(int(last.get("step", iters)), model, tokenizer, save_best)
+        if best_file.exists():
+            best_file.replace(adapter_dir / "adapters.safetensors")  # the best weights inside the margins
     (adapter_dir / "adapter_config.json").write_text(json.dumps(
         {"fine_tune_type": "lora", "num_layers": config.get("num_layers", 16), "lora_parameters": lora}))
-    report.emit("done", step=iters, loss=last.get("loss"))
+    report.emit("done", step=last.get("step", iters), loss=last.get("loss"),
+                best_step=(early.best or {}).get("step") if early else None)
     return EXIT_OK
 
 
@@ -187,84 +234,27 @@ def evaluate(config: dict, report: Reporter) -> int:
     set and, when given, the known-fact probes."""
     from mlx_lm.tuner.utils import load_adapters, remove_lora_layers
     model, tokenizer = _load(config)
-    probes, known = config["probes"], config.get("known_facts") or []
     results = []
     for adapter in config["adapters"]:
         if adapter:
             load_adapters(model, adapter)
         model.eval()
-        scored = _probe_nlls(model, tokenizer, probes)
-        by_kind = {kind: _mean([s for p, s in zip(probes, scored) if p.get("kind", "fact") == kind])
-                   for kind in sorted({p.get("kind", "fact") for p in probes})}
-        results.append({"adapter": adapter, "probe_loss": _mean(scored), "probe_loss_by_kind": by_kind,
-                        "general_ppl": _general_ppl(model, tokenizer, config["general"]),
-                        "known_fact_loss": _mean(_probe_nlls(model, tokenizer, known)) if known else None})
+        results.append({"adapter": adapter, **gate_scores(model, tokenizer, config["probes"], config["general"],
+                                                          config.get("known_facts") or [])})
         if adapter:
             remove_lora_layers(model)
     report.emit("scores", results=results)
     return EXIT_OK
 
 
-def _token_nll(model: Any, tokens: list[int], first_target: int, cache: Any = None) -> tuple[float, int]:
-    """Summed negative log-likelihood of tokens[first_target:] given what precedes each (and what `cache` holds)."""
-    import mlx.core as mx
-    import mlx.nn as nn
-    inputs = mx.array(tokens[:-1])[None]
-    targets = mx.array(tokens[1:])[None]
-    logits = model(inputs, cache=cache) if cache is not None else model(inputs)
-    losses = nn.losses.cross_entropy(logits.astype(mx.float32), targets)[0, first_target - 1:]
-    return float(losses.sum().item()), int(losses.shape[0])
-
-
-def _probe_nlls(model: Any, tokenizer: Any, probes: list[dict]) -> list[tuple[float, int]]:
-    """(summed NLL, token count) of each probe's answer given its question, in the model's chat template.
-
-    Every probe starts with the same template header (a default system prompt, for some models half the
-    tokens): it is read once into a KV cache, and each probe reads only its own tail (the same figures)."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
-    markers = control_markers(tokenizer)
-    rows = []
-    for probe in probes:
-        question, answer = neutralise(probe["question"], markers), neutralise(probe["answer"], markers)
-        prompt = tokenizer.apply_chat_template([{"role": "user", "content": question}],
-                                               add_generation_prompt=True)
-        full = tokenizer.apply_chat_template([{"role": "user", "content": question},
-                                              {"role": "assistant", "content": answer}])
-        rows.append((list(full), len(prompt)))
-    if not rows:
-        return []
-    # The shared head ends before any probe's first answer token, whose logits come from the token before it.
-    shared = min(min(common_prefix(rows[0][0], full) for full, _ in rows), min(start for _, start in rows) - 1)
-    cache = make_prompt_cache(model)
-    if shared > 0:
-        mx.eval(model(mx.array(rows[0][0][:shared])[None], cache=cache))
-    out = []
-    for full, start in rows:
-        out.append(_token_nll(model, full[shared:], start - shared, cache=cache))
-        trim_prompt_cache(cache, len(full) - 1 - shared)  # back to the shared head for the next probe
-    return out
-
-
-def _mean(scored: list[tuple[float, int]]) -> float:
-    """Mean cross-entropy per answer token over the probes (each token counts once, as in training)."""
-    return sum(nll for nll, _ in scored) / max(sum(n for _, n in scored), 1)
-
-
-def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
-    total, count = 0.0, 0
-    markers = control_markers(tokenizer)
-    for text in texts:
-        nll, n = _token_nll(model, list(tokenizer.encode(neutralise(text, markers))), 1)
-        total, count = total + nll, count + n
-    return math.exp(total / max(count, 1))
 
 
 def main(argv: list[str]) -> int:
     stop_with_parent()  # first: a parent killed while this process started leaves no orphan training
     os.umask(0o077)  # the adapter, optimizer state and checkpoints it writes hold what it learnt about the user
     preload_fast_blas()  # before mlx loads: training's float32 matmuls on an optimized BLAS (Linux)
-    report = Reporter()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the whole group: the parent asks
+    report = Reporter()                            # this process to checkpoint and stop (SIGTERM) instead
     if len(argv) != 2 or argv[0] not in ("train", "evaluate"):
         report.emit("error", message="usage: python -m models.train_worker train|evaluate CONFIG.json")
         return EXIT_FAILED

@@ -1,16 +1,14 @@
-"""Training set from memory, the evaluation gate's rule, adapter versions and lineage (no model needed)."""
+"""The evaluation gate's rule, adapter versions and lineage (no model needed)."""
 from __future__ import annotations
 
 import pytest
 
 from core.errors import InvalidInput, NotFound
 from core.finetune import adapters as versions
-from core.finetune.dataset import (PREFERENCE_PROBE_QUESTION, PROBE_QUESTION, STYLE_QUESTIONS, TRAIN_QUESTIONS,
-                                   build_training_set, fact_topic)
+from core.finetune.dataset import build_training_set
 from core.finetune.gate import KNOWN_FACTS, GateSettings, Scores, decide
 from core.store.episodes import add_episode, trash_episode
-from core.store.memories import (add_memory, invalidate_memory, purge_memory_rows, set_flag, trash_memory,
-                                 update_memory)
+from core.store.memories import add_memory, set_flag, update_memory
 
 
 def hypothesis(db, claim, status):
@@ -22,77 +20,6 @@ def hypothesis(db, claim, status):
 
 def texts(training):
     return [m["content"] for ex in training.examples for m in ex["messages"]]
-
-
-def test_confirmed_facts_become_qa_pairs_with_a_held_out_probe(db):
-    mid = add_memory(db, "The user's dog is named Rex.", subject="user", relation="dog_name", object="Rex",
-                     confidence=0.9)
-    training = build_training_set(db)
-    assert len(training.examples) == len(TRAIN_QUESTIONS)
-    questions = {ex["messages"][0]["content"] for ex in training.examples}
-    assert questions == {q.format(topic="user dog name") for q in TRAIN_QUESTIONS}
-    assert all(ex["messages"][-1] == {"role": "assistant", "content": "The user's dog is named Rex."}
-               for ex in training.examples)
-    [probe] = training.probes
-    assert probe.question == PROBE_QUESTION.format(topic="user dog name") and probe.question not in questions
-    assert probe.item_id == mid and probe.kind == "fact" and training.memory_ids == [mid]
-
-
-def test_confirmed_preferences_train_on_two_phrasings_and_are_probed_with_a_third(db):
-    short = hypothesis(db, "The user prefers short answers.", "confirmed")
-    hypothesis(db, "The user likes emoji.", "open")
-    training = build_training_set(db)
-    questions = [ex["messages"][0]["content"] for ex in training.examples]
-    assert sorted(questions) == sorted(STYLE_QUESTIONS)
-    assert all(ex["messages"][-1]["content"] == "The user prefers short answers." for ex in training.examples)
-    [probe] = training.probes
-    assert (probe.kind, probe.item_id, probe.answer) == ("preference", short, "The user prefers short answers.")
-    assert probe.question == PREFERENCE_PROBE_QUESTION and probe.question not in questions
-
-
-def test_only_kept_confirmed_content_is_used(db):
-    keep = add_memory(db, "The user lives in Berlin.", subject="user", relation="city", object="Berlin",
-                      confidence=0.9)
-    unsure = add_memory(db, "The user might like jazz.", confidence=0.3)
-    pinned_unsure = add_memory(db, "The user's sister is Ana.", confidence=0.3)
-    set_flag(db, pinned_unsure, "pinned", True)
-    trashed = add_memory(db, "The user smokes.", confidence=0.9)
-    trash_memory(db, trashed)
-    closed = add_memory(db, "The user lives in Paris.", confidence=0.9)
-    invalidate_memory(db, closed)
-    forgotten = add_memory(db, "The user had toast.", confidence=0.9)
-    db.execute("UPDATE memories SET forgotten_at = ? WHERE id = ?", (db.now(), forgotten))
-    secret_ep = add_episode(db, "between us: I am job hunting", "noted", metadata={"incognito": True})
-    secret = add_memory(db, "The user is job hunting.", confidence=0.9, source_episode_ids=[secret_ep])
-    summary = add_memory(db, "Summary of a week.", kind="summary", confidence=0.9)
-    good = add_episode(db, "How do I boil an egg?", "Boil it for eight minutes.")
-    db.execute("UPDATE episodes SET rating = 1 WHERE id IN (?, ?)", (good, secret_ep))
-    bad = add_episode(db, "Tell me a joke", "No.")
-    db.execute("UPDATE episodes SET rating = -1 WHERE id = ?", (bad,))
-    gone = add_episode(db, "Old question", "Old answer")
-    db.execute("UPDATE episodes SET rating = 1 WHERE id = ?", (gone,))
-    trash_episode(db, gone)
-    confirmed = hypothesis(db, "Prefers short answers.", "confirmed")
-    hypothesis(db, "Likes emoji.", "rejected")
-    hypothesis(db, "Is a morning person.", "open")
-
-    training = build_training_set(db)
-    assert training.memory_ids == [keep, pinned_unsure]
-    assert training.episode_ids == [good] and training.hypothesis_ids == [confirmed]
-    all_text = " ".join(texts(training))
-    for absent in ("jazz", "smokes", "Paris", "toast", "job hunting", "Summary", "joke", "Old answer", "emoji",
-                   "morning person"):
-        assert absent not in all_text
-    assert "Prefers short answers." in all_text and "Boil it for eight minutes." in all_text
-    assert {p.item_id for p in training.probes if p.kind == "fact"} == {keep, pinned_unsure}
-    assert [p.item_id for p in training.probes if p.kind == "preference"] == [confirmed]
-    assert unsure not in training.memory_ids and secret not in training.memory_ids and summary not in training.memory_ids
-
-
-def test_topic_without_a_triple_uses_the_statement_opening():
-    assert fact_topic({"statement": "Coffee makes the user jittery.", "subject": "", "relation": ""}) == \
-        "Coffee makes the user"
-    assert fact_topic({"statement": "Hi", "subject": "", "relation": ""}) == "Hi"
 
 
 def test_the_gate_accepts_only_a_better_adapter_within_the_general_margin():
@@ -142,29 +69,29 @@ def test_versions_activate_switch_and_roll_back(db):
         record(db, {}, status="great")
 
 
-def test_deleting_a_memory_used_by_the_active_adapter_marks_it_stale_and_the_next_set_excludes_it(db, clock):
-    rex = add_memory(db, "The user's dog is named Rex.", subject="user", relation="dog", confidence=0.9)
-    tea = add_memory(db, "The user drinks tea.", subject="user", relation="drink", confidence=0.9)
+def test_trashing_an_instruction_the_active_adapter_learned_from_marks_it_stale_and_the_next_set_drops_it(db,
+                                                                                                         clock):
+    metric = add_episode(db, "Use metric units from now on.", "Will do.")
+    short = hypothesis(db, "The user prefers short answers.", "confirmed")
     training = build_training_set(db)
-    adapter = record(db, {"memory": training.memory_ids, "episode": training.episode_ids})
+    assert training.episode_ids == [metric] and training.hypothesis_ids == [short]
+    adapter = record(db, {"memory": training.memory_ids, "episode": training.episode_ids,
+                          "hypothesis": training.hypothesis_ids})
     versions.activate(db, adapter.id)
-    other = record(db, {"memory": [tea]})
-    assert versions.sources(db, adapter.id)["memory"] == [rex, tea]
-    assert [a.id for a in versions.adapters_using(db, "memory", rex)] == [adapter.id]
+    other = record(db, {"hypothesis": [short]})
+    assert [a.id for a in versions.adapters_using(db, "episode", metric)] == [adapter.id]
     assert versions.active_is_stale(db) is None
     clock.advance(60)
-    trash_memory(db, rex)
+    trash_episode(db, metric)
     stale = versions.active_adapter(db)
-    assert stale.is_stale and stale.stale_at == clock() and f"memory {rex}" in stale.stale_reason
+    assert stale.is_stale and stale.stale_at == clock() and f"conversation {metric}" in stale.stale_reason
     assert versions.active_is_stale(db) == stale.stale_reason
-    notice = versions.active_adapter_notice(db, "memory", [rex])  # what the panel and the CLI say at once
-    assert "learned from this memory" in notice and "marked stale" in notice and "rollback" in notice
-    assert "learned from 2 of these memories" in versions.active_adapter_notice(db, "memory", [rex, tea])
-    assert versions.active_adapter_notice(db, "memory", [999]) == ""  # not something it learned from
-    assert not versions.get_adapter(db, other.id).is_stale  # it never learned from that memory
-    assert build_training_set(db).memory_ids == [tea]
-    purge_memory_rows(db, [rex])
-    assert versions.sources(db, adapter.id)["memory"] == [rex, tea]  # lineage keeps the id, not the text
+    notice = versions.active_adapter_notice(db, "episode", [metric])  # what the panel and the CLI say at once
+    assert "learned from this episode" in notice and "marked stale" in notice and "rollback" in notice
+    assert not versions.get_adapter(db, other.id).is_stale  # it never learned from that turn
+    after = build_training_set(db)
+    assert after.episode_ids == [] and "metric_units" not in after.styles
+    assert versions.sources(db, adapter.id)["episode"] == [metric]  # lineage keeps the id, not the text
 
 
 def test_editing_a_fact_or_rejecting_a_hypothesis_marks_adapters_stale(db):
@@ -178,7 +105,7 @@ def test_editing_a_fact_or_rejecting_a_hypothesis_marks_adapters_stale(db):
     assert versions.get_adapter(db, by_fact.id).is_stale
     db.execute("UPDATE hypotheses SET status = 'rejected', updated_at = ? WHERE id = ?", (db.now(), claim))
     assert versions.get_adapter(db, by_claim.id).is_stale
-    assert "Milan" in " ".join(texts(build_training_set(db)))
+    assert "Milan" not in " ".join(texts(build_training_set(db)))  # facts are never trained on
 
 
 def test_the_baseline_key_changes_with_the_weights_the_adapter_and_the_sets(tmp_path):

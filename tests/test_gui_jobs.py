@@ -16,10 +16,9 @@ from core.jobs import standard_specs  # noqa: E402
 from core.scheduler import Environment, Scheduler  # noqa: E402
 from core.store import jobs as store  # noqa: E402
 from core.store.jobs import Job  # noqa: E402
+from core.store.episodes import add_episode  # noqa: E402
 from core.store.memories import add_memory, update_memory  # noqa: E402
 
-FACTS = ("The user's dog is named Rex.", "The user lives in Berlin.", "The user drinks green tea every morning.",
-         "The user swims on Tuesdays.", "The user works as a music teacher.")
 TINY = dict(num_layers=2, rank=8, learning_rate=1e-4, epochs=8, save_every=4, steps_per_report=2)
 
 
@@ -206,9 +205,10 @@ def test_input_in_the_app_counts_as_activity(qtbot, window):
 @pytest.mark.slow
 def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, window_db, tiny_model_dir):
     from models.finetune import FineTuner, TrainConfig
+    from tests.finetune_store import first_hour_store, say_standing_instructions
     db = window_db
-    for statement in FACTS:
-        add_memory(db, statement, subject="user", relation="fact", confidence=0.9)
+    first_hour_store(db)
+    say_standing_instructions(db)  # what a fine-tune learns: how the user likes answers (issue 42)
 
     def tiny_scheduler(services, connection):
         tuner = FineTuner(connection, str(tiny_model_dir), services.data_dir / "adapters", TrainConfig(**TINY))
@@ -218,18 +218,21 @@ def test_a_real_fine_tune_shows_progress_and_its_loss_curve(qtbot, window, windo
     panel.scheduler_factory = panel.host.scheduler_factory = tiny_scheduler
     panel._scheduler = None
     qtbot.waitUntil(lambda: panel.snapshot is not None, timeout=10000)
-    seen = []
+    seen, drawn = [], []
 
     def record():
         rows = [r for r in panel.snapshot.jobs if r.job.kind == "finetune"] if panel.snapshot else []
         if rows and rows[0].job.state == "running" and 0 < rows[0].job.progress < 1:
             seen.append(rows[0].job.progress)
+            drawn.append(len(panel.loss_curve.getData()[0] if panel.loss_curve.getData()[0] is not None else []))
     panel.refreshed.connect(record)
     with qtbot.waitSignal(panel.job_finished, timeout=240000) as finished:
         panel.run_now("finetune")
     final = finished.args[0]
     assert final.state == "done", final.last_error
     assert seen, "the panel never showed the running fine-tune part-way"
+    # the curve moved while it trained: it had points part-way, and more by the end
+    assert any(0 < n < len(panel.losses.curve(final.id)[0]) for n in drawn), drawn
     steps, losses = panel.losses.curve(final.id)
     assert len(steps) >= 2 and steps == sorted(steps) and all(v > 0 for v in losses)
     assert panel.loss_curve.getData()[0] is not None and len(panel.loss_curve.getData()[0]) == len(steps)
@@ -255,7 +258,14 @@ def test_a_fresh_install_queues_no_job_until_there_is_a_model_and_something_to_l
     add_memory(window_db, "The user lives in Berlin.")  # something to forget one day: forgetting needs no model
     qtbot.waitUntil(lambda: [j.kind for j in store.list_jobs(window_db)] == ["forgetting"], timeout=10000)
     services.settings = services.settings.replace(chat_model=str(tiny_model_dir))  # a model is chosen
-    qtbot.waitUntil(lambda: {"finetune", "consolidation"} <= {j.kind for j in store.list_jobs(window_db)},
-                    timeout=10000)
+    qtbot.waitUntil(lambda: "consolidation" in {j.kind for j in store.list_jobs(window_db)}, timeout=10000)
+    _refreshed(qtbot, panel)
+    qtbot.waitUntil(lambda: panel.snapshot.finetune_not_ready is not None, timeout=10000)
+    # a fact is nothing to fine-tune on: no fine-tune is queued, and the panel says why
+    assert "finetune" not in {j.kind for j in store.list_jobs(window_db)}
+    assert panel.readiness_label.isVisible()
+    assert panel.readiness_label.text().startswith("No fine-tune queued: not enough to learn how you like answers")
+    add_episode(window_db, "Use metric units from now on.", "Will do.")  # a standing instruction
+    qtbot.waitUntil(lambda: "finetune" in {j.kind for j in store.list_jobs(window_db)}, timeout=10000)
     window.background.stop()
     assert window.background.error is None

@@ -30,7 +30,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def cmd_now(args: argparse.Namespace, services: Any) -> int:
     from app.services.scheduling import build_scheduler, finetune_base_folder
+    from core.finetune.recipe import why_not_ready
     finetune_base_folder(services)  # fail before queueing anything
+    not_ready = why_not_ready(services.db)
+    if not_ready:
+        print(f"no fine-tune queued: {not_ready}")
+        return 0
     scheduler = build_scheduler(services)
     scheduler.recover()
     job = scheduler.enqueue(FINETUNE, run_now=True)
@@ -38,6 +43,9 @@ def cmd_now(args: argparse.Namespace, services: Any) -> int:
     if reason:
         print(f"fine-tune job {job.id} queued to run now; waiting: {reason}")
         return 0
+    scheduler.on_progress = lambda _job, fraction, message: print(f"  {fraction * 100:3.0f}%  {message}",
+                                                                  flush=True)
+    print("training; Ctrl-C stops at a checkpoint (it resumes with `engram finetune now`)", flush=True)
     previous = signal.signal(signal.SIGINT, lambda *_: scheduler.stop())
     try:
         final = scheduler.run_job(job.id)
@@ -64,6 +72,7 @@ def cmd_tonight(args: argparse.Namespace, services: Any) -> int:
 def cmd_status(args: argparse.Namespace, services: Any) -> int:
     from app.services.scheduling import build_scheduler
     from core.finetune import adapters as versions
+    from core.finetune.recipe import why_not_ready
     from core.store import jobs as store
     db = services.db
     build_scheduler(services).recover()  # a run whose process was killed is interrupted, not "running" for ever
@@ -75,6 +84,9 @@ def cmd_status(args: argparse.Namespace, services: Any) -> int:
         if active.is_stale:
             print(f"  stale: {active.stale_reason}; the next fine-tune leaves it out "
                   "(`engram finetune rollback` switches to the base model now)")
+    not_ready = why_not_ready(db)
+    if not_ready:
+        print(f"next fine-tune: none queued; {not_ready}")
     for job in store.list_jobs(db, kind=FINETUNE, limit=3):
         line = f"job {job.id}: {job.state} {job.progress * 100:.0f}%"
         print(line + (f" - {job.message}" if job.message else "") + (f" (last error: {job.last_error})"

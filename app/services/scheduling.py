@@ -19,6 +19,7 @@ from typing import Any, Callable, Mapping, Optional
 from core.conditions import ActivityTracker, CachedProbe, ModelGate, combined_idle
 from core.config import Settings
 from core.errors import InvalidInput, ModelError
+from core.finetune.recipe import why_not_ready
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
     standard_specs, stepwise
 from core.scheduler import Environment, JobContext, Scheduler
@@ -283,6 +284,8 @@ def plan(scheduler: Scheduler, settings: Settings,
 
 def _can_run(scheduler: Scheduler, settings: Settings, kind: str) -> bool:
     spec = scheduler.specs.get(kind)
+    if kind == FINETUNE and spec is not None and why_not_ready(scheduler.db):
+        return False  # too little to learn how the user likes answers: the Jobs panel says why
     return spec is not None and (bool(settings.chat_model) or not spec.uses_model)
 
 

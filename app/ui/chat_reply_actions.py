@@ -53,7 +53,7 @@ class ReplyActions(QObject):
         """Answer the last message again; a stored reply is rewritten in place (nothing new is learned)."""
         if self.turns.busy or self.starting() or reply.request is None:
             return
-        self.begin_reply(reply, replace(reply.request, replaces=reply.episode_id))
+        self.begin_reply(reply, replace(reply.request, replaces=reply.episode_id, regenerate=True))
 
     def offer_regenerate(self) -> None:
         replies, streaming = self.replies(), self.streaming()

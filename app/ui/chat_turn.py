@@ -39,6 +39,7 @@ class TurnRequest:
     dial: str = "normal"
     exclude: tuple[int, ...] = ()
     replaces: int | None = None  # a re-answer (after a veto) rewrites this stored reply instead of adding one
+    regenerate: bool = False  # the user asked for another answer: the replaced one is kept as the one they rejected
 
 
 @dataclass
@@ -215,7 +216,8 @@ class TurnController(QObject):
 
     def _store(self, turn: _Turn, reason: str) -> Any:
         return self._assistant("db").finish(turn.prepared, "".join(turn.streamed), reason,
-                                            replaces=turn.request.replaces)
+                                            replaces=turn.request.replaces,
+                                            regenerated=turn.request.regenerate)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """The app is quitting: stop the reply and store what was said so far, waiting for both (learning from
@@ -269,7 +271,8 @@ class TurnController(QObject):
 
     def retry_without(self, request: TurnRequest, memory_id: int, episode_id: int | None) -> TurnRequest:
         """The same question without that memory, rewriting the stored reply (if there is one)."""
-        return replace(request, exclude=tuple(sorted({*request.exclude, int(memory_id)})), replaces=episode_id)
+        return replace(request, exclude=tuple(sorted({*request.exclude, int(memory_id)})), replaces=episode_id,
+                       regenerate=False)  # without a memory: what it rejects is the memory, not the reply's style
 
     # -- plumbing ------------------------------------------------------------------------------------
 

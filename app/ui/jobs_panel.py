@@ -141,8 +141,8 @@ class JobsPanel(QWidget):
         header.setSectionResizeMode(0, QHeaderView.Stretch)
         for column in (1, 2, 3, 4, 5):
             header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
-        self.adapters.setToolTip("Probe loss: on held-out questions about your preferences and what you told "
-                                 "Engram, asked in words it never trained on (lower is better). General ppl: "
+        self.adapters.setToolTip("Probe loss: on held-out situations where your preferences should show, and "
+                                 "replies you rated good that it never trained on (lower is better). General ppl: "
                                  "perplexity on everyday text; it and common-knowledge answers must not get worse.")
         self.adapters.itemSelectionChanged.connect(self._update_buttons)
         self.activate_button = QPushButton("Activate")
@@ -152,12 +152,16 @@ class JobsPanel(QWidget):
         self.rollback_button.clicked.connect(self.on_rollback)
         self.active_label = QLabel("")
         self.active_label.setWordWrap(True)
+        self.readiness_label = QLabel("")  # why no fine-tune is queued: too little to learn from yet
+        self.readiness_label.setWordWrap(True)
+        self.readiness_label.setVisible(False)
         buttons = QHBoxLayout()
         for widget in (self.activate_button, self.rollback_button):
             buttons.addWidget(widget)
         buttons.addWidget(self.active_label, 1)
         left = QVBoxLayout()
         left.addWidget(self.loss_title)
+        left.addWidget(self.readiness_label)
         left.addWidget(self.loss_plot, 1)
         left.addWidget(self.loss_empty, 1)
         self.loss_plot.setVisible(False)
@@ -213,6 +217,9 @@ class JobsPanel(QWidget):
         self.snapshot = snapshot
         if snapshot.conditions is not None:
             self.conditions.setText(self._conditions_text(snapshot))
+        if snapshot.finetune_not_ready is not None:
+            self.readiness_label.setText(f"No fine-tune queued: {snapshot.finetune_not_ready}")
+            self.readiness_label.setVisible(bool(snapshot.finetune_not_ready))
         if [self.kind.itemText(i) for i in range(self.kind.count())] != snapshot.kinds:
             self.kind.clear()
             self.kind.addItems(snapshot.kinds)

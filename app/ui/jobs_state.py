@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from core.conditions import chat_reason, in_quiet_hours
 from core.finetune import adapters as versions
+from core.finetune.recipe import why_not_ready
 from core.scheduler import Scheduler
 from core.store import jobs as store
 from core.store.db import open_db
@@ -60,6 +61,7 @@ class JobsSnapshot:
     jobs: list[JobRow]
     adapters: list[versions.Adapter]
     kinds: list[str]
+    finetune_not_ready: Optional[str] = None  # why no fine-tune is queued ("" ready; None not read this time)
     taken_at: float = field(default_factory=time.time)
 
 
@@ -71,7 +73,8 @@ def read_jobs(scheduler: Scheduler, *, with_conditions: bool = True) -> JobsSnap
     rows = [JobRow(job, scheduler.waiting_reason(job) if job.state == "queued" else None, eta(job, now))
             for job in open_jobs + finished]
     return JobsSnapshot(conditions(scheduler, now) if with_conditions else None, rows,
-                        versions.list_adapters(db), sorted(scheduler.specs))
+                        versions.list_adapters(db), sorted(scheduler.specs),
+                        why_not_ready(db) if with_conditions else None)
 
 
 def conditions(scheduler: Scheduler, now: float) -> Conditions:

@@ -92,11 +92,21 @@ def touch_episodes(db: Database, episode_ids: Iterable[int], *, at: float) -> No
                    [at, *ids])
 
 
-def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason: str | None) -> None:
-    """A re-answer (after a veto) replaces the reply text of its episode; the vector is rewritten by learn."""
+REJECTED_KEPT = 3  # the newest replies a user regenerated away, kept as the rejected side of a preference pair
+
+
+def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason: str | None, *,
+                  rejected: bool = False) -> None:
+    """A re-answer (after a veto, or the user's Regenerate) replaces the reply text of its episode; the vector is
+    rewritten by learn. `rejected`: the user asked for another answer, so the replaced one is kept in the metadata
+    (core.finetune.dataset learns the kept one over it); it goes with the episode."""
     reply_text = clean_text(reply_text, "reply", allow_empty=True)
-    metadata = json.loads(db.scalar("SELECT metadata FROM episodes WHERE id = ?", (int(episode_id),)) or "{}")
+    row = db.query_one("SELECT metadata, assistant_text FROM episodes WHERE id = ?", (int(episode_id),))
+    metadata = json.loads((row["metadata"] if row else None) or "{}")
     metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1)
+    if rejected and row is not None and row["assistant_text"].strip():
+        metadata["rejected_replies"] = ([*metadata.get("rejected_replies", []), row["assistant_text"]]
+                                        )[-REJECTED_KEPT:]
     db.execute("UPDATE episodes SET assistant_text = ?, metadata = ? WHERE id = ?",
                (reply_text, json.dumps(metadata, ensure_ascii=False), int(episode_id)))
 

@@ -1,4 +1,4 @@
-"""End to end on the real tiny MLX model: five facts -> LoRA fine-tune in a separate process -> evaluation
+"""End to end on the real tiny MLX model: the user's standing instructions -> LoRA fine-tune in a separate process -> evaluation
 gate -> activation; and broken runs (NaN loss, killed worker) that leave everything as it was."""
 from __future__ import annotations
 
@@ -17,23 +17,18 @@ from core.finetune import adapters as versions
 from core.jobs import standard_specs
 from core.scheduler import Environment, Scheduler
 from core.store import jobs as store
-from core.store.memories import add_memory
+from tests.finetune_store import first_hour_store, say_standing_instructions
 from models.finetune import FineTuner, TrainConfig
 
 pytestmark = pytest.mark.slow
 
-FACTS = (
-    ("user", "dog", "The user's dog is named Rex."),
-    ("user", "city", "The user lives in Berlin."),
-    ("user", "drink", "The user drinks green tea every morning."),
-    ("user", "sport", "The user swims on Tuesdays."),
-    ("user", "job", "The user works as a music teacher."),
-)
 TINY = dict(num_layers=2, rank=8, learning_rate=1e-4, epochs=8, save_every=4, steps_per_report=2)
 
 
-def add_facts(db, facts=FACTS):
-    return [add_memory(db, statement, subject=s, relation=r, confidence=0.9) for s, r, statement in facts]
+def add_facts(db):
+    """The first-hour store and two standing instructions: what a fine-tune learns is how to answer."""
+    store_ids = first_hour_store(db)
+    return store_ids, say_standing_instructions(db)
 
 
 def snapshot(db):
@@ -49,8 +44,8 @@ def scheduler(db, tuner, idle=lambda: 1e9):
                                      localtime=lambda t: time.struct_time((2026, 1, 1, 2, 0, 0, 3, 1, 0))))
 
 
-def test_five_facts_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path):
-    add_facts(db)
+def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path):
+    (facts, instructions) = add_facts(db)
     activated = []
     tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**TINY),
                       on_activated=activated.append)
@@ -61,13 +56,14 @@ def test_five_facts_are_learned_and_the_adapter_is_activated_because_it_improved
     [adapter] = versions.list_adapters(db)
     metrics = adapter.metrics
     base, new = metrics["baseline"], metrics["candidate"]
-    # The tiny model measurably learned the facts: held-out probe loss on the answers dropped a lot.
-    assert new["probe_loss"] < 0.8 * base["probe_loss"]
+    # The tiny model measurably learned: the held-out situations' replies became likelier.
+    assert new["probe_loss"] < 0.98 * base["probe_loss"]
     assert new["general_ppl"] <= base["general_ppl"] * 1.10
     assert metrics["gate"]["accept"] and adapter.status == "accepted" and adapter.active
     assert activated and activated[0].id == adapter.id and "activated" in final.message
-    assert sorted(versions.sources(db, adapter.id)["memory"]) == sorted(
-        r["id"] for r in db.query("SELECT id FROM memories"))
+    learned = versions.sources(db, adapter.id)
+    assert learned["memory"] == [] and set(instructions) <= set(learned["episode"])  # never a fact
+    assert not set(facts["rated"][:2]) & set(learned["episode"])  # rated replies restating a fact are left out
     run_dir = Path(adapter.path).parent
     assert not (run_dir / "data").exists() and not (run_dir / "probes.json").exists()
     for made in [run_dir.parent, *run_dir.rglob("*")]:  # adapters/ and everything in it: the user's alone

@@ -77,3 +77,34 @@ def test_a_far_too_high_learning_rate_is_rejected_for_what_it_damaged(bad_run):
     assert new["general_ppl"] > base["general_ppl"] * 1.10 and new["known_fact_loss"] > base["known_fact_loss"] * 1.10
     assert gate_runs["active_after_bad"] is None  # rolled back before it, and the rejected one was not activated
     assert bad.parent_id is None and bad.config["learning_rate"] == 4 * good.config["learning_rate"]
+
+
+def test_the_first_hour_store_with_two_instructions_gives_an_accepted_adapter_that_moves_the_preferences(
+        real_model_dir, tmp_path):
+    """Issue 42's first hour (five facts, a pinned move, a critical allergy, rated replies) plus "metric units from
+    now on" and "shorter answers": the recipe chosen from its 9 examples trains an adapter the gate accepts — the
+    held-out situations' preferred replies became likelier, and more so than the replies ignoring the preference —
+    with plain text and known facts inside the gate. It learned from the instructions, never a fact."""
+    from core.finetune.dataset import build_training_set
+    from models.finetune import config_from_recipe
+    from tests.finetune_store import first_hour_store, say_standing_instructions
+    from bench.finetune import gate_run
+    db = open_db(tmp_path / "engram.db")
+    stored = first_hour_store(db)
+    instructions = say_standing_instructions(db)
+    training = build_training_set(db)
+    recipe = config_from_recipe(training)
+    assert (training.size, recipe.steps, recipe.objective) == (9, 5, "orpo")
+    adapter = gate_run(db, str(real_model_dir), tmp_path / "adapters", None)
+    m = adapter.metrics
+    base, new, settings = m["baseline"], m["candidate"], GateSettings()
+    assert adapter.status == "accepted" and adapter.active, m["gate"]["reasons"]
+    assert m["probe_loss_by_kind"]["candidate"]["preference"] < m["probe_loss_by_kind"]["baseline"]["preference"]
+    assert m["preference_margin"]["candidate"] > m["preference_margin"]["baseline"]
+    assert new["general_ppl"] <= base["general_ppl"] * (1 + settings.max_general_ppl_rise)
+    assert new["known_fact_loss"] <= base["known_fact_loss"] * (1 + settings.max_known_fact_loss_rise)
+    learned = versions.sources(db, adapter.id)
+    assert learned["memory"] == [] and set(instructions) <= set(learned["episode"])
+    assert not set(stored["rated"][:2]) & set(learned["episode"])
+    assert adapter.config["steps"] == 5
+    db.close()

@@ -51,7 +51,7 @@ def test_the_four_job_kinds_run_their_real_handlers(services):
     assert get_session(db, session).reflected_at is not None
     assert db.scalar("SELECT count(*) FROM episodes WHERE summary_id IS NOT NULL") == 3
     assert get_memory(db, old).status == "forgotten"
-    assert "nothing to learn yet" in finished["finetune"].message  # one doubtful fact: no training run
+    assert "no fine-tune: not enough to learn how you like answers yet" in finished["finetune"].message  # facts: none
 
 
 def test_plan_queues_routine_jobs_and_pending_reflections(services):
@@ -61,8 +61,10 @@ def test_plan_queues_routine_jobs_and_pending_reflections(services):
     end_session(db, session)
     scheduler = services.scheduler()
     kinds = sorted(job.kind for job in plan(scheduler, services.settings))
-    assert kinds == ["consolidation", "finetune", "forgetting", "reflection"]
+    assert kinds == ["consolidation", "forgetting", "reflection"]  # nothing to fine-tune on yet (issue 42)
     assert plan(scheduler, services.settings) == []  # nothing twice
+    add_episode(db, "Use metric units from now on.", "Will do.")  # a standing instruction: four demonstrations
+    assert [job.kind for job in plan(scheduler, services.settings)] == ["finetune"]
 
 
 def test_the_reflection_job_learns_a_turn_the_chat_left_waiting_with_the_tiny_model(services):
