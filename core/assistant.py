@@ -266,10 +266,12 @@ class Assistant:
 
     # -- learn (model lane, after the reply is shown; core.turn_learner) -------------------------------
 
-    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
+    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None,
+              on_outcome: Callable[[Any], None] | None = None) -> LearnReport:
         """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
-        says a reply needs the model first (see the module's docstring: the turn then stays pending)."""
-        return self._learner().learn(turn, busy=busy)
+        says a reply needs the model first (see the module's docstring: the turn then stays pending).
+        `on_outcome(outcome)` is told of each fact the moment it is written (the chat shows it at once)."""
+        return self._learner().learn(turn, busy=busy, on_outcome=on_outcome)
 
     def stored_turn(self, episode_id: int) -> TurnRecord:
         """A stored turn as `learn` takes it: to learn, later, a turn whose learning was skipped."""

@@ -71,7 +71,8 @@ class TurnLearner:
     structured: StructuredModel | None
     settings: Settings
 
-    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
+    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None,
+              on_outcome: Callable[[Outcome], None] | None = None) -> LearnReport:
         """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
         says a reply needs the model first (see the module's docstring: the turn then stays pending).
 
@@ -84,7 +85,7 @@ class TurnLearner:
         if claim is None:
             return LearnReport(skipped=TAKEN)
         try:
-            report = self._learn_claimed(turn, busy or (lambda: False))
+            report = self._learn_claimed(turn, busy or (lambda: False), on_outcome or (lambda _o: None))
         except BaseException as exc:
             turn_learning.failed(self.db, claim, exc)
             raise
@@ -94,7 +95,8 @@ class TurnLearner:
             turn_learning.done(self.db, claim)
         return report
 
-    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool]) -> LearnReport:
+    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool],
+                       on_outcome: Callable[[Outcome], None]) -> LearnReport:
         report = LearnReport()
         index_episodes(self.db, self.embedder, [turn.episode_id])
         report.indexed = True
@@ -105,7 +107,7 @@ class TurnLearner:
         if busy():
             report.skipped = BUSY
             return report
-        self._extract_and_reconcile(turn, report, busy)
+        self._extract_and_reconcile(turn, report, busy, on_outcome)
         if report.skipped:
             return report
         if busy():
@@ -121,7 +123,8 @@ class TurnLearner:
                           episode.user_text, episode.assistant_text, episode.metadata.get("finish_reason"),
                           episode.created_at, False)
 
-    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
+    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool],
+                               on_outcome: Callable[[Outcome], None]) -> None:
         plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
                  if self.settings.grounding.plain_facts else Extraction())
         try:
@@ -143,6 +146,7 @@ class TurnLearner:
             try:
                 report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
                                                       turn.episode_id, self.settings, stop=busy))
+                on_outcome(report.outcomes[-1])  # written: the chat shows it now, not when the turn ends
             except GenerationStopped:
                 report.skipped = BUSY  # what is stored stays; the rest is learned with the turn, later
                 return

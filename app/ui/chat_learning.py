@@ -46,6 +46,7 @@ class LearnNote:
     problem: str = ""  # why nothing (or not everything) was learned, in the user's words
     asked: str = ""  # a fact that contradicts a pinned or protected memory waits for the user's answer
     retry: bool = False  # Engram stopped trying to learn this turn: the note offers Try again
+    skipped: bool = False  # the user chose Skip: nothing more is learned from this turn
 
 
 def learned_ids(report: Any) -> list[int]:

@@ -117,6 +117,8 @@ class ChatPanel(QWidget):
         self.turns.chunk.connect(self._on_chunk)
         self.turns.finished.connect(self._on_finished)
         self.turns.learned.connect(self._on_learned)
+        self.turns.learning_state.connect(self._on_learning_state)
+        self.turns.progress.connect(self._on_learning_progress)
         self.turns.failed.connect(self._on_failed)
         self.turns.idle.connect(self._on_idle)
         self.warmup.changed.connect(self._on_warmup_changed)
@@ -353,11 +355,26 @@ class ChatPanel(QWidget):
             self.sessions.reload()
         self.reply_finished.emit(reply)
 
+    def _reply_of(self, episode_id: int | None) -> MessageWidget | None:
+        """The reply of this stored turn, if it is shown (the user may have moved to another conversation)."""
+        return next((r for r in reversed(self.replies()) if episode_id is not None and r.episode_id == episode_id),
+                    None)
+
+    def _on_learning_state(self, episode_id: int | None, learning: bool) -> None:
+        reply = self._reply_of(episode_id)
+        if reply is not None and not self._closed:
+            reply.set_learning(learning)
+
+    def _on_learning_progress(self, note: Any) -> None:
+        reply = self._reply_of(note.episode_id)
+        if reply is not None and not self._closed:
+            reply.show_learned(note)  # each fact the moment it is written; the turn is still being learned
+            self._memories_changed()
+
     def _on_learned(self, report: Any, note: Any) -> None:
         if self._closed:
             return
-        reply = next((r for r in reversed(self.replies())
-                      if note.episode_id is not None and r.episode_id == note.episode_id), None)
+        reply = self._reply_of(note.episode_id)
         if reply is not None:  # the user may have moved to another conversation meanwhile
             reply.show_learned(note)
             reply.add_drew_on(getattr(report, "drew_on", ()) or ())

@@ -16,6 +16,7 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -59,6 +60,8 @@ class TurnController(QObject):
     chunk = Signal(str)
     finished = Signal(object, str)  # the TurnRecord (episode id, used ids) and the finish reason
     learned = Signal(object, object)  # the LearnReport (None when learning failed) and the LearnNote for the reply
+    learning_state = Signal(object, bool)  # an episode id, and whether its turn now waits or is being learned
+    progress = Signal(object)  # a LearnNote of what a turn being learned wrote so far (each fact as it is written)
     failed = Signal(str, bool)  # message, and whether it is because no chat model is available
     idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
 
@@ -73,6 +76,7 @@ class TurnController(QObject):
         self.to_learn: deque[Any] = deque()  # stored turns (TurnRecords) not learned from yet, oldest first
         self.learning: Any = None  # the TurnRecord being learned from on the model lane
         self._reply_first = threading.Event()  # read on the model lane: a reply is wanted, learning gives way
+        self._skip = threading.Event()  # read on the model lane: the user skipped the turn being learned
         self._closed = False
         self._assistants: dict[str, tuple[Any, Any]] = {}  # lane -> (chat engine it was built for, assistant)
 
@@ -159,6 +163,7 @@ class TurnController(QObject):
             self.finished.emit(record, reason)
             if not turn.request.incognito and turn.request.replaces is None:
                 self.to_learn.append(record)  # a re-answer has nothing new from the user to learn
+                self.learning_state.emit(getattr(record, "episode_id", None), True)
             self._end(turn)
         turn.finishing = self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
@@ -169,6 +174,7 @@ class TurnController(QObject):
                 or not self.to_learn):
             return
         record = self.learning = self.to_learn.popleft()
+        self._skip.clear()
         self._reply_first.clear()
         gate = self._model_gate()
         if gate is not None:
@@ -177,8 +183,17 @@ class TurnController(QObject):
 
         def work() -> tuple[Any, LearnNote]:
             db = self.services.learning_db  # this lane's own connection
+            written: list[Any] = []
+
+            def wrote(outcome: Any) -> None:  # a fact is in the store: its row shows under the reply now
+                written.append(outcome)
+                so_far = SimpleNamespace(outcomes=list(written), errors=[])
+                found = get_memories(db, learned_ids(so_far))
+                self.runner.post(self.progress.emit,
+                                 learn_note(episode_id, so_far, {i: m.statement for i, m in found.items()}))
             try:
-                report = self._assistant("model").learn(record, busy=self._reply_first.is_set)
+                report = self._assistant("model").learn(
+                    record, busy=lambda: self._reply_first.is_set() or self._skip.is_set(), on_outcome=wrote)
             except Exception as exc:  # noqa: BLE001 - counted by the store: the note says if Engram tries again
                 gave_up = episode_id is not None and bool(turn_learning.given_up(db, [episode_id]))
                 return None, failure_note(episode_id, f"{type(exc).__name__}: {exc}", gave_up)
@@ -189,16 +204,41 @@ class TurnController(QObject):
             self.learning = None
             if gate is not None:
                 gate.chat_finished(LEARNING)
-            if result is not None and result[0] is not None and result[0].skipped == BUSY:
+            gave_way = result is not None and result[0] is not None and result[0].skipped == BUSY
+            if gave_way and self._skip.is_set():
+                self._skip_in_store(episode_id, result[1])
+            elif gave_way:
                 self.to_learn.appendleft(record)  # a reply came first: learned when the chat is quiet again
             elif result is not None:
+                self.learning_state.emit(episode_id, False)
                 self.learned.emit(*result)
             self.learn_when_quiet()
 
         def failed(exc: BaseException) -> None:
+            self.learning_state.emit(episode_id, False)
             self.learned.emit(None, LearnNote(episode_id, problem=plain_problem(str(exc))))
             ended(None)
         self.runner.submit("model", work, on_done=ended, on_error=failed)
+
+    def skip_learning(self, episode_id: int) -> None:
+        """Skip under a reply: a waiting turn leaves the queue; the one being learned gives way at its next
+        token (what it wrote so far stays). The store marks it skipped, so no idle pass learns it either."""
+        waiting = next((r for r in self.to_learn if getattr(r, "episode_id", None) == episode_id), None)
+        if waiting is not None:
+            self.to_learn.remove(waiting)
+            self._skip_in_store(episode_id, None)
+        elif getattr(self.learning, "episode_id", None) == episode_id:
+            self._skip.set()
+        else:  # waiting in the store only (an earlier run of the app left it)
+            self._skip_in_store(episode_id, None)
+
+    def _skip_in_store(self, episode_id: int, note: LearnNote | None) -> None:
+        def done(_skipped: bool) -> None:
+            self.learning_state.emit(episode_id, False)
+            facts = note.facts if note is not None else ()
+            self.learned.emit(None, LearnNote(episode_id, facts, skipped=True))
+        self.runner.submit("db", turn_learning.skip, self.services.db, episode_id, on_done=done,
+                           on_error=lambda exc: self.failed.emit(f"Could not skip learning: {exc}", False))
 
     def retry_learning(self, episode_id: int, *, on_error: Callable[[BaseException], None]) -> None:
         """Try again to learn a turn Engram stopped trying on: back in the store's queue with fresh tries, then in
@@ -210,6 +250,7 @@ class TurnController(QObject):
 
         def queued(record: Any) -> None:
             self.to_learn.append(record)
+            self.learning_state.emit(episode_id, True)
             self.learn_when_quiet()
         self.runner.submit("model", requeue, on_done=queued, on_error=on_error)
 

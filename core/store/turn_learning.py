@@ -24,6 +24,7 @@ from core.scheduler import owner_is_alive
 from core.store.db import Database
 
 PENDING, DONE, FAILED = "pending", "done", "failed"  # an episode's metadata "learning"
+SKIPPED = "skipped"  # the user chose not to have this turn learned (Skip under the reply)
 MAX_ATTEMPTS = 3
 RETRY_AFTER = 600.0  # seconds before a failed turn waits again for the idle pass, times the tries so far
 CLAIM_LEASE = 2 * 3600.0  # a live process's claim this old is taken over: its release was lost (a busy store)
@@ -154,7 +155,7 @@ def _requeue(db: Database, episode_id: int) -> bool:
                          "WHERE id = ? AND deleted_at IS NULL", (episode_id,))
     if state is None:
         raise NotFound(f"no conversation turn {episode_id}")
-    if state["learning"] == FAILED:
+    if state["learning"] in (FAILED, SKIPPED):
         db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
                    (PENDING, episode_id))
         db.execute("DELETE FROM turn_learning WHERE episode_id = ?", (episode_id,))
@@ -165,6 +166,22 @@ def _requeue(db: Database, episode_id: int) -> bool:
         raise InvalidInput(f"turn {episode_id} is not waiting to be learned")
     db.execute("UPDATE turn_learning SET retry_at = NULL WHERE episode_id = ?", (episode_id,))
     return False
+
+
+def skip(db: Database, episode_id: int) -> bool:
+    """The user skips learning this turn: it no longer waits (what was written before stays, with its Undo).
+    False when it was not waiting (learned already, or given up)."""
+    def write() -> bool:
+        with db.transaction():
+            state = db.scalar("SELECT json_extract(metadata, '$.learning') FROM episodes WHERE id = ?",
+                              (int(episode_id),))
+            if state != PENDING:
+                return False
+            db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
+                       (SKIPPED, int(episode_id)))
+            db.execute("DELETE FROM turn_learning WHERE episode_id = ?", (int(episode_id),))
+            return True
+    return db.retrying(write)
 
 
 def given_up(db: Database, ids: list[int] | None = None) -> list[GivenUp]:

@@ -1,0 +1,106 @@
+"""Issue 38, the first hour's second round: each defect a person met, clicked and typed through the window.
+
+The reply streams from the real tiny MLX model; what a turn teaches comes from a scripted structured model that
+can be held at any step (a slow machine's learning, made deterministic: the test releases it, never sleeps).
+"""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+
+from core.errors import GenerationStopped  # noqa: E402
+from tests.fakes import ScriptedStructuredModel  # noqa: E402
+from tests.guikit import on_db_lane  # noqa: E402
+from tests.test_gui_chat import TURN_MS, _fact, window  # noqa: E402,F401
+
+HELD_S = 120  # the longest a scripted step waits for the test to release it
+
+
+def _type_and_send(qtbot, panel, text: str):
+    """Click, type, Return; the reply once it is stored."""
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
+        qtbot.mouseClick(panel.composer, Qt.LeftButton)
+        qtbot.keyClicks(panel.composer, text)
+        qtbot.keyClick(panel.composer, Qt.Key_Return)
+    return finished.args[0]
+
+
+class HeldLearning:
+    """A structured model whose extraction and reconcile steps each wait for the test to release them."""
+
+    def __init__(self, facts: list[dict]) -> None:
+        self.extract_go, self.reconcile_go = threading.Event(), threading.Event()
+        self.extracting = threading.Event()
+        self.script = ScriptedStructuredModel({"engram_facts": self._extract, "usefulness_rating": [{"useful": []}],
+                                               "reconcile_decision": self._reconcile})
+        self.model = self
+        self.facts = facts
+
+    def generate_json(self, messages, schema, *, max_tokens=512, stop=None):
+        """As the real generator: `stop` is asked before the first token and again between tokens (here: once
+        more after the held step, as if it were the next token)."""
+        answer = self.script.generate_json(messages, schema, max_tokens=max_tokens, stop=stop)
+        if stop is not None and stop():
+            raise GenerationStopped("stopped between tokens")
+        return answer
+
+    def _extract(self, _messages, _schema):
+        self.extracting.set()
+        assert self.extract_go.wait(HELD_S)
+        return {"facts": self.facts}
+
+    def _reconcile(self, _messages, _schema):
+        assert self.reconcile_go.wait(HELD_S)
+        return {"decision": "new", "target": 0, "reason": "different"}
+
+
+def _statement_count(window, statement: str) -> int:
+    return on_db_lane(window, lambda db: db.scalar("SELECT count(*) FROM memories WHERE statement = ? "
+                                                   "AND deleted_at IS NULL", (statement,)))
+
+
+def test_learning_is_said_under_the_reply_and_each_fact_shows_the_moment_it_is_written(qtbot, window):
+    held = HeldLearning([_fact("user", "owns", "bicycle", "User owns a red bicycle"),
+                         _fact("user", "plays", "cello", "User plays the cello in an orchestra")])
+    window.services.structured_model = lambda: held.model
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "My bicycle is red and I play the cello in an orchestra")
+    qtbot.waitUntil(lambda: reply.learning_row.isVisibleTo(reply), timeout=10000)
+    assert reply.learning_label.text() == "Learning from this…"
+    assert reply.skip_learning_button.isVisibleTo(reply) and reply.skip_learning_button.text() == "Skip"
+    qtbot.waitUntil(held.extracting.is_set, timeout=TURN_MS)  # the event loop runs meanwhile
+    held.extract_go.set()  # the first fact is written; the second waits on the model's comparison
+    qtbot.waitUntil(lambda: [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle"],
+                    timeout=TURN_MS)
+    assert reply.learning_row.isVisibleTo(reply)  # still learning: the second fact is not written yet
+    assert _statement_count(window, "User plays the cello in an orchestra") == 0
+    held.reconcile_go.set()
+    qtbot.waitUntil(lambda: not reply.learning_row.isVisibleTo(reply), timeout=TURN_MS)
+    assert [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle",
+                                                                     "You play the cello in an orchestra"]
+
+
+def test_skip_under_the_reply_stops_learning_and_keeps_what_was_written(qtbot, window):
+    from core.store import turn_learning
+    held = HeldLearning([_fact("user", "owns", "bicycle", "User owns a red bicycle"),
+                         _fact("user", "plays", "cello", "User plays the cello in an orchestra")])
+    window.services.structured_model = lambda: held.model
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "My bicycle is red and I play the cello in an orchestra")
+    held.extract_go.set()
+    qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=TURN_MS)
+    qtbot.mouseClick(reply.skip_learning_button, Qt.LeftButton)
+    held.reconcile_go.set()  # the model answers, but learning was asked to give way first
+    qtbot.waitUntil(lambda: not reply.learning_row.isVisibleTo(reply), timeout=TURN_MS)
+    assert [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle"]
+    assert reply.learned_note.text() == "Skipped: Engram learned nothing more from this."
+    assert _statement_count(window, "User plays the cello in an orchestra") == 0
+    state = on_db_lane(window, lambda db: db.scalar("SELECT json_extract(metadata, '$.learning') FROM episodes "
+                                                    "WHERE id = ?", (reply.episode_id,)))
+    assert state == turn_learning.SKIPPED  # no idle pass learns it later either
+    assert panel.turns.learning is None and not panel.turns.to_learn
