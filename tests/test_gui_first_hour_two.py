@@ -104,3 +104,57 @@ def test_skip_under_the_reply_stops_learning_and_keeps_what_was_written(qtbot, w
                                                     "WHERE id = ?", (reply.episode_id,)))
     assert state == turn_learning.SKIPPED  # no idle pass learns it later either
     assert panel.turns.learning is None and not panel.turns.to_learn
+
+
+def _click_conversation(qtbot, panel, session_id: int) -> None:
+    """A click on the conversation's row in the list."""
+    row = next(i for i in range(panel.sessions.list.count())
+               if panel.sessions.list.item(i).data(Qt.UserRole) == session_id)
+    rect = panel.sessions.list.visualItemRect(panel.sessions.list.item(row))
+    qtbot.mouseClick(panel.sessions.list.viewport(), Qt.LeftButton, pos=rect.center())
+
+
+@pytest.fixture
+def looping_window(qtbot, tmp_path, embedder):
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["Nice.", "No, not now. No, not now. No, not now."], finish="repetition")
+    win = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    yield win
+    win.panels["chat"].shutdown()
+    win.runner.shutdown(wait=True)
+    win.services.close()
+
+
+def test_remembered_rows_their_undo_and_stopped_notes_stay_with_the_turn_when_reopened(qtbot, looping_window):
+    window = looping_window
+    cello = _fact("user", "plays", "cello", "User plays the cello")
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": lambda m, _s: {"facts": [cello] if "cello" in m[-1].content else []},
+         "usefulness_rating": [{"useful": []}],
+         "reconcile_decision": [{"decision": "new", "target": 0, "reason": "different"}]})
+    panel = window.show_panel("chat")
+    first = _type_and_send(qtbot, panel, "I play the cello every evening")
+    qtbot.waitUntil(lambda: bool(first.learned_rows()) and not first.learning_row.isVisibleTo(first),
+                    timeout=TURN_MS)
+    second = _type_and_send(qtbot, panel, "Say no to me")
+    assert second.status.text() == "Stopped: the model was repeating itself."
+    qtbot.waitUntil(lambda: not second.learning_row.isVisibleTo(second), timeout=TURN_MS)
+    [row] = first.learned_rows()
+    qtbot.mouseClick(row.undo_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: row.undo_button.text() == "Restore", timeout=10000)
+    session_id = panel.session_id
+
+    qtbot.mouseClick(panel.sessions.new_button, Qt.LeftButton)  # another conversation, then back to this one
+    qtbot.waitUntil(lambda: not panel.replies(), timeout=10000)
+    _click_conversation(qtbot, panel, session_id)
+    qtbot.waitUntil(lambda: len(panel.replies()) == 2, timeout=10000)
+    first, second = panel.replies()
+    [row] = first.learned_rows()
+    assert row.open_button.text() == "You play the cello" and row.undo_button.text() == "Restore"
+    assert row.isVisibleTo(first)
+    assert second.status.text() == "Stopped: the model was repeating itself."
+    assert not first.learning_row.isVisibleTo(first)
+    qtbot.mouseClick(row.undo_button, Qt.LeftButton)  # Restore works from the reopened conversation too
+    qtbot.waitUntil(lambda: row.undo_button.text() == "Undo", timeout=10000)
+    assert _statement_count(window, "User plays the cello") == 1

@@ -5,13 +5,14 @@ model picker, incognito, memory dial), what is done under a reply (chat_reply_ac
 in step with the store (chat_memory_watch). Every model and store call runs on a lane (app/ui/chat_turn.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from app.ui.chat_header import ChatHeader
-from app.ui.chat_learning import JobNotes, given_up_notes
+from app.ui.chat_learning import JobNotes, LearnedFact, LearnNote, given_up_notes
 from app.ui.chat_memory_watch import MemoryWatch
 from app.ui.chat_reply_actions import ReplyActions
 from app.ui.chat_sessions import SessionList, title_from
@@ -19,8 +20,12 @@ from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import earlier_turns, load_conversation
+from core.store import turn_learning
 from core.store.sessions import create_session, end_session
 
+FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
+                "repetition": "Stopped: the model was repeating itself.",
+                "echo": "Stopped: the model began writing out its notes instead of answering."}
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
               "the memories and earlier conversations it recalled for it. Everything it keeps is in Memories, where "
               "you can change or forget it.")
@@ -202,13 +207,26 @@ class ChatPanel(QWidget):
             reply.earlier.set_turns(turn.earlier)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
-            if turn.episode_id in given_up:
-                reply.show_learned(given_up[turn.episode_id])
+            self._show_turn_learning(reply, turn, given_up.get(turn.episode_id))
+        self.turns.resume_learning([t.episode_id for t in conversation.turns if t.learning == turn_learning.PENDING])
         self.reply_actions.offer_regenerate()
         if shown is not None:
             self.thread_view.reveal(shown)
         else:
             self._scroll_to_end()
+
+    @staticmethod
+    def _show_turn_learning(reply: MessageWidget, turn: Any, given_up: Any) -> None:
+        """What the turn taught (with Undo, or Restore once undone), why its reply stopped, and whether it is still
+        to be learned: the turn's own, shown whenever its conversation is."""
+        facts = tuple(LearnedFact(f.memory_id, f.statement, True, f.replaces) for f in turn.taught)
+        note = given_up or LearnNote(turn.episode_id)
+        reply.show_learned(replace(note, facts=facts, skipped=turn.learning == turn_learning.SKIPPED))
+        for fact in turn.taught:
+            if fact.deleted:
+                reply.learned_row(fact.memory_id).set_undone(True)
+        reply.set_status(FINISH_NOTES.get(turn.finish_reason or "", ""))
+        reply.set_learning(turn.learning == turn_learning.PENDING)
 
     def open_turn(self, session_id: int, episode_id: int) -> None:
         """An earlier turn a reply quoted: its conversation opens at that turn."""
@@ -346,11 +364,8 @@ class ChatPanel(QWidget):
             reply.earlier.show_drew_on(getattr(record, "drew_on_turns", ()))
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
-        notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
-                 "repetition": "Stopped: the model was repeating itself.",
-                 "echo": "Stopped: the model began writing out its notes instead of answering."}
         incognito = reply.request.incognito
-        reply.set_status(" ".join(filter(None, [notes.get(reason, ""), "Incognito: not stored." if incognito else ""])))
+        reply.set_status(" ".join(filter(None, [FINISH_NOTES.get(reason, ""), "Incognito: not stored." if incognito else ""])))
         if not incognito:
             self.sessions.reload()
         self.reply_finished.emit(reply)

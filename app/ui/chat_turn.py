@@ -21,12 +21,13 @@ from typing import Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem
+from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem, with_taught
 from app.ui.chat_model import in_app_words, load_problem, model_name
 from core.assistant import BUSY
 from core.conditions import LEARNING
 from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
+from core.memory.conversation import taught_facts
 from core.store import turn_learning
 from core.store.memories import get_memories
 from core.store.sessions import discard_if_empty
@@ -198,7 +199,8 @@ class TurnController(QObject):
                 gave_up = episode_id is not None and bool(turn_learning.given_up(db, [episode_id]))
                 return None, failure_note(episode_id, f"{type(exc).__name__}: {exc}", gave_up)
             found = get_memories(db, learned_ids(report))
-            return report, learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
+            note = learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
+            return report, with_taught(note, taught_facts(db, [episode_id]).get(episode_id, []))
 
         def ended(result: tuple[Any, LearnNote] | None) -> None:
             self.learning = None
@@ -219,6 +221,30 @@ class TurnController(QObject):
             self.learned.emit(None, LearnNote(episode_id, problem=plain_problem(str(exc))))
             ended(None)
         self.runner.submit("model", work, on_done=ended, on_error=failed)
+
+    def resume_learning(self, episode_ids: list[int]) -> None:
+        """Turns of a reopened conversation still waiting to be learned: this chat learns them when it is quiet,
+        through the same claim (the facts stored before a turn gave way are not written again)."""
+        known = {getattr(r, "episode_id", None) for r in [*self.to_learn, self.learning]}
+        wanted = [int(i) for i in episode_ids if int(i) not in known]
+        if not wanted:
+            return
+
+        def records() -> list[Any]:
+            assistant = self._assistant("model")
+            return [assistant.stored_turn(i) for i in wanted]
+
+        def queued(found: list[Any]) -> None:
+            known_now = {getattr(r, "episode_id", None) for r in [*self.to_learn, self.learning]}
+            for record in found:
+                if record.episode_id not in known_now:
+                    self.to_learn.append(record)
+                    self.learning_state.emit(record.episode_id, True)
+            self.learn_when_quiet()
+        def failed(_exc: BaseException) -> None:  # no model to learn with now: the idle pass learns them later
+            for episode_id in wanted:
+                self.learning_state.emit(episode_id, False)
+        self.runner.submit("model", records, on_done=queued, on_error=failed)
 
     def skip_learning(self, episode_id: int) -> None:
         """Skip under a reply: a waiting turn leaves the queue; the one being learned gives way at its next

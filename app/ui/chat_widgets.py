@@ -302,6 +302,7 @@ class MessageWidget(QFrame):
             row.opened.connect(self.memory_opened)
             row.undo_requested.connect(self.learned_undo)
             self.learned_list.insertWidget(self.learned_list.indexOf(self.learned_note), row)
+            row.setVisible(True)  # now, not on the next loop turn: the box may be shown already ("Learning…")
         skipped = "Skipped: Engram did not learn from this." if note.skipped and not note.facts else (
             "Skipped: Engram learned nothing more from this." if note.skipped else "")
         words = " ".join(filter(None, (note.problem, note.asked, skipped)))
