@@ -11,7 +11,7 @@ turn is learned again; asked before and through the rating, a yes skips only the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from core.config import Settings
@@ -125,24 +125,18 @@ class TurnLearner:
 
     def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool],
                                on_outcome: Callable[[Outcome], None]) -> None:
-        plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
-                 if self.settings.grounding.plain_facts else Extraction())
-        try:
-            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
-                                                   self.settings, stop=busy)
-        except GenerationStopped:
-            report.skipped = BUSY  # nothing was written yet: the whole turn is learned when the chat is quiet
+        extraction = self._extraction(turn, report, busy)
+        if extraction is None:
             return
-        except EngramError as exc:
-            report.errors.append(f"engram: {exc}")
-            extraction = Extraction()  # what the person plainly said is still learned
-        extraction = with_plain_facts(extraction, plain)
         drop_rejected(self.db, extraction)  # what the user said is wrong is not learned again
         report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
                                                               extraction.dates_ignored)
         for fact in extraction.facts:
             if learned_from(self.db, fact.statement, turn.episode_id) is not None:
                 continue  # stored before learning gave way, the last time this turn was learned
+            if busy():
+                report.skipped = BUSY  # between two facts: the rest is learned with the turn, later
+                return
             try:
                 report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
                                                       turn.episode_id, self.settings, stop=busy))
@@ -152,6 +146,27 @@ class TurnLearner:
                 return
             except EngramError as exc:
                 report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
+
+    def _extraction(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> Extraction | None:
+        """The turn's facts: those found before its learning last gave way (kept with the turn: a resumed
+        learning does not ask the model again), or the model's and the plainly said ones now. None: gave way."""
+        kept = turn_learning.extracted(self.db, turn.episode_id)
+        if kept is not None:
+            return Extraction([Fact(**fact) for fact in kept])
+        plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
+                 if self.settings.grounding.plain_facts else Extraction())
+        try:
+            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
+                                                   self.settings, stop=busy)
+        except GenerationStopped:
+            report.skipped = BUSY  # nothing was written yet: the whole turn is learned when the chat is quiet
+            return None
+        except EngramError as exc:
+            report.errors.append(f"engram: {exc}")
+            return with_plain_facts(Extraction(), plain)  # what the person plainly said is still learned
+        extraction = with_plain_facts(extraction, plain)
+        turn_learning.keep_extracted(self.db, turn.episode_id, [asdict(f) for f in extraction.facts])
+        return extraction
 
     def _rate_usefulness(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
         rows = turns.used_rows(self.db, turn.episode_id)

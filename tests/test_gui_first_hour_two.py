@@ -158,3 +158,38 @@ def test_remembered_rows_their_undo_and_stopped_notes_stay_with_the_turn_when_re
     qtbot.mouseClick(row.undo_button, Qt.LeftButton)  # Restore works from the reopened conversation too
     qtbot.waitUntil(lambda: row.undo_button.text() == "Undo", timeout=10000)
     assert _statement_count(window, "User plays the cello") == 1
+
+
+def test_a_conversation_held_in_another_process_appears_in_the_list_by_itself(qtbot, window, window_db):
+    from core.store.episodes import add_episode
+    from core.store.sessions import create_session
+    panel = window.show_panel("chat")
+    qtbot.waitUntil(lambda: panel.sessions.list.count() == 0 and window.store_watch.version is not None,
+                    timeout=10000)
+    elsewhere = create_session(window_db, "Held in engram chat")  # `engram chat` in a terminal beside the app
+    add_episode(window_db, "Hello from the terminal", "Hi!", session_id=elsewhere, metadata={"learning": "done"})
+    qtbot.waitUntil(lambda: [panel.sessions.list.item(i).text() for i in range(panel.sessions.list.count())]
+                    == ["Held in engram chat"], timeout=20000)
+
+
+def test_a_turn_a_closed_process_was_learning_is_taken_over_at_once(qtbot, window, window_db):
+    import socket
+    import subprocess
+    import sys
+    from core.store import turn_learning
+    from core.store.episodes import add_episode
+    from core.store.sessions import create_session
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": [_fact("user", "plays", "cello", "User plays the cello")]}],
+         "usefulness_rating": [{"useful": []}], "reconcile_decision": [{"decision": "new", "target": 0,
+                                                                          "reason": "new"}]})
+    window.show_panel("chat")
+    qtbot.waitUntil(lambda: window.store_watch.version is not None, timeout=10000)
+    session = create_session(window_db, "Held in engram chat")
+    episode = add_episode(window_db, "I play the cello every evening", "Lovely.", session_id=session,
+                          metadata={"learning": "pending"})
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    assert turn_learning.claim(window_db, episode, f"{socket.gethostname()}:{int(gone.stdout)}:0") is not None
+    qtbot.waitUntil(lambda: window_db.scalar("SELECT json_extract(metadata, '$.learning') FROM episodes "
+                                             "WHERE id = ?", (episode,)) == "done", timeout=TURN_MS)
+    assert window_db.scalar("SELECT count(*) FROM memories WHERE statement = 'User plays the cello'") == 1

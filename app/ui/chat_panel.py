@@ -66,6 +66,7 @@ class ChatPanel(QWidget):
             self.check_model()
             self.job_notes.start()
             self.memory_watch.start()
+            self.turns.adopt_orphans()
         except RuntimeError:  # the lanes were shut down before the event loop ran: the window is closing
             self._closed = True
 
@@ -126,8 +127,19 @@ class ChatPanel(QWidget):
         self.turns.progress.connect(self._on_learning_progress)
         self.turns.failed.connect(self._on_failed)
         self.turns.idle.connect(self._on_idle)
+        store = getattr(self.window_, "store_watch", None)
+        if store is not None:  # another process (`engram chat`, a CLI command) changed the store
+            store.moved.connect(self._store_moved)
         self.warmup.changed.connect(self._on_warmup_changed)
         self.warmup.failed.connect(self._on_warmup_failed)
+
+    def _store_moved(self) -> None:
+        """The list shows conversations held elsewhere too, and turns a closed process was learning are taken
+        over at once (their claims name a process that is gone)."""
+        if self._closed:
+            return
+        self.sessions.reload_quietly()
+        self.turns.adopt_orphans()
 
     def _model_gate(self) -> Any:
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one

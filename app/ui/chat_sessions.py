@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
-                               QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QMessageBox, QPushButton, QVBoxLayout, QWidget)
 
 from core.store import sessions as store
 
@@ -95,6 +95,11 @@ class SessionList(QWidget):
         def load() -> list:
             return store.search_sessions(self.services.db, text)
         self.runner.submit("db", load, on_done=lambda rows: self._fill(rows, wanted), on_error=self._on_error)
+
+    def reload_quietly(self) -> None:
+        """Reload for a change made elsewhere, unless the user is renaming a conversation in the list now."""
+        if self.list.state() != QAbstractItemView.EditingState:
+            self.reload()
 
     def _fill(self, sessions: Sequence[Any], wanted: int | None) -> None:
         self._filling = True

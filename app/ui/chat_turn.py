@@ -222,6 +222,13 @@ class TurnController(QObject):
             ended(None)
         self.runner.submit("model", work, on_done=ended, on_error=failed)
 
+    def adopt_orphans(self) -> None:
+        """Turns whose learner's process is gone (a closed `engram chat`) are learned here, at once."""
+        if self._closed:
+            return
+        self.runner.submit("db", turn_learning.orphaned, self.services.db, on_done=self.resume_learning,
+                           on_error=lambda _exc: None)  # the next change to the store looks again
+
     def resume_learning(self, episode_ids: list[int]) -> None:
         """Turns of a reopened conversation still waiting to be learned: this chat learns them when it is quiet,
         through the same claim (the facts stored before a turn gave way are not written again)."""
