@@ -134,9 +134,6 @@ class TurnLearner:
         for fact in extraction.facts:
             if learned_from(self.db, fact.statement, turn.episode_id) is not None:
                 continue  # stored before learning gave way, the last time this turn was learned
-            if busy():
-                report.skipped = BUSY  # between two facts: the rest is learned with the turn, later
-                return
             try:
                 report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
                                                       turn.episode_id, self.settings, stop=busy))

@@ -172,11 +172,9 @@ def _requeue(db: Database, episode_id: int) -> bool:
 def keep_extracted(db: Database, episode_id: int, facts: list[dict]) -> None:
     """What the turn's extraction found (plain dicts of core.memory.engram.Fact), kept with the turn until it is
     learned: a learning that gives way to a reply resumes from here instead of asking the model again."""
-    def write() -> None:
-        with db.transaction():
-            db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.extracted', json(?)) WHERE id = ?",
-                       (json.dumps(facts), int(episode_id)))
-    db.retrying(write)
+    with db.transaction():  # a busy store raises, as the facts' own writes would: that try is not counted
+        db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.extracted', json(?)) WHERE id = ?",
+                   (json.dumps(facts), int(episode_id)))
 
 
 def extracted(db: Database, episode_id: int) -> list[dict] | None:
