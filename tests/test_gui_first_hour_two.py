@@ -193,3 +193,37 @@ def test_a_turn_a_closed_process_was_learning_is_taken_over_at_once(qtbot, windo
     qtbot.waitUntil(lambda: window_db.scalar("SELECT json_extract(metadata, '$.learning') FROM episodes "
                                              "WHERE id = ?", (episode,)) == "done", timeout=TURN_MS)
     assert window_db.scalar("SELECT count(*) FROM memories WHERE statement = 'User plays the cello'") == 1
+
+
+def _user_active(db, activity, gate):
+    from core.scheduler import Environment
+    return Environment(clock=db.clock, idle_seconds=lambda: 0.0, on_ac_power=lambda: True, model_gate=gate)
+
+
+def test_run_now_while_the_chat_learns_says_so_and_the_reflection_starts_at_once(qtbot, window, window_db):
+    """The chat's learning hands the model over to a reflection the user starts; the reflection learns that turn
+    first, and the reply's rows still come. Reflect now in Hypotheses is the same Run now."""
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.background_jobs import BackgroundJobs
+    from core.store import jobs as store
+    held = HeldLearning([_fact("user", "plays", "cello", "User plays the cello")])
+    window.services.structured_model = lambda: held.model
+    window.background = BackgroundJobs(window.services, poll_seconds=0.1, environment=_user_active).start(
+        QApplication.instance())
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "I play the cello every evening")
+    qtbot.waitUntil(held.extracting.is_set, timeout=TURN_MS)  # the chat is learning from it, slowly
+    hypotheses = window.show_panel("hypotheses")
+    qtbot.mouseClick(hypotheses.reflect_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: hypotheses.message.text().startswith("Reflection starts in a moment: Engram is "
+                                                                 "learning from your last message"), timeout=10000)
+    held.extract_go.set()  # its next step: the chat's learning gives way, the reflection takes the model
+    qtbot.waitUntil(lambda: store.last_finished(window_db, "reflection") is not None, timeout=TURN_MS)
+    assert store.last_finished(window_db, "reflection").state == "done"
+    qtbot.waitUntil(lambda: hypotheses.message.text().startswith("Reflection finished"), timeout=20000)
+    qtbot.waitUntil(lambda: [r.open_button.text() for r in reply.learned_rows()] == ["You play the cello"],
+                    timeout=TURN_MS)  # learned by the reflection, shown under the reply all the same
+    qtbot.waitUntil(lambda: not reply.learning_row.isVisibleTo(reply), timeout=TURN_MS)
+    assert window_db.scalar("SELECT count(*) FROM memories WHERE statement = 'User plays the cello'") == 1
+    window.background.stop()

@@ -140,6 +140,7 @@ class ChatPanel(QWidget):
             return
         self.sessions.reload_quietly()
         self.turns.adopt_orphans()
+        self.turns.learn_when_quiet()  # a job that had the model (Run now) may have ended
 
     def _model_gate(self) -> Any:
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one

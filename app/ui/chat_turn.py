@@ -171,13 +171,13 @@ class TurnController(QObject):
     def learn_when_quiet(self) -> None:
         """Learn from the oldest stored turn not learned yet, if the chat is quiet (called when a turn ends, and
         after each learning); the next one follows when this one is done."""
+        gate = self._model_gate()
         if (self._closed or self.learning is not None or self._turn is not None or self._waiting()
-                or not self.to_learn):
+                or not self.to_learn or self._handed_over(gate)):
             return
         record = self.learning = self.to_learn.popleft()
         self._skip.clear()
         self._reply_first.clear()
-        gate = self._model_gate()
         if gate is not None:
             gate.chat_started(LEARNING)  # idle-time jobs wait for chat's learning as for its replies
         episode_id = getattr(record, "episode_id", None)
@@ -194,7 +194,8 @@ class TurnController(QObject):
                                  learn_note(episode_id, so_far, {i: m.statement for i, m in found.items()}))
             try:
                 report = self._assistant("model").learn(
-                    record, busy=lambda: self._reply_first.is_set() or self._skip.is_set(), on_outcome=wrote)
+                    record, busy=lambda: self._reply_first.is_set() or self._skip.is_set() or self._handed_over(gate),
+                    on_outcome=wrote)
             except Exception as exc:  # noqa: BLE001 - counted by the store: the note says if Engram tries again
                 gave_up = episode_id is not None and bool(turn_learning.given_up(db, [episode_id]))
                 return None, failure_note(episode_id, f"{type(exc).__name__}: {exc}", gave_up)
@@ -272,6 +273,12 @@ class TurnController(QObject):
             self.learned.emit(None, LearnNote(episode_id, facts, skipped=True))
         self.runner.submit("db", turn_learning.skip, self.services.db, episode_id, on_done=done,
                            on_error=lambda exc: self.failed.emit(f"Could not skip learning: {exc}", False))
+
+    @staticmethod
+    def _handed_over(gate: Any) -> bool:
+        """A job the user started (Run now) has the model: the chat learns again once it ends (the job learns
+        the waiting turns first, from where the chat stopped)."""
+        return gate is not None and gate.learning_gives_way()
 
     def retry_learning(self, episode_id: int, *, on_error: Callable[[BaseException], None]) -> None:
         """Try again to learn a turn Engram stopped trying on: back in the store's queue with fresh tries, then in

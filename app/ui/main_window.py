@@ -138,7 +138,8 @@ class MainWindow(QMainWindow):
         if current is not None:
             self.show_panel(current.data(Qt.UserRole))
 
-    def show_panel(self, key: str) -> QWidget | None:
+    def panel(self, key: str) -> QWidget | None:
+        """The panel, built the first time it is asked for (shown or not)."""
         spec = next((s for s in self.specs if s.key == key), None)
         if spec is None:
             return None
@@ -148,6 +149,12 @@ class MainWindow(QMainWindow):
             panel = getattr(module, spec.cls)(self.context)
             self.panels[key] = panel
             self.stack.addWidget(panel)
+        return panel
+
+    def show_panel(self, key: str) -> QWidget | None:
+        panel = self.panel(key)
+        if panel is None:
+            return None
         self.stack.setCurrentWidget(panel)
         row = next(i for i, s in enumerate(self.specs) if s.key == key)
         if self.sidebar.currentRow() != row:
