@@ -227,3 +227,22 @@ def test_run_now_while_the_chat_learns_says_so_and_the_reflection_starts_at_once
     qtbot.waitUntil(lambda: not reply.learning_row.isVisibleTo(reply), timeout=TURN_MS)
     assert window_db.scalar("SELECT count(*) FROM memories WHERE statement = 'User plays the cello'") == 1
     window.background.stop()
+
+
+def test_a_memory_link_under_a_reply_opens_its_memory_whatever_filter_memories_had(qtbot, window):
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": [_fact("user", "plays", "cello", "User plays the cello")]}],
+         "usefulness_rating": [{"useful": []}], "reconcile_decision": [{"decision": "new", "target": 0,
+                                                                          "reason": "new"}]})
+    memories = window.show_panel("memories")
+    memories.set_view("full", remember=False)
+    memories.status.setCurrentText("trashed")  # where the person left Memories last time
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "I play the cello every evening")
+    qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=TURN_MS)
+    [row] = reply.learned_rows()
+    qtbot.mouseClick(row.open_button, Qt.LeftButton)
+    assert window.stack.currentWidget() is memories
+    qtbot.waitUntil(lambda: memories.selected_ids() == [row.memory_id], timeout=20000)
+    assert memories.status.currentText() == "active"
+    qtbot.waitUntil(lambda: "User plays the cello" in memories.detail.toPlainText(), timeout=20000)

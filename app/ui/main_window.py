@@ -185,12 +185,15 @@ class MainWindow(QMainWindow):
     def open_memory(self, memory_id: int) -> None:
         """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""
         panel = self.show_panel("memories")
-        if panel is None or panel.select_memory(memory_id):
+        if panel is None:
+            return
+        if panel.model.memories or not panel.isVisible():
+            panel.reveal_memory(memory_id)  # whatever its filters were ("trashed" last time)
             return
 
-        def when_loaded() -> None:
+        def when_loaded() -> None:  # the table's first read is still under way
             panel.loaded.disconnect(when_loaded)
-            panel.select_memory(memory_id)
+            panel.reveal_memory(memory_id)
         panel.loaded.connect(when_loaded)
 
     def new_chat(self) -> None:

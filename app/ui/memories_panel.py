@@ -23,6 +23,7 @@ from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.config import update_settings
 from core.errors import NotFound
 from core.store.episodes import get_episodes
+from core.store.memories import get_memories
 from core.words import counted
 
 VIEWS = (("simple", "About you"), ("full", "All details"))
@@ -40,6 +41,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.model = MemoryTableModel()
         self.proxy = MemoryFilterProxy()
         self.proxy.setSourceModel(self.model)
+        self._reveal_after_load: int | None = None  # a memory to select once the table has been read again
         self._build()
         self.reload()
 
@@ -227,6 +229,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self.model.set_memories(memories)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
+        wanted, self._reveal_after_load = self._reveal_after_load, None
+        if wanted is not None:
+            self.select_memory(wanted)
         self.loaded.emit()
 
     def selected_ids(self) -> list[int]:
@@ -246,6 +251,35 @@ class MemoriesPanel(ReloadOnShow, QWidget):
                 self.table.selectRow(index.row())
                 return True
         return False
+
+    def reveal_memory(self, memory_id: int) -> None:
+        """Show one memory selected whatever the filters were (a chip, a Remembered row): when the table does not
+        list it, the filters change to the ones that do (its own state, any kind, any flag, no search)."""
+        if self._select_listed(memory_id):
+            return
+
+        def state(db: Any) -> str | None:
+            found = get_memories(db, [memory_id]).get(memory_id)
+            return None if found is None else found.status
+
+        def show(status: str | None) -> None:
+            if status is None:
+                self.message.setText("That memory is gone: it was purged.")
+                return
+            for combo, text in ((self.kind, KINDS[0]), (self.status, status), (self.flag, FLAG_FILTERS[0])):
+                combo.blockSignals(True)
+                combo.setCurrentText(text)
+                combo.blockSignals(False)
+            self.search.clear()
+            self._reveal_after_load = memory_id
+            self.reload()
+        self.runner.submit("db", state, self.services.db, on_done=show, on_error=self._on_error)
+
+    def _select_listed(self, memory_id: int) -> bool:
+        """Select it if the table lists it and the search shows it."""
+        if not self.select_memory(memory_id):
+            return False
+        return bool(self.table.selectionModel().selectedRows())
 
     def focus_search(self) -> None:
         self.set_view("full", remember=False)  # the search box is the table's
