@@ -246,3 +246,21 @@ def test_a_memory_link_under_a_reply_opens_its_memory_whatever_filter_memories_h
     qtbot.waitUntil(lambda: memories.selected_ids() == [row.memory_id], timeout=20000)
     assert memories.status.currentText() == "active"
     qtbot.waitUntil(lambda: "User plays the cello" in memories.detail.toPlainText(), timeout=20000)
+
+
+def test_a_huge_paste_is_refused_in_the_composer_before_anything_is_posted(qtbot, window):
+    from PySide6.QtWidgets import QApplication
+    panel = window.show_panel("chat")
+    pasted = ("A long log line that someone copied from a terminal. " * 4500)[:231_348]
+    QApplication.clipboard().setText(pasted)
+    qtbot.mouseClick(panel.composer, Qt.LeftButton)
+    qtbot.keyClick(panel.composer, Qt.Key_V, Qt.ControlModifier)
+    assert len(panel.composer.toPlainText()) == 231_348
+    qtbot.keyClick(panel.composer, Qt.Key_Return)
+    assert panel.message_widgets() == [] and not panel.turns.busy  # nothing posted, no conversation begun
+    assert panel.composer.toPlainText() == pasted  # the text is kept
+    assert panel.composer_note.isVisibleTo(panel)
+    assert panel.composer_note.text().startswith(
+        "Too long to send: 231,348 characters, and a message can hold 200,000.")
+    qtbot.keyClick(panel.composer, Qt.Key_Backspace)  # the person starts shortening it: the note goes
+    assert not panel.composer_note.isVisibleTo(panel)

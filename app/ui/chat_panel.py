@@ -9,7 +9,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from app.ui.chat_header import ChatHeader
 from app.ui.chat_learning import JobNotes, LearnedFact, LearnNote, given_up_notes
@@ -21,6 +21,7 @@ from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import earlier_turns, load_conversation
 from core.store import turn_learning
+from core.store.text import MAX_TEXT_CHARS
 from core.store.sessions import create_session, end_session
 
 FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
@@ -103,6 +104,10 @@ class ChatPanel(QWidget):
                                         getattr(self.window_, "memories_changed", None), self,
                                         store=getattr(self.window_, "store_watch", None))  # the window's one poll
         self.composer = Composer()
+        self.composer_note = QLabel("")  # why the message in the box was not sent, right above it
+        self.composer_note.setWordWrap(True)
+        self.composer_note.setVisible(False)
+        self.composer.textChanged.connect(lambda: self.composer_note.setVisible(False))
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)
         bottom = QHBoxLayout()
@@ -110,6 +115,7 @@ class ChatPanel(QWidget):
         bottom.addWidget(self.send_button, 0, Qt.AlignBottom)
         layout.addWidget(self.thread_view, 1)
         layout.addWidget(self.note)
+        layout.addWidget(self.composer_note)
         layout.addLayout(bottom)
         return side
 
@@ -256,6 +262,12 @@ class ChatPanel(QWidget):
         """Send a message; while a reply streams it is shown at once and waits for that reply to end."""
         text = text.strip()
         if not text:
+            return
+        if len(text) > MAX_TEXT_CHARS:  # refused here, before anything is posted: the text stays to shorten
+            self.composer_note.setText(f"Too long to send: {len(text):,} characters, and a message can hold "
+                                       f"{MAX_TEXT_CHARS:,}. Your text is still here to shorten; for a long document, "
+                                       "add what matters in Memories.")
+            self.composer_note.setVisible(True)
             return
         self.composer.clear()
         if self.turns.busy or self._starting or self.queued:
