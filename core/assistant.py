@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
-from core.loop_trim import without_loop
+from core.loop_trim import goes_round, without_loop
 from core.memory import attribution, hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, CountedTokens, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
@@ -230,6 +230,8 @@ class Assistant:
     def finish(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None = "stop", *,
                replaces: int | None = None) -> TurnRecord:
         used = tuple(m.id for m in prepared.used)
+        if finish_reason in ("stop", "length") and goes_round(reply_text):
+            finish_reason = "repetition"  # it went round before it ended: said once and labelled, as the guard's
         if finish_reason == "repetition":
             reply_text = without_loop(reply_text)  # kept and shown as said once, not thirty times
         elif finish_reason == ECHO:

@@ -264,3 +264,29 @@ def test_a_huge_paste_is_refused_in_the_composer_before_anything_is_posted(qtbot
         "Too long to send: 231,348 characters, and a message can hold 200,000.")
     qtbot.keyClick(panel.composer, Qt.Key_Backspace)  # the person starts shortening it: the note goes
     assert not panel.composer_note.isVisibleTo(panel)
+
+
+@pytest.fixture
+def scripted_window(qtbot, tmp_path, embedder):
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel([("Eu, não, e não! " * 10).strip(), "Lina, no!"], finish="stop")  # the model ended
+    win = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    win.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    yield win
+    win.panels["chat"].shutdown()
+    win.runner.shutdown(wait=True)
+    win.services.close()
+
+
+def test_the_loop_guard_stops_a_loop_the_model_ended_itself_and_never_a_short_reply(qtbot, scripted_window):
+    panel = scripted_window.show_panel("chat")
+    looping = _type_and_send(qtbot, panel, "Say no in Portuguese")
+    assert looping.status.text() == "Stopped: the model was repeating itself."
+    assert looping.text == "Eu, não, e não!"  # said once, as a loop the guard stopped is
+    short = _type_and_send(qtbot, panel, "Say no to Lina")
+    assert short.text == "Lina, no!" and short.status.text() == ""
+    stored = on_db_lane(scripted_window, lambda db: [r[0] for r in db.execute(
+        "SELECT json_extract(metadata, '$.finish_reason') FROM episodes ORDER BY id")])
+    assert stored == ["repetition", "stop"]

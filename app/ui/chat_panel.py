@@ -380,6 +380,8 @@ class ChatPanel(QWidget):
         reply, self.reply = self.reply, None
         if reply is None:
             return
+        if getattr(record, "finish_reason", None) == "repetition":
+            reason = "repetition"  # the reply went round before it ended: the store caught what the stream did not
         if reason in ("repetition", "echo") and getattr(record, "reply_text", None):
             reply.set_text(record.reply_text)  # as it is kept: the loop said once (core.loop_trim), trimmed
         reply.render()
@@ -390,7 +392,8 @@ class ChatPanel(QWidget):
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
         incognito = reply.request.incognito
-        reply.set_status(" ".join(filter(None, [FINISH_NOTES.get(reason, ""), "Incognito: not stored." if incognito else ""])))
+        reply.set_status(" ".join(filter(None, [FINISH_NOTES.get(reason, ""),
+                                                "Incognito: not stored." if incognito else ""])))
         if not incognito:
             self.sessions.reload()
         self.reply_finished.emit(reply)
