@@ -20,7 +20,7 @@ def register(commands: argparse._SubParsersAction, func: Callable[..., int]) -> 
     add.set_defaults(func=func)
 
 
-def add_model(path_text: str, store: Any, *, stream: TextIO = sys.stderr) -> Any:
+def add_model(path_text: str, store: Any, *, stream: TextIO | None = None) -> Any:
     """The installed model for a folder or a .gguf file; InvalidInput in one line for anything else."""
     path = Path(path_text).expanduser()
     if path.is_dir():
@@ -32,7 +32,7 @@ def add_model(path_text: str, store: Any, *, stream: TextIO = sys.stderr) -> Any
     from app.services.gguf_import import convert_gguf, gguf_supported
     if not gguf_supported():
         raise InvalidInput("this build of Engram cannot convert GGUF files; add a folder of MLX weights instead")
-    printer = StagePrinter(stream, path.name)
+    printer = StagePrinter(stream or sys.stderr, path.name)  # read now: a test (or a pipe) may have replaced it
     try:
         return convert_gguf(store, str(path), printer)
     finally:
