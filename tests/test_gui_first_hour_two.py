@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("pytestqt")
 
 from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QLabel  # noqa: E402
 
 from core.errors import GenerationStopped  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
@@ -290,3 +291,41 @@ def test_the_loop_guard_stops_a_loop_the_model_ended_itself_and_never_a_short_re
     stored = on_db_lane(scripted_window, lambda db: [r[0] for r in db.execute(
         "SELECT json_extract(metadata, '$.finish_reason') FROM episodes ORDER BY id")])
     assert stored == ["repetition", "stop"]
+
+
+def _captions(reply) -> list[str]:
+    """The chips row's captions, left to right."""
+    widgets = (reply.chips.itemAt(i).widget() for i in range(reply.chips.count()))
+    return [w.text() for w in widgets if isinstance(w, QLabel)]
+
+
+def test_labels_tell_the_truth_about_recalled_critical_and_unrated_memories(qtbot, scripted_window, window_db):
+    """Chips are "Recalled" while the reply is written and after (those it drew on first); a memory recalled but
+    not drawn on says so in Last used; a critical fact's importance is "critical", a new one's "not rated yet"."""
+    from core.memory.index import index_memories
+    from core.store.memories import add_memory
+    window = scripted_window
+    peanuts = add_memory(window_db, "The user is allergic to peanuts.", subject="user", relation="allergic_to",
+                         object="peanuts", critical=True)
+    cello = add_memory(window_db, "The user plays the cello.", subject="user", relation="plays", object="cello")
+    index_memories(window_db, window.services.embedder, [peanuts, cello])
+    panel = window.show_panel("chat")
+    captions = []
+    panel.turns.prepared.connect(lambda _p: captions.append(_captions(panel.reply)))
+    reply = _type_and_send(qtbot, panel, "Can I eat peanut butter? I play the cello tonight.")
+    assert captions and captions[0] == ["Recalled:"]  # while it is written
+    after = _captions(reply)
+    assert after and set(after) <= {"Drew on:", "Also recalled:"}
+    recalled = {c.memory_id for c in reply.chip_widgets()}
+    assert peanuts in recalled
+    memories = window.show_panel("memories")
+    memories.set_view("full", remember=False)
+    qtbot.waitUntil(lambda: peanuts in [m.id for m in memories.model.memories], timeout=20000)
+    qtbot.waitUntil(lambda: peanuts in memories.model.recalled, timeout=20000)
+    model = memories.model
+    row = next(i for i, m in enumerate(model.memories) if m.id == peanuts)
+    assert model.index(row, 4).data() == "critical"
+    assert model.index(row, 5).data().startswith("recalled ") and model.index(row, 5).data().endswith(
+        ", not drawn on")  # the scripted reply quoted none of it
+    other = next(i for i, m in enumerate(model.memories) if m.id == cello)
+    assert model.index(other, 4).data() == "not rated yet"

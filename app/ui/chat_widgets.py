@@ -252,7 +252,7 @@ class MessageWidget(QFrame):
 
     def set_used(self, used: Sequence[Any], drew_on: Collection[int] | None = None) -> None:
         """Chips for the memories in this reply's context (objects with id, text, why and maybe drew_on): the ones
-        the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Memories used:" while
+        the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Recalled:" while
         that is not known (the reply is still being written, or it was stored before Engram told them apart)."""
         while self.chips.count():
             item = self.chips.takeAt(0)

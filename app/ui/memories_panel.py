@@ -24,6 +24,7 @@ from core.config import update_settings
 from core.errors import NotFound
 from core.store.episodes import get_episodes
 from core.store.memories import get_memories
+from core.store.turns import last_recalled
 from core.words import counted
 
 VIEWS = (("simple", "About you"), ("full", "All details"))
@@ -208,10 +209,11 @@ class MemoriesPanel(ReloadOnShow, QWidget):
     def reload(self) -> None:
         filters = self.filters()
 
-        def load() -> tuple[list, list]:  # the table's rows, and the active ones the simple view lists
+        def load() -> tuple[list, list, dict]:  # the table's rows, the active ones the simple view lists, recalls
             manager = self.services.manager()
             rows = manager.list(**filters.as_kwargs())
-            return rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs())
+            return (rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs()),
+                    last_recalled(self.services.db))
         self.runner.submit("db", load, on_done=self._on_loaded, on_error=self._on_error)
 
     def _changed_elsewhere(self) -> None:
@@ -221,12 +223,12 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self.reload()
 
     def _on_loaded(self, loaded: tuple[list, list]) -> None:
-        memories, active = loaded
+        memories, active, recalled = loaded
         # the same rows (a commit elsewhere that touched no memory) keep the selection and the scroll position
         if active != self.simple.memories:
             self.simple.set_memories(active)
-        if memories != self.model.memories:
-            self.model.set_memories(memories)
+        if memories != self.model.memories or recalled != self.model.recalled:
+            self.model.set_memories(memories, recalled)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
         wanted, self._reveal_after_load = self._reveal_after_load, None

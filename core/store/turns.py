@@ -130,3 +130,10 @@ def record_quoted(db: Database, episode_id: int, quoted: Sequence[tuple[int, str
         if int(turn_id) != int(episode_id):  # a turn never quotes itself; a regenerate could recall its own text
             db.execute("INSERT OR IGNORE INTO reply_turns(episode_id, turn_id, rank, why, drew_on) VALUES (?,?,?,?,?)",
                        (int(episode_id), int(turn_id), rank, str(why), int(int(turn_id) in drawn)))
+
+
+def last_recalled(db: Database) -> dict[MemoryId, float]:
+    """When each memory was last recalled for a reply (in its context, drawn on or not, not vetoed)."""
+    rows = db.execute("SELECT r.memory_id, max(e.created_at) FROM reply_memories r JOIN episodes e "
+                      "ON e.id = r.episode_id WHERE r.vetoed_at IS NULL GROUP BY r.memory_id")
+    return {MemoryId(int(r[0])): float(r[1]) for r in rows}
