@@ -329,3 +329,24 @@ def test_labels_tell_the_truth_about_recalled_critical_and_unrated_memories(qtbo
         ", not drawn on")  # the scripted reply quoted none of it
     other = next(i for i, m in enumerate(model.memories) if m.id == cello)
     assert model.index(other, 4).data() == "not rated yet"
+
+
+def test_an_edit_reaches_the_fact_and_about_you_says_what_holds_now(qtbot, window, window_db, monkeypatch):
+    from PySide6.QtWidgets import QInputDialog
+
+    from core.store.memories import add_memory
+    lina = add_memory(window_db, "The user is Lina.", subject="user", relation="name", object="Lina")
+    porto = add_memory(window_db, "The user moved to Porto.", subject="user", relation="lives_in", object="Porto")
+    memories = window.show_panel("memories")
+    memories.set_view("simple", remember=False)  # About you
+    qtbot.waitUntil(lambda: porto in memories.simple.rows, timeout=20000)
+    assert memories.simple.rows[porto].sentence.text() == "You live in Porto."  # the state, not the event
+    memories.set_view("full", remember=False)
+    qtbot.waitUntil(lambda: memories.select_memory(lina), timeout=20000)
+    monkeypatch.setattr(QInputDialog, "getMultiLineText",
+                        staticmethod(lambda *a, **k: ("The user's name is Lina Costa.", True)))
+    qtbot.mouseClick(memories.buttons["edit"], Qt.LeftButton)
+    qtbot.waitUntil(lambda: window_db.query_one("SELECT statement FROM memories WHERE id = ?", (lina,))["statement"]
+                    == "The user's name is Lina Costa.", timeout=20000)
+    row = window_db.query_one("SELECT subject, relation, object FROM memories WHERE id = ?", (lina,))
+    assert (row["subject"], row["relation"], row["object"]) == ("user", "name", "Lina Costa")
