@@ -350,3 +350,25 @@ def test_an_edit_reaches_the_fact_and_about_you_says_what_holds_now(qtbot, windo
                     == "The user's name is Lina Costa.", timeout=20000)
     row = window_db.query_one("SELECT subject, relation, object FROM memories WHERE id = ?", (lina,))
     assert (row["subject"], row["relation"], row["object"]) == ("user", "name", "Lina Costa")
+
+
+def test_pin_and_protect_keep_the_selection_and_a_protected_fact_says_why_it_cannot_be_deleted(qtbot, window,
+                                                                                                  window_db):
+    from core.store.memories import add_memory
+    peanuts = add_memory(window_db, "The user is allergic to peanuts.", critical=True)
+    memories = window.show_panel("memories")
+    memories.set_view("full", remember=False)
+    qtbot.waitUntil(lambda: memories.select_memory(peanuts), timeout=20000)
+    qtbot.mouseClick(memories.buttons["pin"], Qt.LeftButton)
+    qtbot.waitUntil(lambda: memories.model.memories and memories.model.memories[0].pinned, timeout=20000)
+    assert memories.selected_ids() == [peanuts] and memories.buttons["unpin"].isEnabled()
+    qtbot.mouseClick(memories.buttons["protect"], Qt.LeftButton)
+    qtbot.waitUntil(lambda: memories.model.memories and memories.model.memories[0].protected, timeout=20000)
+    assert memories.selected_ids() == [peanuts] and memories.buttons["unprotect"].isEnabled()
+    assert "allergic to peanuts" in memories.detail.toPlainText() or qtbot.waitUntil(
+        lambda: "allergic to peanuts" in memories.detail.toPlainText(), timeout=10000) is None
+    memories.set_view("simple", remember=False)
+    qtbot.waitUntil(lambda: peanuts in memories.simple.rows and memories.simple.rows[peanuts].memory.protected,
+                    timeout=20000)
+    row = memories.simple.rows[peanuts]
+    assert not row.delete.isEnabled() and "unprotect it in All details to delete it" in row.state.text()

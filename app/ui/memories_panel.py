@@ -228,13 +228,24 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         if active != self.simple.memories:
             self.simple.set_memories(active)
         if memories != self.model.memories or recalled != self.model.recalled:
+            kept = self.selected_ids()  # Pin, Protect, Edit reload the table: what was selected stays selected
             self.model.set_memories(memories, recalled)
+            self._select_again(kept)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
         wanted, self._reveal_after_load = self._reveal_after_load, None
         if wanted is not None:
             self.select_memory(wanted)
         self.loaded.emit()
+
+    def _select_again(self, ids: Sequence[int]) -> None:
+        listed = {m.id: row for row, m in enumerate(self.model.memories)}
+        selection = self.table.selectionModel()
+        for memory_id in ids:
+            if memory_id in listed:
+                index = self.proxy.mapFromSource(self.model.index(listed[memory_id], 0))
+                selection.select(index, selection.SelectionFlag.Select | selection.SelectionFlag.Rows)
+        self._show_detail()  # a row that left this view (deleted, in "active") leaves the detail pane too
 
     def selected_ids(self) -> list[int]:
         return [memory.id for memory in self.selected_memories()]

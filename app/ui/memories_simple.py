@@ -45,7 +45,8 @@ def current_state(memory: Memory) -> str:
 
 
 def state_words(memory: Memory) -> str:
-    marks = (("Pinned", memory.pinned), ("Protected", memory.protected), ("Critical", memory.critical))
+    protected = "Protected: unprotect it in All details to delete it"  # why Delete is greyed out, on screen
+    marks = (("Pinned", memory.pinned), (protected, memory.protected), ("Critical", memory.critical))
     return " · ".join(name for name, on in marks if on)
 
 
