@@ -45,7 +45,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
-from core.loop_trim import without_loop
+from core.loop_trim import goes_round, without_loop
 from core.memory import attribution, hebbian, recall_learning
 from core.memory.context import AssembledContext, ContextItem, ContextParts, CountedTokens, assemble
 from core.memory.critical import IntentClassifier, critical_memory_ids, relations_for
@@ -232,6 +232,8 @@ class Assistant:
     def finish(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None = "stop", *,
                replaces: int | None = None, regenerated: bool = False) -> TurnRecord:
         used = tuple(m.id for m in prepared.used)
+        if finish_reason in ("stop", "length") and goes_round(reply_text):
+            finish_reason = "repetition"  # it went round before it ended: said once and labelled, as the guard's
         if finish_reason == "repetition":
             reply_text = without_loop(reply_text)  # kept and shown as said once, not thirty times
         elif finish_reason == ECHO:
@@ -268,10 +270,12 @@ class Assistant:
 
     # -- learn (model lane, after the reply is shown; core.turn_learner) -------------------------------
 
-    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
+    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None,
+              on_outcome: Callable[[Any], None] | None = None) -> LearnReport:
         """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
-        says a reply needs the model first (see the module's docstring: the turn then stays pending)."""
-        return self._learner().learn(turn, busy=busy)
+        says a reply needs the model first (see the module's docstring: the turn then stays pending).
+        `on_outcome(outcome)` is told of each fact the moment it is written (the chat shows it at once)."""
+        return self._learner().learn(turn, busy=busy, on_outcome=on_outcome)
 
     def stored_turn(self, episode_id: int) -> TurnRecord:
         """A stored turn as `learn` takes it: to learn, later, a turn whose learning was skipped."""

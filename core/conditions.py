@@ -87,7 +87,23 @@ class ModelGate:
 
     def __init__(self) -> None:
         self._turns = {REPLYING: 0, LEARNING: 0}
+        self._wanted: set[int] = set()  # jobs the user started (Run now) that the chat's learning gives way to
         self._lock = threading.Lock()
+
+    def want(self, job_id: int) -> None:
+        """A job the user started now waits for the chat's learning: learning gives way at its next token (the
+        job learns the waiting turns first, resuming where the chat stopped)."""
+        with self._lock:
+            self._wanted.add(int(job_id))
+
+    def unwant(self, job_id: int) -> None:
+        with self._lock:
+            self._wanted.discard(int(job_id))
+
+    def learning_gives_way(self) -> bool:
+        """A job the user started wants the model: the chat does not start or go on learning meanwhile."""
+        with self._lock:
+            return bool(self._wanted)
 
     def chat_started(self, activity: str = REPLYING) -> None:
         with self._lock:

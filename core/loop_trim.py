@@ -10,6 +10,23 @@ from bisect import bisect_left, bisect_right
 _REPEATED = re.compile(r"([^\n]{3,120}?)\1{2,}")
 
 
+# The same phrase four times or more in a row, over 24 characters at least: what models/repetition.py stops while a
+# reply streams, looked for again in the whole reply (a model may end a loop itself before the guard saw it whole).
+_LOOPING = re.compile(r"([^\n]{3,120}?)\1{3,}")
+LOOP_SPAN = 24
+LINE_LIMIT = 6  # the same line this many times in one reply (models/repetition.py's LINE_LIMIT)
+
+
+def goes_round(text: str) -> bool:
+    """Whether a finished reply went round in a loop: a phrase said over and over in a row, or one line said again
+    and again. "Eu, não, e não!" ten times is a loop; "Lina, no!" once is a reply."""
+    for found in _LOOPING.finditer(text):
+        if has_letter(found.group(1)) and found.end() - found.start() >= LOOP_SPAN:
+            return True
+    lines = [line.strip() for line in text.splitlines() if has_letter(line)]
+    return any(lines.count(line) >= LINE_LIMIT for line in set(lines))
+
+
 def without_loop(text: str) -> str:
     kept: list[str] = []
     said: set[str] = set()

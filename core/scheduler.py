@@ -16,7 +16,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Mapping, Optional
 
-from core.conditions import ModelGate, chat_reason, in_quiet_hours
+from core.conditions import LEARNING, ModelGate, chat_reason, in_quiet_hours
 from core.config import SchedulerSettings
 from core.errors import InvalidInput, StoreCorrupt
 from core.store import health
@@ -146,6 +146,9 @@ class Scheduler:
         if job.not_before is not None and now < job.not_before and not job.run_now:
             return "waiting to retry"
         busy = self.env.model_gate.busy_with() if spec.uses_model else None
+        if busy == LEARNING and job.run_now:  # the user asked for it now: the chat's learning hands over
+            self.env.model_gate.want(job.id)
+            return f"{chat_reason(busy)}, which gives way to it now"
         if busy:
             return chat_reason(busy)
         if spec.heavy and self._heavy_running():
@@ -162,7 +165,7 @@ class Scheduler:
         if requested:
             return requested
         busy = self.env.model_gate.busy_with() if spec.uses_model else None
-        if busy:
+        if busy and not (busy == LEARNING and job.run_now):  # learning gives way to a job the user started
             return chat_reason(busy)
         if job.run_now:
             return None
@@ -213,6 +216,14 @@ class Scheduler:
         if claimed is None:
             return None
         ctx = JobContext(self, claimed, spec)
+        if claimed.run_now and spec.uses_model:
+            self.env.model_gate.want(claimed.id)  # the chat's learning waits until this job ends or yields
+        try:
+            return self._run_claimed(ctx, spec)
+        finally:
+            self.env.model_gate.unwant(claimed.id)
+
+    def _run_claimed(self, ctx: JobContext, spec: JobSpec) -> Job:
         try:
             with self._awake_for(claimed):
                 result = spec.handler(ctx)
@@ -224,7 +235,7 @@ class Scheduler:
             return self._after_failure(ctx, exc)
         if result == YIELDED:
             return self._after_yield(ctx)
-        return store.finish(self.db, job.id, "done")
+        return store.finish(self.db, ctx.job.id, "done")
 
     def _awake_for(self, job: Job) -> AbstractContextManager:
         """Keep the machine from idle sleep while `job` runs, unless on battery (a job there must not drain it);

@@ -11,7 +11,7 @@ turn is learned again; asked before and through the rating, a yes skips only the
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from core.config import Settings
@@ -71,7 +71,8 @@ class TurnLearner:
     structured: StructuredModel | None
     settings: Settings
 
-    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None) -> LearnReport:
+    def learn(self, turn: TurnRecord, *, busy: Callable[[], bool] | None = None,
+              on_outcome: Callable[[Outcome], None] | None = None) -> LearnReport:
         """Embed the turn, then extract and reconcile its facts and rate the memories it used — unless `busy()`
         says a reply needs the model first (see the module's docstring: the turn then stays pending).
 
@@ -84,7 +85,7 @@ class TurnLearner:
         if claim is None:
             return LearnReport(skipped=TAKEN)
         try:
-            report = self._learn_claimed(turn, busy or (lambda: False))
+            report = self._learn_claimed(turn, busy or (lambda: False), on_outcome or (lambda _o: None))
         except BaseException as exc:
             turn_learning.failed(self.db, claim, exc)
             raise
@@ -94,7 +95,8 @@ class TurnLearner:
             turn_learning.done(self.db, claim)
         return report
 
-    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool]) -> LearnReport:
+    def _learn_claimed(self, turn: TurnRecord, busy: Callable[[], bool],
+                       on_outcome: Callable[[Outcome], None]) -> LearnReport:
         report = LearnReport()
         index_episodes(self.db, self.embedder, [turn.episode_id])
         report.indexed = True
@@ -105,7 +107,7 @@ class TurnLearner:
         if busy():
             report.skipped = BUSY
             return report
-        self._extract_and_reconcile(turn, report, busy)
+        self._extract_and_reconcile(turn, report, busy, on_outcome)
         if report.skipped:
             return report
         if busy():
@@ -121,19 +123,11 @@ class TurnLearner:
                           episode.user_text, episode.assistant_text, episode.metadata.get("finish_reason"),
                           episode.created_at, False)
 
-    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
-        plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
-                 if self.settings.grounding.plain_facts else Extraction())
-        try:
-            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
-                                                   self.settings, stop=busy)
-        except GenerationStopped:
-            report.skipped = BUSY  # nothing was written yet: the whole turn is learned when the chat is quiet
+    def _extract_and_reconcile(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool],
+                               on_outcome: Callable[[Outcome], None]) -> None:
+        extraction = self._extraction(turn, report, busy)
+        if extraction is None:
             return
-        except EngramError as exc:
-            report.errors.append(f"engram: {exc}")
-            extraction = Extraction()  # what the person plainly said is still learned
-        extraction = with_plain_facts(extraction, plain)
         drop_rejected(self.db, extraction)  # what the user said is wrong is not learned again
         report.facts, report.dropped, report.dates_ignored = (extraction.facts, extraction.dropped,
                                                               extraction.dates_ignored)
@@ -143,11 +137,33 @@ class TurnLearner:
             try:
                 report.outcomes.append(reconcile_fact(self.db, self.embedder, self.structured, fact,
                                                       turn.episode_id, self.settings, stop=busy))
+                on_outcome(report.outcomes[-1])  # written: the chat shows it now, not when the turn ends
             except GenerationStopped:
                 report.skipped = BUSY  # what is stored stays; the rest is learned with the turn, later
                 return
             except EngramError as exc:
                 report.errors.append(f"reconcile {fact.statement[:60]!r}: {exc}")
+
+    def _extraction(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> Extraction | None:
+        """The turn's facts: those found before its learning last gave way (kept with the turn: a resumed
+        learning does not ask the model again), or the model's and the plainly said ones now. None: gave way."""
+        kept = turn_learning.extracted(self.db, turn.episode_id)
+        if kept is not None:
+            return Extraction([Fact(**fact) for fact in kept])
+        plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
+                 if self.settings.grounding.plain_facts else Extraction())
+        try:
+            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
+                                                   self.settings, stop=busy)
+        except GenerationStopped:
+            report.skipped = BUSY  # nothing was written yet: the whole turn is learned when the chat is quiet
+            return None
+        except EngramError as exc:
+            report.errors.append(f"engram: {exc}")
+            return with_plain_facts(Extraction(), plain)  # what the person plainly said is still learned
+        extraction = with_plain_facts(extraction, plain)
+        turn_learning.keep_extracted(self.db, turn.episode_id, [asdict(f) for f in extraction.facts])
+        return extraction
 
     def _rate_usefulness(self, turn: TurnRecord, report: LearnReport, busy: Callable[[], bool]) -> None:
         rows = turns.used_rows(self.db, turn.episode_id)

@@ -27,7 +27,8 @@ def convert_isolated(gguf_path: Path | str, out_dir: Path | str, *, progress: Pr
                      python: str = sys.executable, budget: int | None = None) -> Converted:
     """convert() in a worker process: the same folder, progress and ModelErrors, and a crash of the reader is a
     ModelError too, with nothing left behind. `budget`: the memory a model may use, checked on the header."""
-    gguf_path, out_dir = Path(gguf_path), Path(out_dir)
+    # absolute: the worker runs in the repository's folder, where a path relative to the caller's means nothing
+    gguf_path, out_dir = Path(gguf_path).expanduser().absolute(), Path(out_dir).expanduser().absolute()
     report = progress or (lambda stage, fraction: None)
     before = _staging_folders(out_dir.parent)
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as errors:

@@ -1,6 +1,6 @@
 """The chips under a reply say which memories it drew on (core.memory.attribution) and which were only recalled —
 as the reply ends and when the conversation is opened again; a reply stored before Engram told them apart keeps
-one "Memories used:" row. Offscreen, the real store and MiniLM embedder, a scripted chat model that quotes."""
+one "Recalled:" row. Offscreen, the real store and MiniLM embedder, a scripted chat model that quotes."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -31,7 +31,7 @@ def test_a_finished_reply_sorts_its_chips_by_what_it_drew_on(qtbot):
     reply = MessageWidget("assistant", "She is learning the violin.")
     qtbot.addWidget(reply)
     reply.set_used([SimpleNamespace(id=1, text=FLAT, why=""), SimpleNamespace(id=2, text=VIOLIN, why="")])
-    assert captions(reply) == ["Memories used:", FLAT, VIOLIN]  # while it is written: not known yet
+    assert captions(reply) == ["Recalled:", FLAT, VIOLIN]  # while it is written: not known yet
     reply.show_drew_on([2])
     assert captions(reply) == ["Drew on:", VIOLIN, "Also recalled:", FLAT]
     drawn, recalled = reply.chip_widgets()
@@ -63,7 +63,7 @@ def test_the_chat_shows_what_the_reply_drew_on_then_and_when_reopened(qtbot, tmp
         before = on_db_lane(win, lambda db: db.scalar("SELECT id FROM sessions WHERE title = 'before'"))
         panel.open_session(before)
         qtbot.waitUntil(lambda: len(panel.replies()) == 1 and panel.session_id == before, timeout=10000)
-        assert captions(panel.replies()[0]) == ["Memories used:", VIOLIN]  # stored before: not known
+        assert captions(panel.replies()[0]) == ["Recalled:", VIOLIN]  # stored before: not known
     finally:
         win.panels["chat"].shutdown()
         win.runner.shutdown(wait=True)

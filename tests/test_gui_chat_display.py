@@ -1,4 +1,4 @@
-"""What a user sees of the chat thread itself (offscreen, widgets only): the "Memories used:" chips said to you as the
+"""What a user sees of the chat thread itself (offscreen, widgets only): the "Recalled:" chips said to you as the
 Remembered row says it, a long failure that wraps instead of widening the chat, and a cleared thread that shows
 nothing of the old conversation even before Qt's deferred deletes run."""
 from __future__ import annotations

@@ -16,7 +16,9 @@ def test_settings_show_the_learnt_recall_blend_and_reset_it(qtbot, window, windo
     panel = window.show_panel("settings")
     qtbot.waitUntil(lambda: "7 memories removed" in panel.recall_learned_label.text(), timeout=10000)
     assert "2 thumbs down" in panel.recall_learned_label.text()
-    assert "shared words ×0.61" in panel.recall_learned_label.text()
+    assert ("it now brings up memories close in meaning to your message more readily; memories sharing words with "
+            "your message less readily.") in panel.recall_learned_label.text()  # words a person reads (issue 38)
+    assert "×" not in panel.recall_learned_label.text()
     assert panel.reset_recall_button.isVisible()
     qtbot.mouseClick(panel.reset_recall_button, Qt.LeftButton)
     qtbot.waitUntil(lambda: panel.recall_learned_label.text().startswith("Nothing learnt yet"), timeout=10000)

@@ -1,4 +1,4 @@
-"""`engram models list|download|remove|use`: the chat models on this machine, from the terminal.
+"""`engram models list|download|add|remove|use`: the chat models on this machine, from the terminal.
 
 `list` gives each model's verdict (fits / tight / too big) against the memory a model may use here (models.budget)
 and marks the recommended one. `download` shows the size before it starts, then bytes, rate and ETA; Ctrl-C stops
@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     remove = commands.add_parser("remove", help="delete an installed model")
     remove.add_argument("model")
     remove.set_defaults(func=cmd_remove)
+
+    from app.cli.models_add import register as register_add
+    register_add(commands, cmd_add)
 
     use = commands.add_parser("use", help="choose the chat model: an installed name, a repo id or a local folder")
     use.add_argument("model")
@@ -240,6 +243,19 @@ def cmd_remove(args: argparse.Namespace, services: Any) -> int:
     return 0
 
 
+def cmd_add(args: argparse.Namespace, services: Any) -> int:
+    from app.cli.models_add import add_model
+    store = open_store(services)
+    added = add_model(args.path, store)
+    print(f"Added {added.repo_id} ({human_bytes(_folder_bytes(added.path))}).")
+    if not services.settings.chat_model:  # the first model added is the one Engram chats with, as in the app
+        _save_choice(services, added.repo_id)
+        print(f"Chat model: {added.repo_id}.")
+    else:
+        print(f"Chat with it: engram models use {added.repo_id}")
+    return 0
+
+
 def cmd_use(args: argparse.Namespace, services: Any) -> int:
     from models.checks import check_model_folder
     if not args.model.strip():  # Path("") is the current folder: never what an empty name meant
@@ -247,6 +263,9 @@ def cmd_use(args: argparse.Namespace, services: Any) -> int:
     store = open_store(services)
     installed = store.find_installed(args.model)
     local = Path(args.model).expanduser()
+    if installed is None and local.suffix.lower() == ".gguf":
+        from app.cli.models_add import gguf_hint
+        raise InvalidInput(gguf_hint(args.model))
     if installed is not None:
         choice, folder = installed.repo_id, installed.path
     elif local.is_dir():

@@ -11,7 +11,9 @@ from core.second_person import to_second_person
 
 CHIP_CHARS = 42
 
-USED_CAPTION, DREW_ON_CAPTION, RECALLED_CAPTION = "Memories used:", "Drew on:", "Also recalled:"
+# While a reply is written its chips are what was recalled for it; once stored, those it drew on come first and
+# the rest stay "recalled" (never "used" one moment and "not used" the next).
+USED_CAPTION, DREW_ON_CAPTION, RECALLED_CAPTION = "Recalled:", "Drew on:", "Also recalled:"
 
 
 def stored_drew_on(used: Sequence[Any]) -> set[int] | None:

@@ -10,7 +10,7 @@ message; nothing here recomputes them.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping, Optional, Sequence
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
@@ -46,6 +46,7 @@ class LearnNote:
     problem: str = ""  # why nothing (or not everything) was learned, in the user's words
     asked: str = ""  # a fact that contradicts a pinned or protected memory waits for the user's answer
     retry: bool = False  # Engram stopped trying to learn this turn: the note offers Try again
+    skipped: bool = False  # the user chose Skip: nothing more is learned from this turn
 
 
 def learned_ids(report: Any) -> list[int]:
@@ -74,6 +75,15 @@ def learn_note(episode_id: Optional[int], report: Any, statements: Mapping[int, 
     question = ("This conflicts with a memory you pinned or protected: Engram asks which one is true now."
                 if asked else "")
     return LearnNote(episode_id, facts, problem, question)
+
+
+def with_taught(note: LearnNote, taught: Sequence[Any]) -> LearnNote:
+    """The note with the facts the turn taught in an earlier try (it gave way to a reply half-way, and the
+    resumed learning skipped what was stored): every fact the turn taught stays under it."""
+    shown = {f.memory_id for f in note.facts}
+    earlier = tuple(LearnedFact(t.memory_id, t.statement, True, t.replaces) for t in taught
+                    if t.memory_id not in shown and not t.deleted)
+    return replace(note, facts=earlier + note.facts) if earlier else note
 
 
 PROBLEMS = (  # (words found in the technical message, what a person is told); "fit" alone would match "benefit"

@@ -5,13 +5,14 @@ model picker, incognito, memory dial), what is done under a reply (chat_reply_ac
 in step with the store (chat_memory_watch). Every model and store call runs on a lane (app/ui/chat_turn.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtWidgets import QHBoxLayout, QPushButton, QSplitter, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
 from app.ui.chat_header import ChatHeader
-from app.ui.chat_learning import JobNotes, given_up_notes
+from app.ui.chat_learning import JobNotes, LearnedFact, LearnNote, given_up_notes
 from app.ui.chat_memory_watch import MemoryWatch
 from app.ui.chat_reply_actions import ReplyActions
 from app.ui.chat_sessions import SessionList, title_from
@@ -19,8 +20,13 @@ from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import earlier_turns, load_conversation
+from core.store import turn_learning
+from core.store.text import MAX_TEXT_CHARS
 from core.store.sessions import create_session, end_session
 
+FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
+                "repetition": "Stopped: the model was repeating itself.",
+                "echo": "Stopped: the model began writing out its notes instead of answering."}
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
               "the memories and earlier conversations it recalled for it. Everything it keeps is in Memories, where "
               "you can change or forget it.")
@@ -61,6 +67,7 @@ class ChatPanel(QWidget):
             self.check_model()
             self.job_notes.start()
             self.memory_watch.start()
+            self.turns.adopt_orphans()
         except RuntimeError:  # the lanes were shut down before the event loop ran: the window is closing
             self._closed = True
 
@@ -97,6 +104,10 @@ class ChatPanel(QWidget):
                                         getattr(self.window_, "memories_changed", None), self,
                                         store=getattr(self.window_, "store_watch", None))  # the window's one poll
         self.composer = Composer()
+        self.composer_note = QLabel("")  # why the message in the box was not sent, right above it
+        self.composer_note.setWordWrap(True)
+        self.composer_note.setVisible(False)
+        self.composer.textChanged.connect(lambda: self.composer_note.setVisible(False))
         self.send_button = QPushButton("Send")
         self.send_button.setDefault(True)
         bottom = QHBoxLayout()
@@ -104,6 +115,7 @@ class ChatPanel(QWidget):
         bottom.addWidget(self.send_button, 0, Qt.AlignBottom)
         layout.addWidget(self.thread_view, 1)
         layout.addWidget(self.note)
+        layout.addWidget(self.composer_note)
         layout.addLayout(bottom)
         return side
 
@@ -117,10 +129,24 @@ class ChatPanel(QWidget):
         self.turns.chunk.connect(self._on_chunk)
         self.turns.finished.connect(self._on_finished)
         self.turns.learned.connect(self._on_learned)
+        self.turns.learning_state.connect(self._on_learning_state)
+        self.turns.progress.connect(self._on_learning_progress)
         self.turns.failed.connect(self._on_failed)
         self.turns.idle.connect(self._on_idle)
+        store = getattr(self.window_, "store_watch", None)
+        if store is not None:  # another process (`engram chat`, a CLI command) changed the store
+            store.moved.connect(self._store_moved)
         self.warmup.changed.connect(self._on_warmup_changed)
         self.warmup.failed.connect(self._on_warmup_failed)
+
+    def _store_moved(self) -> None:
+        """The list shows conversations held elsewhere too, and turns a closed process was learning are taken
+        over at once (their claims name a process that is gone)."""
+        if self._closed:
+            return
+        self.sessions.reload_quietly()
+        self.turns.adopt_orphans()
+        self.turns.learn_when_quiet()  # a job that had the model (Run now) may have ended
 
     def _model_gate(self) -> Any:
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
@@ -200,13 +226,26 @@ class ChatPanel(QWidget):
             reply.earlier.set_turns(turn.earlier)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
-            if turn.episode_id in given_up:
-                reply.show_learned(given_up[turn.episode_id])
+            self._show_turn_learning(reply, turn, given_up.get(turn.episode_id))
+        self.turns.resume_learning([t.episode_id for t in conversation.turns if t.learning == turn_learning.PENDING])
         self.reply_actions.offer_regenerate()
         if shown is not None:
             self.thread_view.reveal(shown)
         else:
             self._scroll_to_end()
+
+    @staticmethod
+    def _show_turn_learning(reply: MessageWidget, turn: Any, given_up: Any) -> None:
+        """What the turn taught (with Undo, or Restore once undone), why its reply stopped, and whether it is still
+        to be learned: the turn's own, shown whenever its conversation is."""
+        facts = tuple(LearnedFact(f.memory_id, f.statement, True, f.replaces) for f in turn.taught)
+        note = given_up or LearnNote(turn.episode_id)
+        reply.show_learned(replace(note, facts=facts, skipped=turn.learning == turn_learning.SKIPPED))
+        for fact in turn.taught:
+            if fact.deleted:
+                reply.learned_row(fact.memory_id).set_undone(True)
+        reply.set_status(FINISH_NOTES.get(turn.finish_reason or "", ""))
+        reply.set_learning(turn.learning == turn_learning.PENDING)
 
     def open_turn(self, session_id: int, episode_id: int) -> None:
         """An earlier turn a reply quoted: its conversation opens at that turn."""
@@ -223,6 +262,12 @@ class ChatPanel(QWidget):
         """Send a message; while a reply streams it is shown at once and waits for that reply to end."""
         text = text.strip()
         if not text:
+            return
+        if len(text) > MAX_TEXT_CHARS:  # refused here, before anything is posted: the text stays to shorten
+            self.composer_note.setText(f"Too long to send: {len(text):,} characters, and a message can hold "
+                                       f"{MAX_TEXT_CHARS:,}. Your text is still here to shorten; for a long document, "
+                                       "add what matters in Memories.")
+            self.composer_note.setVisible(True)
             return
         self.composer.clear()
         if self.turns.busy or self._starting or self.queued:
@@ -335,6 +380,8 @@ class ChatPanel(QWidget):
         reply, self.reply = self.reply, None
         if reply is None:
             return
+        if getattr(record, "finish_reason", None) == "repetition":
+            reason = "repetition"  # the reply went round before it ended: the store caught what the stream did not
         if reason in ("repetition", "echo") and getattr(record, "reply_text", None):
             reply.set_text(record.reply_text)  # as it is kept: the loop said once (core.loop_trim), trimmed
         reply.render()
@@ -344,20 +391,33 @@ class ChatPanel(QWidget):
             reply.earlier.show_drew_on(getattr(record, "drew_on_turns", ()))
         self.reply_actions.offer_regenerate()
         self._fresh_session = None  # a turn is stored in it: a real conversation now
-        notes = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
-                 "repetition": "Stopped: the model was repeating itself.",
-                 "echo": "Stopped: the model began writing out its notes instead of answering."}
         incognito = reply.request.incognito
-        reply.set_status(" ".join(filter(None, [notes.get(reason, ""), "Incognito: not stored." if incognito else ""])))
+        reply.set_status(" ".join(filter(None, [FINISH_NOTES.get(reason, ""),
+                                                "Incognito: not stored." if incognito else ""])))
         if not incognito:
             self.sessions.reload()
         self.reply_finished.emit(reply)
 
+    def _reply_of(self, episode_id: int | None) -> MessageWidget | None:
+        """The reply of this stored turn, if it is shown (the user may have moved to another conversation)."""
+        return next((r for r in reversed(self.replies()) if episode_id is not None and r.episode_id == episode_id),
+                    None)
+
+    def _on_learning_state(self, episode_id: int | None, learning: bool) -> None:
+        reply = self._reply_of(episode_id)
+        if reply is not None and not self._closed:
+            reply.set_learning(learning)
+
+    def _on_learning_progress(self, note: Any) -> None:
+        reply = self._reply_of(note.episode_id)
+        if reply is not None and not self._closed:
+            reply.show_learned(note)  # each fact the moment it is written; the turn is still being learned
+            self._memories_changed()
+
     def _on_learned(self, report: Any, note: Any) -> None:
         if self._closed:
             return
-        reply = next((r for r in reversed(self.replies())
-                      if note.episode_id is not None and r.episode_id == note.episode_id), None)
+        reply = self._reply_of(note.episode_id)
         if reply is not None:  # the user may have moved to another conversation meanwhile
             reply.show_learned(note)
             reply.add_drew_on(getattr(report, "drew_on", ()) or ())

@@ -37,6 +37,7 @@ class ReplyActions(QObject):
         message.regenerate_requested.connect(lambda m=message: self.regenerate(m))
         message.question_opened.connect(lambda: self.window_.show_panel("hypotheses"))
         message.learning_retried.connect(lambda m=message: self.retry_learning(m))
+        message.learning_skipped.connect(lambda m=message: self.skip_learning(m))
 
     def open_memory(self, memory_id: int) -> None:
         """Jump to the memory in the Memories panel."""
@@ -73,6 +74,11 @@ class ReplyActions(QObject):
                 row.set_undone(trash)
             self.memories_changed()
         self.turns.undo_learned(memory_id, trash, on_done=done)
+
+    def skip_learning(self, reply: MessageWidget) -> None:
+        """Skip under a reply: its turn is not learned (or no further); what it taught so far stays."""
+        if reply.episode_id is not None:
+            self.turns.skip_learning(reply.episode_id)
 
     def retry_learning(self, reply: MessageWidget) -> None:
         """Try again under a reply whose learning Engram gave up: what it learns shows there when it ends."""

@@ -6,8 +6,8 @@ from typing import Any, Sequence
 
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import (QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem, QMessageBox,
-                               QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
+                               QMessageBox, QPushButton, QVBoxLayout, QWidget)
 
 from core.importers.batches import session_import_labels
 from core.store import sessions as store
@@ -98,6 +98,11 @@ class SessionList(QWidget):
             rows = store.search_sessions(self.services.db, text)
             return rows, session_import_labels(self.services.db, [row.id for row in rows])
         self.runner.submit("db", load, on_done=lambda found: self._fill(*found, wanted), on_error=self._on_error)
+
+    def reload_quietly(self) -> None:
+        """Reload for a change made elsewhere, unless the user is renaming a conversation in the list now."""
+        if self.list.state() != QAbstractItemView.EditingState:
+            self.reload()
 
     def _fill(self, sessions: Sequence[Any], origins: dict[int, str], wanted: int | None) -> None:
         self._filling = True

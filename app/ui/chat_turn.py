@@ -16,16 +16,18 @@ import threading
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem
+from app.ui.chat_learning import LearnNote, failure_note, learn_note, learned_ids, plain_problem, with_taught
 from app.ui.chat_model import in_app_words, load_problem, model_name
 from core.assistant import BUSY
 from core.conditions import LEARNING
 from core.errors import EngramError, ModelError
 from core.protocols import GenerationChunk
+from core.memory.conversation import taught_facts
 from core.store import turn_learning
 from core.store.memories import get_memories
 from core.store.sessions import discard_if_empty
@@ -60,6 +62,8 @@ class TurnController(QObject):
     chunk = Signal(str)
     finished = Signal(object, str)  # the TurnRecord (episode id, used ids) and the finish reason
     learned = Signal(object, object)  # the LearnReport (None when learning failed) and the LearnNote for the reply
+    learning_state = Signal(object, bool)  # an episode id, and whether its turn now waits or is being learned
+    progress = Signal(object)  # a LearnNote of what a turn being learned wrote so far (each fact as it is written)
     failed = Signal(str, bool)  # message, and whether it is because no chat model is available
     idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
 
@@ -74,6 +78,7 @@ class TurnController(QObject):
         self.to_learn: deque[Any] = deque()  # stored turns (TurnRecords) not learned from yet, oldest first
         self.learning: Any = None  # the TurnRecord being learned from on the model lane
         self._reply_first = threading.Event()  # read on the model lane: a reply is wanted, learning gives way
+        self._skip = threading.Event()  # read on the model lane: the user skipped the turn being learned
         self._closed = False
         self._assistants: dict[str, tuple[Any, Any]] = {}  # lane -> (chat engine it was built for, assistant)
 
@@ -160,46 +165,121 @@ class TurnController(QObject):
             self.finished.emit(record, reason)
             if not turn.request.incognito and turn.request.replaces is None:
                 self.to_learn.append(record)  # a re-answer has nothing new from the user to learn
+                self.learning_state.emit(getattr(record, "episode_id", None), True)
             self._end(turn)
         turn.finishing = self.runner.submit("db", work, on_done=done, on_error=lambda e: self._fail(turn, e))
 
     def learn_when_quiet(self) -> None:
         """Learn from the oldest stored turn not learned yet, if the chat is quiet (called when a turn ends, and
         after each learning); the next one follows when this one is done."""
+        gate = self._model_gate()
         if (self._closed or self.learning is not None or self._turn is not None or self._waiting()
-                or not self.to_learn):
+                or not self.to_learn or self._handed_over(gate)):
             return
         record = self.learning = self.to_learn.popleft()
+        self._skip.clear()
         self._reply_first.clear()
-        gate = self._model_gate()
         if gate is not None:
             gate.chat_started(LEARNING)  # idle-time jobs wait for chat's learning as for its replies
         episode_id = getattr(record, "episode_id", None)
 
         def work() -> tuple[Any, LearnNote]:
             db = self.services.learning_db  # this lane's own connection
+            written: list[Any] = []
+
+            def wrote(outcome: Any) -> None:  # a fact is in the store: its row shows under the reply now
+                written.append(outcome)
+                so_far = SimpleNamespace(outcomes=list(written), errors=[])
+                found = get_memories(db, learned_ids(so_far))
+                self.runner.post(self.progress.emit,
+                                 learn_note(episode_id, so_far, {i: m.statement for i, m in found.items()}))
             try:
-                report = self._assistant("model").learn(record, busy=self._reply_first.is_set)
+                report = self._assistant("model").learn(
+                    record, busy=lambda: self._reply_first.is_set() or self._skip.is_set() or self._handed_over(gate),
+                    on_outcome=wrote)
             except Exception as exc:  # noqa: BLE001 - counted by the store: the note says if Engram tries again
                 gave_up = episode_id is not None and bool(turn_learning.given_up(db, [episode_id]))
                 return None, failure_note(episode_id, f"{type(exc).__name__}: {exc}", gave_up)
             found = get_memories(db, learned_ids(report))
-            return report, learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
+            note = learn_note(episode_id, report, {i: m.statement for i, m in found.items()})
+            return report, with_taught(note, taught_facts(db, [episode_id]).get(episode_id, []))
 
         def ended(result: tuple[Any, LearnNote] | None) -> None:
             self.learning = None
             if gate is not None:
                 gate.chat_finished(LEARNING)
-            if result is not None and result[0] is not None and result[0].skipped == BUSY:
+            gave_way = result is not None and result[0] is not None and result[0].skipped == BUSY
+            if gave_way and self._skip.is_set():
+                self._skip_in_store(episode_id, result[1])
+            elif gave_way:
                 self.to_learn.appendleft(record)  # a reply came first: learned when the chat is quiet again
             elif result is not None:
+                self.learning_state.emit(episode_id, False)
                 self.learned.emit(*result)
             self.learn_when_quiet()
 
         def failed(exc: BaseException) -> None:
+            self.learning_state.emit(episode_id, False)
             self.learned.emit(None, LearnNote(episode_id, problem=plain_problem(str(exc))))
             ended(None)
         self.runner.submit("model", work, on_done=ended, on_error=failed)
+
+    def adopt_orphans(self) -> None:
+        """Turns whose learner's process is gone (a closed `engram chat`) are learned here, at once."""
+        if self._closed:
+            return
+        self.runner.submit("db", turn_learning.orphaned, self.services.db, on_done=self.resume_learning,
+                           on_error=lambda _exc: None)  # the next change to the store looks again
+
+    def resume_learning(self, episode_ids: list[int]) -> None:
+        """Turns of a reopened conversation still waiting to be learned: this chat learns them when it is quiet,
+        through the same claim (the facts stored before a turn gave way are not written again)."""
+        known = {getattr(r, "episode_id", None) for r in [*self.to_learn, self.learning]}
+        wanted = [int(i) for i in episode_ids if int(i) not in known]
+        if not wanted:
+            return
+
+        def records() -> list[Any]:
+            assistant = self._assistant("model")
+            return [assistant.stored_turn(i) for i in wanted]
+
+        def queued(found: list[Any]) -> None:
+            known_now = {getattr(r, "episode_id", None) for r in [*self.to_learn, self.learning]}
+            for record in found:
+                if record.episode_id not in known_now:
+                    self.to_learn.append(record)
+                    self.learning_state.emit(record.episode_id, True)
+            self.learn_when_quiet()
+        def failed(_exc: BaseException) -> None:  # no model to learn with now: the idle pass learns them later
+            for episode_id in wanted:
+                self.learning_state.emit(episode_id, False)
+        self.runner.submit("model", records, on_done=queued, on_error=failed)
+
+    def skip_learning(self, episode_id: int) -> None:
+        """Skip under a reply: a waiting turn leaves the queue; the one being learned gives way at its next
+        token (what it wrote so far stays). The store marks it skipped, so no idle pass learns it either."""
+        waiting = next((r for r in self.to_learn if getattr(r, "episode_id", None) == episode_id), None)
+        if waiting is not None:
+            self.to_learn.remove(waiting)
+            self._skip_in_store(episode_id, None)
+        elif getattr(self.learning, "episode_id", None) == episode_id:
+            self._skip.set()
+        else:  # waiting in the store only (an earlier run of the app left it)
+            self._skip_in_store(episode_id, None)
+
+    def _skip_in_store(self, episode_id: int, note: LearnNote | None) -> None:
+        def done(_skipped: bool) -> None:
+            self.learning_state.emit(episode_id, False)
+            facts = note.facts if note is not None else ()
+            self.learned.emit(None, LearnNote(episode_id, facts, skipped=True))
+        self.runner.submit("db", turn_learning.skip, self.services.db, episode_id, on_done=done,
+                           on_error=lambda exc: self.failed.emit(f"Could not skip learning: {exc}", False))
+
+    @staticmethod
+    def _handed_over(gate: Any) -> bool:
+        """A job the user started (Run now) has the model: the chat learns again once it ends (the job learns
+        the waiting turns first, from where the chat stopped)."""
+        return gate is not None and gate.learning_gives_way()
 
     def retry_learning(self, episode_id: int, *, on_error: Callable[[BaseException], None]) -> None:
         """Try again to learn a turn Engram stopped trying on: back in the store's queue with fresh tries, then in
@@ -211,6 +291,7 @@ class TurnController(QObject):
 
         def queued(record: Any) -> None:
             self.to_learn.append(record)
+            self.learning_state.emit(episode_id, True)
             self.learn_when_quiet()
         self.runner.submit("model", requeue, on_done=queued, on_error=on_error)
 

@@ -107,6 +107,7 @@ class MessageWidget(QFrame):
     cancelled = Signal()  # a waiting message taken back before it was sent
     question_opened = Signal()  # the question a conflicting fact raised, answered in Hypotheses
     learning_retried = Signal()  # Try again: learn this turn, which Engram had stopped trying to learn
+    learning_skipped = Signal()  # Skip: don't learn from this turn (what it wrote so far stays, with Undo)
 
     def __init__(self, role: str, text: str = "") -> None:
         super().__init__()
@@ -203,9 +204,25 @@ class MessageWidget(QFrame):
         self.retry_button.setAutoRaise(True)
         self.retry_button.setStyleSheet("QToolButton { color: palette(link); }")
         self.retry_button.clicked.connect(self._on_retry)
+        self.learning_row = QWidget()  # "Learning from this…" while the turn waits or is being learned
+        self.learning_label = QLabel("Learning from this…")
+        self.learning_label.setForegroundRole(QPalette.PlaceholderText)
+        self.skip_learning_button = QToolButton()
+        self.skip_learning_button.setText("Skip")
+        self.skip_learning_button.setToolTip("Don't learn from this turn (what it already taught stays, with Undo)")
+        self.skip_learning_button.setAutoRaise(True)
+        self.skip_learning_button.setStyleSheet("QToolButton { color: palette(link); }")
+        self.skip_learning_button.clicked.connect(self._on_skip_learning)
+        learning = QHBoxLayout(self.learning_row)
+        learning.setContentsMargins(0, 0, 0, 0)
+        learning.addWidget(self.learning_label)
+        learning.addWidget(self.skip_learning_button)
+        learning.addStretch(1)
+        self.learning_row.setVisible(False)
         self.learned_list.addWidget(self.learned_note)
         self.learned_list.addWidget(self.question_button)
         self.learned_list.addWidget(self.retry_button)
+        self.learned_list.addWidget(self.learning_row)
         layout.addWidget(self.chips_box)
         layout.addWidget(self.earlier)
         layout.addWidget(self.learned_box)
@@ -235,7 +252,7 @@ class MessageWidget(QFrame):
 
     def set_used(self, used: Sequence[Any], drew_on: Collection[int] | None = None) -> None:
         """Chips for the memories in this reply's context (objects with id, text, why and maybe drew_on): the ones
-        the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Memories used:" while
+        the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Recalled:" while
         that is not known (the reply is still being written, or it was stored before Engram told them apart)."""
         while self.chips.count():
             item = self.chips.takeAt(0)
@@ -285,12 +302,31 @@ class MessageWidget(QFrame):
             row.opened.connect(self.memory_opened)
             row.undo_requested.connect(self.learned_undo)
             self.learned_list.insertWidget(self.learned_list.indexOf(self.learned_note), row)
-        words = " ".join(filter(None, (note.problem, note.asked)))
+            row.setVisible(True)  # now, not on the next loop turn: the box may be shown already ("Learning…")
+        skipped = "Skipped: Engram did not learn from this." if note.skipped and not note.facts else (
+            "Skipped: Engram learned nothing more from this." if note.skipped else "")
+        words = " ".join(filter(None, (note.problem, note.asked, skipped)))
         self.learned_note.setText(words)
         self.learned_note.setVisible(bool(words))
         self.question_button.setVisible(bool(note.asked))
         self.retry_button.setVisible(note.retry)
-        self.learned_box.setVisible(bool(note.facts or words))
+        self._show_learned_box()
+
+    def set_learning(self, learning: bool, words: str = "Learning from this…") -> None:
+        """The turn waits to be learned or is being learned: said under the reply, with Skip."""
+        self.learning_label.setText(words)
+        self.learning_row.setVisible(learning)
+        self.skip_learning_button.setEnabled(True)
+        self._show_learned_box()
+
+    def _show_learned_box(self) -> None:
+        self.learned_box.setVisible(bool(self.learned_rows()) or bool(self.learned_note.text())
+                                    or not self.learning_row.isHidden())
+
+    def _on_skip_learning(self) -> None:
+        self.skip_learning_button.setEnabled(False)  # one click: the learner gives way at its next token
+        self.learning_label.setText("Skipping…")
+        self.learning_skipped.emit()
 
     def _on_retry(self) -> None:
         self.retry_button.setVisible(False)  # one click is one more try

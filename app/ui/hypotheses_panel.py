@@ -97,8 +97,13 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         self.search.setPlaceholderText("Search claims")
         self.search.setClearButtonEnabled(True)
         self.search.textChanged.connect(lambda _text: self._show(self.view))
-        top.addWidget(heading("What Engram believes about you"))
+        top.addWidget(heading("What Engram guesses about you"))  # About you (Memories) says what it knows
         top.addStretch(1)
+        self.reflect_button = QPushButton("Reflect now")
+        self.reflect_button.setToolTip("Review your conversations now for new hypotheses (it learns from any "
+                                       "message still waiting first), instead of waiting until you are away")
+        self.reflect_button.clicked.connect(self.reflect_now)
+        top.addWidget(self.reflect_button)
         top.addWidget(self.search, 1)
         top.addWidget(self.status)
         self.tree = self._tree()
@@ -181,6 +186,22 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         for button in (self.keep_new_button, self.keep_old_button, self.answer_button):
             row.addWidget(button)
         return row
+
+    def reflect_now(self) -> None:
+        """Reflection started now through the Jobs panel's Run now (the same queue, the same message); the
+        hypotheses are read again when it ends."""
+        jobs = self.context.window.panel("jobs")
+        if jobs is None:
+            return
+        if not getattr(self, "_watching_jobs", False):
+            jobs.job_finished.connect(self._reflected)
+            self._watching_jobs = True
+        jobs.run_now("reflection", told=self.message.setText)
+
+    def _reflected(self, job: Any) -> None:
+        if getattr(job, "kind", "") == "reflection":
+            self.message.setText(f"Reflection finished: {job.message}" if job.message else "Reflection finished.")
+            self.reload()
 
     # --- reading ----------------------------------------------------------------------------------------
     def reload(self) -> None:

@@ -38,6 +38,19 @@ def adapter_scores(adapter: versions.Adapter) -> tuple[str, str]:
             f"{m['baseline']['general_ppl']:.1f} → {m['candidate']['general_ppl']:.1f}")
 
 
+def started_words(kind: str, waiting: Optional[str]) -> str:
+    """What Run now did: started, or queued and why it is not running yet, in words a person can act on."""
+    name = kind.capitalize()
+    if waiting is None:
+        return f"{name} started."
+    if waiting.startswith("learning from your messages"):
+        return (f"{name} starts in a moment: Engram is learning from your last message and hands the model over "
+                "to it at its next step (the reflection learns that message first).")
+    if waiting == "chat is using the model":
+        return f"{name} starts as soon as the reply being written ends."
+    return f"{name} is queued to run now; it waits: {waiting}."
+
+
 class JobsPanel(QWidget):
     refreshed = Signal()  # after each poll, for tests
     job_finished = Signal(object)  # the final Job row of a job started here
@@ -190,7 +203,7 @@ class JobsPanel(QWidget):
 
     # --- reading ----------------------------------------------------------------------------------------
     def _tick(self) -> None:
-        if self.isVisible():
+        if self.isVisible() or self._watching:  # a job started here (Reflect now in Hypotheses) is followed
             self.refresh()
 
     def refresh(self) -> None:
@@ -204,9 +217,13 @@ class JobsPanel(QWidget):
         options = self.background.scheduler_options(db) if self.background is not None else {}
         return services.scheduler(db=db, **options)
 
-    def _read(self) -> JobsSnapshot:
+    def _scheduler_on_lane(self) -> Any:
         if self._scheduler is None:  # built on the lane: building it may probe the machine
             self._scheduler = self.scheduler_factory(self.services, self.services.db)
+        return self._scheduler
+
+    def _read(self) -> JobsSnapshot:
+        self._scheduler_on_lane()
         fresh = time.monotonic() - self._conditions_at >= CONDITIONS_EVERY
         if fresh:
             self._conditions_at = time.monotonic()
@@ -321,11 +338,25 @@ class JobsPanel(QWidget):
                                         and adapter.status in ("accepted", "rejected", "candidate"))
 
     # --- actions ----------------------------------------------------------------------------------------
-    def run_now(self, kind: str) -> None:
-        """Queue a job of this kind as run-now and start it."""
+    def run_now(self, kind: str, told: Callable[[str], None] | None = None) -> None:
+        """Queue a job of this kind as run-now and start it; the message says it started, or truthfully what it
+        waits for (the chat's learning hands the model over to it; a reply being written does not)."""
         if not kind:
             return
-        self._write(lambda db: store.enqueue(db, kind, run_now=True), f"{kind} started", then=self._start)
+
+        def work(db: Any) -> tuple[Any, Optional[str]]:
+            job = store.enqueue(db, kind, run_now=True)
+            scheduler = self._scheduler_on_lane()
+            return job, scheduler.waiting_reason(job)
+
+        def started(result: tuple[Any, Optional[str]]) -> None:
+            job, waiting = result
+            words = started_words(kind, waiting)
+            self.message.setText(words)
+            if told is not None:
+                told(words)
+            self._start(job)
+        self._write(work, "", then=started)
 
     def finetune_tonight(self) -> None:
         quiet = self.services.settings.scheduler
@@ -370,7 +401,8 @@ class JobsPanel(QWidget):
     def _write(self, work: Callable[[Any], Any], done_text: str, then: Callable[[Any], None] | None = None) -> None:
         """work(db) on the database lane, then a message, `then(result)` and a fresh read."""
         def finished(result: Any) -> None:
-            self.message.setText(done_text)
+            if done_text:
+                self.message.setText(done_text)
             if then is not None:
                 then(result)
             self.refresh()  # the lane is serial: this read sees the write

@@ -139,7 +139,8 @@ class MainWindow(QMainWindow):
         if current is not None:
             self.show_panel(current.data(Qt.UserRole))
 
-    def show_panel(self, key: str) -> QWidget | None:
+    def panel(self, key: str) -> QWidget | None:
+        """The panel, built the first time it is asked for (shown or not)."""
         spec = next((s for s in self.specs if s.key == key), None)
         if spec is None:
             return None
@@ -149,6 +150,12 @@ class MainWindow(QMainWindow):
             panel = getattr(module, spec.cls)(self.context)
             self.panels[key] = panel
             self.stack.addWidget(panel)
+        return panel
+
+    def show_panel(self, key: str) -> QWidget | None:
+        panel = self.panel(key)
+        if panel is None:
+            return None
         self.stack.setCurrentWidget(panel)
         row = next(i for i, s in enumerate(self.specs) if s.key == key)
         if self.sidebar.currentRow() != row:
@@ -179,12 +186,15 @@ class MainWindow(QMainWindow):
     def open_memory(self, memory_id: int) -> None:
         """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""
         panel = self.show_panel("memories")
-        if panel is None or panel.select_memory(memory_id):
+        if panel is None:
+            return
+        if panel.model.memories or not panel.isVisible():
+            panel.reveal_memory(memory_id)  # whatever its filters were ("trashed" last time)
             return
 
-        def when_loaded() -> None:
+        def when_loaded() -> None:  # the table's first read is still under way
             panel.loaded.disconnect(when_loaded)
-            panel.select_memory(memory_id)
+            panel.reveal_memory(memory_id)
         panel.loaded.connect(when_loaded)
 
     def new_chat(self) -> None:

@@ -23,6 +23,8 @@ from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.config import update_settings
 from core.errors import NotFound
 from core.store.episodes import get_episodes
+from core.store.memories import get_memories
+from core.store.turns import last_recalled
 from core.words import counted
 
 VIEWS = (("simple", "About you"), ("full", "All details"))
@@ -40,6 +42,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.model = MemoryTableModel()
         self.proxy = MemoryFilterProxy()
         self.proxy.setSourceModel(self.model)
+        self._reveal_after_load: int | None = None  # a memory to select once the table has been read again
         self._build()
         self.reload()
 
@@ -206,10 +209,11 @@ class MemoriesPanel(ReloadOnShow, QWidget):
     def reload(self) -> None:
         filters = self.filters()
 
-        def load() -> tuple[list, list]:  # the table's rows, and the active ones the simple view lists
+        def load() -> tuple[list, list, dict]:  # the table's rows, the active ones the simple view lists, recalls
             manager = self.services.manager()
             rows = manager.list(**filters.as_kwargs())
-            return rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs())
+            return (rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs()),
+                    last_recalled(self.services.db))
         self.runner.submit("db", load, on_done=self._on_loaded, on_error=self._on_error)
 
     def _changed_elsewhere(self) -> None:
@@ -219,15 +223,29 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self.reload()
 
     def _on_loaded(self, loaded: tuple[list, list]) -> None:
-        memories, active = loaded
+        memories, active, recalled = loaded
         # the same rows (a commit elsewhere that touched no memory) keep the selection and the scroll position
         if active != self.simple.memories:
             self.simple.set_memories(active)
-        if memories != self.model.memories:
-            self.model.set_memories(memories)
+        if memories != self.model.memories or recalled != self.model.recalled:
+            kept = self.selected_ids()  # Pin, Protect, Edit reload the table: what was selected stays selected
+            self.model.set_memories(memories, recalled)
+            self._select_again(kept)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
+        wanted, self._reveal_after_load = self._reveal_after_load, None
+        if wanted is not None:
+            self.select_memory(wanted)
         self.loaded.emit()
+
+    def _select_again(self, ids: Sequence[int]) -> None:
+        listed = {m.id: row for row, m in enumerate(self.model.memories)}
+        selection = self.table.selectionModel()
+        for memory_id in ids:
+            if memory_id in listed:
+                index = self.proxy.mapFromSource(self.model.index(listed[memory_id], 0))
+                selection.select(index, selection.SelectionFlag.Select | selection.SelectionFlag.Rows)
+        self._show_detail()  # a row that left this view (deleted, in "active") leaves the detail pane too
 
     def selected_ids(self) -> list[int]:
         return [memory.id for memory in self.selected_memories()]
@@ -246,6 +264,35 @@ class MemoriesPanel(ReloadOnShow, QWidget):
                 self.table.selectRow(index.row())
                 return True
         return False
+
+    def reveal_memory(self, memory_id: int) -> None:
+        """Show one memory selected whatever the filters were (a chip, a Remembered row): when the table does not
+        list it, the filters change to the ones that do (its own state, any kind, any flag, no search)."""
+        if self._select_listed(memory_id):
+            return
+
+        def state(db: Any) -> str | None:
+            found = get_memories(db, [memory_id]).get(memory_id)
+            return None if found is None else found.status
+
+        def show(status: str | None) -> None:
+            if status is None:
+                self.message.setText("That memory is gone: it was purged.")
+                return
+            for combo, text in ((self.kind, KINDS[0]), (self.status, status), (self.flag, FLAG_FILTERS[0])):
+                combo.blockSignals(True)
+                combo.setCurrentText(text)
+                combo.blockSignals(False)
+            self.search.clear()
+            self._reveal_after_load = memory_id
+            self.reload()
+        self.runner.submit("db", state, self.services.db, on_done=show, on_error=self._on_error)
+
+    def _select_listed(self, memory_id: int) -> bool:
+        """Select it if the table lists it and the search shows it."""
+        if not self.select_memory(memory_id):
+            return False
+        return bool(self.table.selectionModel().selectedRows())
 
     def focus_search(self) -> None:
         self.set_view("full", remember=False)  # the search box is the table's

@@ -30,8 +30,23 @@ def believed(memories: Iterable[Memory]) -> list[Memory]:
                                         m.created_at), reverse=True)
 
 
+STATES = {"lives_in": "You live in {}.", "name": "Your name is {}."}  # the state an event led to, said as it holds
+
+
+def current_state(memory: Memory) -> str:
+    """What holds now, said to you: "You live in Porto." for the fact learned from "I moved to Porto" (the move is
+    in its history); anything else as stored, in the second person."""
+    said = to_second_person(memory.statement)
+    template = STATES.get(memory.relation)
+    if (template and memory.subject == "user" and memory.object and memory.kind == "semantic"
+            and not said.startswith(template.split("{")[0])):  # already said as the state: its own words
+        return template.format(memory.object)
+    return said
+
+
 def state_words(memory: Memory) -> str:
-    marks = (("Pinned", memory.pinned), ("Protected", memory.protected), ("Critical", memory.critical))
+    protected = "Protected: unprotect it in All details to delete it"  # why Delete is greyed out, on screen
+    marks = (("Pinned", memory.pinned), (protected, memory.protected), ("Critical", memory.critical))
     return " · ".join(name for name, on in marks if on)
 
 
@@ -41,7 +56,7 @@ class BeliefRow(QWidget):
     def __init__(self, memory: Memory) -> None:
         super().__init__()
         self.memory = memory
-        self.shown = to_second_person(memory.statement)  # the stored words stay as they are
+        self.shown = current_state(memory)  # the stored words stay as they are
         self.sentence = QLabel(self.shown)
         self.sentence.setWordWrap(True)
         self.sentence.setTextFormat(Qt.PlainText)  # a memory is data: never rendered as markup

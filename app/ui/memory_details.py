@@ -4,7 +4,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from app.ui.memory_table import when
+from app.ui.memory_table import importance_text, when
 from core.types import Episode
 
 FLAG_KEYS = ("pinned", "protected", "permanent", "critical")
@@ -14,7 +14,7 @@ def details_html(details: Any, sources: dict[int, Episode]) -> str:
     m = details.memory
     rows = [f"<h3>{html.escape(m.statement)}</h3>",
             f"<p><b>#{m.id}</b> · {m.kind} · {m.status} · confidence {m.confidence:.2f} · importance "
-            f"{m.importance:.2f}</p>"]
+            f"{importance_text(m)}</p>"]
     if m.subject or m.relation or m.object:
         rows.append(f"<p>({html.escape(m.subject)}, {html.escape(m.relation)}, {html.escape(m.object)})</p>")
     rows.append(f"<p>Valid from {when(m.valid_from)} to {when(m.valid_to) if m.valid_to else 'now'}</p>")

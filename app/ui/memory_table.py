@@ -59,14 +59,31 @@ def day(timestamp: float | None) -> str:
     return "never" if timestamp is None else time.strftime("%Y-%m-%d", time.localtime(timestamp))
 
 
+def importance_text(memory: Memory) -> str:
+    """What is true of its importance: a critical fact is always kept, and a new fact has no score until Engram
+    rates its memories in idle time (0.00 there read as "this does not matter")."""
+    if memory.critical:
+        return "critical"
+    return "not rated yet" if memory.importance <= 0.0 else f"{memory.importance:.2f}"
+
+
+def used_text(memory: Memory, recalled: float | None) -> str:
+    """Last used: when a reply drew on it; a memory only recalled (in a reply's context, not drawn on) says so."""
+    if memory.last_access is not None:
+        return day(memory.last_access)
+    return f"recalled {day(recalled)}, not drawn on" if recalled is not None else "never"
+
+
 class MemoryTableModel(QAbstractTableModel):
     def __init__(self) -> None:
         super().__init__()
         self.memories: list[Memory] = []
+        self.recalled: dict[int, float] = {}  # memory id -> when a reply last recalled it
 
-    def set_memories(self, memories: Sequence[Memory]) -> None:
+    def set_memories(self, memories: Sequence[Memory], recalled: dict[int, float] | None = None) -> None:
         self.beginResetModel()
         self.memories = list(memories)
+        self.recalled = dict(recalled or {})
         self.endResetModel()
 
     def memory_at(self, row: int) -> Memory:
@@ -92,18 +109,21 @@ class MemoryTableModel(QAbstractTableModel):
         if role == Qt.UserRole:  # the sort key
             return self._sort_key(memory, index.column())
         if role == Qt.ToolTipRole:
-            return (f"{memory.statement}\nlast used {when(memory.last_access)}, created {when(memory.created_at)}")
+            recalled = self.recalled.get(memory.id)
+            return (f"{memory.statement}\nlast used (a reply drew on it) {when(memory.last_access)}, last recalled "
+                    f"{when(recalled)}, created {when(memory.created_at)}")
         return None
 
     def _display(self, memory: Memory, column: int) -> str:
         values = (memory.statement, memory.kind, flags_text(memory), f"{memory.confidence:.2f}",
-                  f"{memory.importance:.2f}", day(memory.last_access), day(memory.created_at),
+                  importance_text(memory), used_text(memory, self.recalled.get(memory.id)), day(memory.created_at),
                   ", ".join(f"#{i}" for i in memory.source_episode_ids), memory.status)
         return values[column]
 
     def _sort_key(self, memory: Memory, column: int) -> Any:
-        keys = (memory.statement.lower(), memory.kind, flags_text(memory), memory.confidence, memory.importance,
-                memory.last_access or 0.0, memory.created_at, len(memory.source_episode_ids), memory.status)
+        keys = (memory.statement.lower(), memory.kind, flags_text(memory), memory.confidence,
+                memory.importance + (2.0 if memory.critical else 0.0),
+                (memory.last_access or 0.0, self.recalled.get(memory.id, 0.0)), memory.created_at, len(memory.source_episode_ids), memory.status)
         return keys[column]
 
 

@@ -223,7 +223,7 @@ class SettingsPanel(QWidget):
                 recall_learning.reset(self.services.db)
             else:  # pins made since the last reply are counted
                 recall_learning.collect_pins(self.services.db, self.services.settings)
-            return recall_learning.describe(self.services.db, self.services.settings)
+            return recall_learning.describe_plainly(self.services.db, self.services.settings)
         self.runner.submit("db", read, on_done=self.recall_learned_label.setText,
                            on_error=lambda exc: self.recall_learned_label.setText(f"Could not read it: {exc}"))
 

@@ -39,6 +39,16 @@ class EarlierTurn:
 
 
 @dataclass(frozen=True)
+class TaughtFact:
+    """A memory a turn taught (its first source is that turn): shown under its reply, with Undo, whenever the
+    conversation is."""
+    memory_id: int
+    statement: str
+    deleted: bool = False  # in the trash since (Undo, Delete): the row offers Restore
+    replaces: str = ""  # the statement of the fact it closed
+
+
+@dataclass(frozen=True)
 class ConversationTurn:
     episode_id: int
     user_text: str
@@ -46,6 +56,9 @@ class ConversationTurn:
     rating: int | None = None
     used: tuple[UsedMemory, ...] = ()
     earlier: tuple[EarlierTurn, ...] = ()
+    taught: tuple[TaughtFact, ...] = ()
+    finish_reason: str | None = None  # why the reply ended ("repetition": stopped going round in a loop)
+    learning: str | None = None  # core.store.turn_learning's state: pending, done, failed, skipped
 
 
 @dataclass(frozen=True)
@@ -59,8 +72,10 @@ def load_conversation(db: Database, session_id: int, *, limit: int = MAX_TURNS) 
     episodes = list(reversed(list_episodes(db, session_id=session_id, limit=limit)))
     used = used_memories(db, [e.id for e in episodes])
     earlier = quoted_turns(db, [e.id for e in episodes])
+    taught = taught_facts(db, [e.id for e in episodes])
     turns = [ConversationTurn(e.id, e.user_text, e.assistant_text, e.rating, tuple(used.get(e.id, ())),
-                              tuple(earlier.get(e.id, ()))) for e in episodes]
+                              tuple(earlier.get(e.id, ())), tuple(taught.get(e.id, ())),
+                              e.metadata.get("finish_reason"), e.metadata.get("learning")) for e in episodes]
     return Conversation(session, turns)
 
 
@@ -84,6 +99,23 @@ def used_memories(db: Database, episode_ids: Sequence[int]) -> dict[int, list[Us
             drew_on = None if row["drew_on"] is None else bool(row["drew_on"])
             found.setdefault(row["episode_id"], []).append(UsedMemory(row["memory_id"], row["statement"], why,
                                                                       drew_on))
+    return found
+
+
+def taught_facts(db: Database, episode_ids: Sequence[int]) -> dict[int, list[TaughtFact]]:
+    """For each turn, the memories it taught first (not those it only said again), in the order written; purged
+    and forgotten ones are gone from the list, trashed ones stay (restorable)."""
+    found: dict[int, list[TaughtFact]] = {}
+    for chunk, marks in _chunks(episode_ids):
+        rows = db.query("SELECT s.episode_id, m.id, m.statement, m.deleted_at, (SELECT o.statement FROM memories o "
+                        "WHERE o.superseded_by = m.id ORDER BY o.id LIMIT 1) AS replaces FROM memory_sources s "
+                        f"JOIN memories m ON m.id = s.memory_id WHERE s.episode_id IN ({marks}) "
+                        "AND m.kind != 'summary' AND m.forgotten_at IS NULL AND s.episode_id = (SELECT "
+                        "min(f.episode_id) FROM memory_sources f WHERE f.memory_id = m.id) ORDER BY m.id", chunk)
+        for row in rows:
+            found.setdefault(row["episode_id"], []).append(
+                TaughtFact(int(row["id"]), str(row["statement"]), row["deleted_at"] is not None,
+                           str(row["replaces"] or "")))
     return found
 
 

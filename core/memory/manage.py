@@ -11,6 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import InvalidInput, WorkStopped
 from core.memory import index, rejected, replaced
+from core.memory.edit_triple import triple_of
 from core.protocols import Embedder
 from core.store import (backups, entities, episodes, export, files, history, memories, rejections, sentences,
                         vectors, wipe)
@@ -123,6 +124,10 @@ class MemoryManager:
         """Change text or fields; the old version stays in history and the vector is remade (made first, outside
         the write transaction, as in `add`)."""
         statement = changes.get("statement")
+        if statement is not None and not {"subject", "relation", "object"} & set(changes):
+            derived = triple_of(statement)  # the edit reaches the fact, not only its words
+            if derived is not None:
+                changes = {**changes, "subject": derived[0], "relation": derived[1], "object": derived[2]}
         ready = None
         if statement is not None and self.embedder is not None:
             ready = index.Precomputed.of(self.embedder, [clean_text(statement, "statement")])

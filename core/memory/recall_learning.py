@@ -330,3 +330,24 @@ def describe(db: Database, settings: Settings) -> str:
     terms_ = ", ".join(f"{label} ×{math.exp(w):.2f}" for label, w in zip(LABELS, blend.weights))
     return (f"Learnt from {', '.join(counts)}: {terms_} (what a memory strongest in that term gains against one "
             f"without it, ×1.00 by default; never below ×1 for pinned, protected or critical memories).")
+
+
+# What each term means to a person, for Settings (the exact factors stay in `engram recall-weights`).
+PLAIN_TERMS = ("memories close in meaning to your message", "memories sharing words with your message",
+               "memories linked to ones that helped", "recent memories", "important memories")
+NOTICEABLE = 0.05  # a factor within 5 % of ×1 is "as before"
+
+
+def describe_plainly(db: Database, settings: Settings) -> str:
+    """describe() in a person's words: what recall now favours more or less, without factors and term names."""
+    text = describe(db, settings)
+    blend = load(db)
+    if not settings.recall.learn or blend.signals == 0:
+        return text
+    learnt_from = text.split(":", 1)[0]
+    more = [t for t, w in zip(PLAIN_TERMS, blend.weights) if math.exp(w) > 1 + NOTICEABLE]
+    less = [t for t, w in zip(PLAIN_TERMS, blend.weights) if math.exp(w) < 1 - NOTICEABLE]
+    parts = ([f"it now brings up {' and '.join(more)} more readily"] if more else []) + (
+        [f"{' and '.join(less)} less readily"] if less else [])
+    return f"{learnt_from}: " + ("; ".join(parts) if parts else "nothing changed noticeably yet") + (
+        ". Pinned, protected and critical memories are never ranked lower for it.")

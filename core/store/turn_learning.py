@@ -11,6 +11,7 @@ fresh tries, and is learned through the same claim as any other.
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import uuid
@@ -24,6 +25,7 @@ from core.scheduler import owner_is_alive
 from core.store.db import Database
 
 PENDING, DONE, FAILED = "pending", "done", "failed"  # an episode's metadata "learning"
+SKIPPED = "skipped"  # the user chose not to have this turn learned (Skip under the reply)
 MAX_ATTEMPTS = 3
 RETRY_AFTER = 600.0  # seconds before a failed turn waits again for the idle pass, times the tries so far
 CLAIM_LEASE = 2 * 3600.0  # a live process's claim this old is taken over: its release was lost (a busy store)
@@ -100,8 +102,8 @@ def done(db: Database, claim: Claim) -> None:
     """Learned: the turn is marked so and its claim row goes."""
     def write() -> None:
         with db.transaction():
-            db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
-                       (DONE, claim.episode_id))
+            db.execute("UPDATE episodes SET metadata = json_remove(json_set(metadata, '$.learning', ?), "
+                       "'$.extracted') WHERE id = ?", (DONE, claim.episode_id))
             db.execute("DELETE FROM turn_learning WHERE episode_id = ?", (claim.episode_id,))
     db.retrying(write)
 
@@ -154,7 +156,7 @@ def _requeue(db: Database, episode_id: int) -> bool:
                          "WHERE id = ? AND deleted_at IS NULL", (episode_id,))
     if state is None:
         raise NotFound(f"no conversation turn {episode_id}")
-    if state["learning"] == FAILED:
+    if state["learning"] in (FAILED, SKIPPED):
         db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
                    (PENDING, episode_id))
         db.execute("DELETE FROM turn_learning WHERE episode_id = ?", (episode_id,))
@@ -165,6 +167,44 @@ def _requeue(db: Database, episode_id: int) -> bool:
         raise InvalidInput(f"turn {episode_id} is not waiting to be learned")
     db.execute("UPDATE turn_learning SET retry_at = NULL WHERE episode_id = ?", (episode_id,))
     return False
+
+
+def keep_extracted(db: Database, episode_id: int, facts: list[dict]) -> None:
+    """What the turn's extraction found (plain dicts of core.memory.engram.Fact), kept with the turn until it is
+    learned: a learning that gives way to a reply resumes from here instead of asking the model again."""
+    with db.transaction():  # a busy store raises, as the facts' own writes would: that try is not counted
+        db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.extracted', json(?)) WHERE id = ?",
+                   (json.dumps(facts), int(episode_id)))
+
+
+def extracted(db: Database, episode_id: int) -> list[dict] | None:
+    """The facts kept by keep_extracted, or None when the turn was not extracted yet."""
+    kept = db.scalar("SELECT json_extract(metadata, '$.extracted') FROM episodes WHERE id = ?", (int(episode_id),))
+    return None if kept is None else list(json.loads(kept))
+
+
+def orphaned(db: Database, alive: Alive = owner_is_alive) -> list[int]:
+    """Waiting turns claimed by a process that is gone (a closed `engram chat`): free to take over at once."""
+    rows = db.query("SELECT t.episode_id, t.owner FROM turn_learning AS t JOIN episodes AS e ON e.id = t.episode_id "
+                    "WHERE t.owner IS NOT NULL AND json_extract(e.metadata, '$.learning') = 'pending' "
+                    "ORDER BY t.episode_id")
+    return [int(r["episode_id"]) for r in rows if not alive(r["owner"])]
+
+
+def skip(db: Database, episode_id: int) -> bool:
+    """The user skips learning this turn: it no longer waits (what was written before stays, with its Undo).
+    False when it was not waiting (learned already, or given up)."""
+    def write() -> bool:
+        with db.transaction():
+            state = db.scalar("SELECT json_extract(metadata, '$.learning') FROM episodes WHERE id = ?",
+                              (int(episode_id),))
+            if state != PENDING:
+                return False
+            db.execute("UPDATE episodes SET metadata = json_set(metadata, '$.learning', ?) WHERE id = ?",
+                       (SKIPPED, int(episode_id)))
+            db.execute("DELETE FROM turn_learning WHERE episode_id = ?", (int(episode_id),))
+            return True
+    return db.retrying(write)
 
 
 def given_up(db: Database, ids: list[int] | None = None) -> list[GivenUp]:

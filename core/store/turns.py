@@ -149,3 +149,8 @@ def said_at(db: Database, episode_ids: Iterable[int]) -> dict[EpisodeId, float]:
         return {}
     rows = db.execute(f"SELECT id, created_at FROM episodes WHERE id IN ({','.join('?' * len(ids))})", ids)
     return {EpisodeId(int(i)): float(at) for i, at in rows}
+def last_recalled(db: Database) -> dict[MemoryId, float]:
+    """When each memory was last recalled for a reply (in its context, drawn on or not, not vetoed)."""
+    rows = db.execute("SELECT r.memory_id, max(e.created_at) FROM reply_memories r JOIN episodes e "
+                      "ON e.id = r.episode_id WHERE r.vetoed_at IS NULL GROUP BY r.memory_id")
+    return {MemoryId(int(r[0])): float(r[1]) for r in rows}

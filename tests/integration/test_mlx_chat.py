@@ -37,15 +37,39 @@ def test_streams_small_chunks_with_counts(tiny_engine):
     assert "".join(c.text for c in chunks)
 
 
+class SeenCancel(threading.Event):
+    """A cancel flag that counts the generator's looks at it (one per token) and notes the first look that saw it
+    set: the generator runs on the model's worker thread, ahead of a consumer slowed by load, so how many chunks
+    the consumer has read says nothing about what the generator did after the cancel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.looks = 0
+        self.seen_at_look: int | None = None
+
+    def is_set(self) -> bool:
+        seen = super().is_set()
+        self.looks += 1
+        if seen and self.seen_at_look is None:
+            self.seen_at_look = self.looks
+        return seen
+
+
 def test_cancel_mid_stream_stops_within_one_token(tiny_engine):
-    cancel = threading.Event()
+    """What the engine promises: no token is generated after it sees the cancel (the one in hand ends the reply,
+    marked cancelled), however far ahead of the reader it was."""
+    cancel = SeenCancel()
     chunks = []
     for chunk in tiny_engine.stream([M("user", "tell me a long story")], SamplingParams.greedy(200), cancel=cancel):
         chunks.append(chunk)
         if len(chunks) == 5:
             cancel.set()
-    assert len(chunks) == 6
     assert chunks[-1].finish_reason == "cancelled"
+    assert all(c.finish_reason is None for c in chunks[:-1])  # nothing after the cancelled chunk
+    assert [c.generation_tokens for c in chunks] == list(range(1, len(chunks) + 1))  # one chunk a token
+    assert cancel.seen_at_look is not None
+    assert chunks[-1].generation_tokens == cancel.seen_at_look  # the token in hand when it saw the cancel: no more
+    assert len(chunks) < 200
     # the engine is usable afterwards, and the cache mirror still matches
     again = list(tiny_engine.stream([M("user", "tell me a long story")], SamplingParams.greedy(4)))
     assert again[-1].finish_reason == "length"
