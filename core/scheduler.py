@@ -225,7 +225,7 @@ class Scheduler:
 
     def _run_claimed(self, ctx: JobContext, spec: JobSpec) -> Job:
         try:
-            with self._awake_for(claimed):
+            with self._awake_for(ctx.job):
                 result = spec.handler(ctx)
         except JobInterrupted:
             return self._after_yield(ctx)
