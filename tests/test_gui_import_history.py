@@ -63,3 +63,11 @@ def test_the_file_menu_imports_and_a_bad_file_changes_nothing(qtbot, window, tmp
                         lambda *a, **k: (str(fx.chatgpt_zip(tmp_path)), ""))
     text = _import(qtbot, window, window.menu_actions["import_history"].trigger)
     assert text.startswith("Imported 4 turns in 2 conversations.")
+
+
+def test_jobs_says_how_far_learning_from_an_import_is(qtbot, window, tmp_path):
+    _import(qtbot, window, lambda: _drop(window, fx.chatgpt_zip(tmp_path)))
+    jobs = window.show_panel("jobs")
+    qtbot.waitUntil(lambda: jobs.imports_label.text() != "", timeout=20_000)
+    assert jobs.imports_label.text() == ("Learning from your imported history while you are away: "
+                                         "ChatGPT 0 of 4 turns")

@@ -54,6 +54,7 @@ class ChatService:
     sessions: dict[str, int] = field(default_factory=dict)
     _recent: dict[str, deque] = field(default_factory=dict)
     _rate_lock: threading.Lock = field(default_factory=threading.Lock)
+    _wanting: int = 0  # chats waiting for or holding the model: learning gives way to them
     _assistant: Any = None
 
     def start(self) -> "ChatService":
@@ -81,10 +82,14 @@ class ChatService:
         sampling = _sampling(request)
         if not self.waiting.acquire(blocking=False):
             raise ApiError(429, "Engram is answering other requests; try again shortly", "rate_limit_exceeded")
+        with self._rate_lock:
+            self._wanting += 1
         try:
             with self.generating:
                 yield from self._answer(client, history, text, instructions, sampling, cancel)
         finally:
+            with self._rate_lock:
+                self._wanting -= 1
             self.waiting.release()
 
     def _answer(self, client: Client, history: list[tuple[str, str]], text: str, instructions: str,
@@ -127,8 +132,8 @@ class ChatService:
             if record is None:
                 return
             try:
-                with self.generating:
-                    self._assistant_now().learn(record)
+                with self.generating:  # a chat asking for the model meanwhile goes first; the turn stays pending
+                    self._assistant_now().learn(record, busy=lambda: self._wanting > 0)
             except Exception:  # noqa: BLE001 - the turn stays pending; idle-time learning takes it up
                 pass
 

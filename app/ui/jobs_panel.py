@@ -88,6 +88,10 @@ class JobsPanel(QWidget):
         split.addWidget(self._training_box())
         split.setSizes([300, 360])
         layout.addWidget(split, 1)
+        self.imports_label = QLabel("")  # learning from imported history: how far (app.ui.jobs_state)
+        self.imports_label.setWordWrap(True)
+        self.imports_label.setVisible(False)
+        layout.addWidget(self.imports_label)
         self.message = QLabel("")
         layout.addWidget(self.message)
 
@@ -237,6 +241,9 @@ class JobsPanel(QWidget):
         if snapshot.finetune_not_ready is not None:
             self.readiness_label.setText(f"No fine-tune queued: {snapshot.finetune_not_ready}")
             self.readiness_label.setVisible(bool(snapshot.finetune_not_ready))
+        if snapshot.imports is not None:
+            self.imports_label.setText(snapshot.imports)
+            self.imports_label.setVisible(bool(snapshot.imports))
         if [self.kind.itemText(i) for i in range(self.kind.count())] != snapshot.kinds:
             self.kind.clear()
             self.kind.addItems(snapshot.kinds)
