@@ -43,7 +43,12 @@ def cmd_doctor(args: argparse.Namespace, services: Any) -> int:
         return _rebuild(path, services) if result.ok else _refuse_rebuild(path)
     bad_values = _check_values(path) if result.ok else []
     _print_backups(path)
-    return 0 if result.ok and not bad_values else 1
+    if not result.ok:  # a failure ends in its one `engram:` line, as every command's does
+        raise EngramError("the memory file did not pass its checks; `engram doctor --restore` puts the newest good "
+                          "backup in its place")
+    if bad_values:
+        raise EngramError("some rows hold values of the wrong type; `engram doctor --rebuild` repairs them")
+    return 0
 
 
 def _check(path: Path):
@@ -134,5 +139,4 @@ def _repair_vectors(services: Any) -> tuple[int, Any]:
 
 
 def _refuse_rebuild(path: Path) -> int:
-    print("A damaged file is not rebuilt in place: restore a backup with `engram doctor --restore`.")
-    return 1
+    raise EngramError("a damaged file is not rebuilt in place: restore a backup with `engram doctor --restore`")
