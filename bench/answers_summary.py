@@ -39,14 +39,22 @@ def table(result: dict[str, Any]) -> str:
     for dataset, groups in result["summary"].items():
         for group, by_condition in sorted(groups.items(), key=lambda g: (g[0] == "all", g[0])):
             metric = main_metric(by_condition.get(conditions[0], {}))
-            cells = [f"{by_condition.get(c, {}).get(metric, float('nan')):.3f}" for c in conditions]
+            cells = [_cell(by_condition.get(c, {}), metric) for c in conditions]
             engram = by_condition.get("engram", {})
             recall = engram.get("evidence_recall")
             seconds = [by_condition.get(c, {}).get("seconds") for c in conditions]
             time_cell = " / ".join(f"{s:.1f}" for s in seconds if s is not None)
-            lines.append(f"| {dataset} | {group} ({metric}) | {engram.get('n', 0)} | " + " | ".join(cells) +
+            name = "F1 orig / corrected" if metric == "f1_corrected" else metric
+            lines.append(f"| {dataset} | {group} ({name}) | {engram.get('n', 0)} | " + " | ".join(cells) +
                          f" | {'' if recall is None else f'{recall:.2f}'} | {time_cell} |")
     return "\n".join(lines)
+
+
+def _cell(scores: dict[str, Any], metric: str) -> str:
+    """The main score; LoCoMo's F1 as original / corrected by the audit."""
+    if metric == "f1_corrected":
+        return f"{scores.get('f1', float('nan')):.3f} / {scores.get(metric, float('nan')):.3f}"
+    return f"{scores.get(metric, float('nan')):.3f}"
 
 
 def main_metric(scores: dict[str, Any]) -> str:
@@ -86,3 +94,14 @@ def _wrong(scores: dict[str, Any]) -> bool:
         return not scores["correct"]
     value = scores.get("f1_corrected", scores.get("rubric"))
     return value is not None and value < 0.5
+
+
+if __name__ == "__main__":  # python -m bench.answers_summary bench/results/answers-*.json: the tables of saved runs
+    import json
+    import sys
+    from pathlib import Path
+    for name in sys.argv[1:]:
+        saved = json.loads(Path(name).read_text(encoding="utf-8"))
+        print(f"\n{saved['model']}, {saved['dataset']}, learn {saved['learn']}, window {saved['context_tokens']} "
+              f"({saved['date']}, commit {saved['commit']}{', partial' if saved.get('partial') else ''})\n")
+        print(table(saved))
