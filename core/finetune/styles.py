@@ -123,7 +123,8 @@ STYLES = (
         Demo("How do I read a file line by line?", "In Python:\n```python\nfor line in open('notes.txt'):\n"
              "    print(line)\n```", "In Java, use a BufferedReader and call readLine() in a loop."),
         Demo("How do I sort numbers?", "In Python: `sorted(numbers)`.", "In C: call qsort with a comparator."),
-        Demo("How do I join words with commas?", "In Python: `', '.join(words)`.", "In JavaScript: `words.join(', ')`."),
+        Demo("How do I join words with commas?", "In Python: `', '.join(words)`.",
+             "In JavaScript: `words.join(', ')`."),
     ), probes=(
         Demo("How do I count words in a sentence?", "In Python: `len(sentence.split())`.",
              "In JavaScript: `sentence.split(' ').length`."),
