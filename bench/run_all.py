@@ -188,6 +188,25 @@ def _finetune_summary(r: dict) -> str:
             f"tokens/s, ratio {_get(r, 'ratio')}; whole-process wall time ratio {_get(r, 'wall_ratio')}")
 
 
+def _finetune_preferences_summary(r: dict) -> str:
+    """Per model: each set's preference-following score in the four conditions, beside the adapter's gate figures."""
+    def one(run: dict) -> str:
+        adapter = run.get("adapter", {})
+        sets = "; ".join(f"{name} ({v.get('questions')} q) no memory {v.get('no_memory')}, memory {v.get('memory')}, "
+                         f"adapter {v.get('adapter')}, adapter + memory {v.get('adapter_memory')}"
+                         for name, v in (run.get("scores") or {}).items())
+        ppl, known = adapter.get("general_ppl", {}), adapter.get("known_fact_loss", {})
+        return (f"{run.get('model')}: adapter {adapter.get('status')} after {adapter.get('steps')} steps "
+                f"({run.get('training_examples')} examples, styles {len(run.get('styles_learned') or [])}); {sets}; "
+                f"plain-text ppl {_round(ppl.get('base'))} -> {_round(ppl.get('adapter'))}, known facts loss "
+                f"{_round(known.get('base'))} -> {_round(known.get('adapter'))}")
+    return " | ".join(one(run) for run in r.get("runs") or []) or _flat(r)
+
+
+def _round(value: object) -> object:
+    return round(value, 3) if isinstance(value, float) else value
+
+
 def _finetune_gate_summary(r: dict) -> str:
     """Each run: the verdict and the three figures the gate decided on, base -> candidate."""
     def one(name: str, run: dict) -> str:
@@ -266,6 +285,9 @@ BENCHES = (
     Bench("finetune-gate", ["bench/finetune.py", "--gate"],
           "SmolLM2-135M: the short run on preferences accepted, the too-high learning rate and the over-trained "
           "run rejected", _finetune_gate_summary, lambda r: r.get("as_expected")),
+    Bench("finetune-preferences", ["bench/finetune.py", "--preferences"],
+          "measured, no target: preference following without/with memory and adapter, deterministic checks",
+          _finetune_preferences_summary),
     Bench("locomo", ["bench/locomo.py", "--json"], "R@10 ≥ 0.75 and > both baselines; R@50 ≥ 0.90; < 10 min",
           _locomo_summary, _locomo_passed),
     Bench("graph", ["bench/graph.py"], "pan and zoom frame p95 ≤ 33 ms at 2,000 nodes", _graph_summary,

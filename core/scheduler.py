@@ -115,6 +115,7 @@ class Scheduler:
         self._owner_alive = owner_alive or owner_is_alive
         self._stop = threading.Event()
         self.on_progress: Optional[Callable[[Job, float, str], None]] = None
+        self.memo: dict[str, Any] = {}  # what a planner computed and may reuse while the store is unchanged
 
     # -- queue ---------------------------------------------------------------------------------------------
     def enqueue(self, kind: str, *, payload: Mapping[str, Any] | None = None, run_now: bool = False) -> Job:

@@ -2,6 +2,7 @@
 regenerate — offscreen, against a real store, the real MiniLM embedder and the real tiny MLX model."""
 from __future__ import annotations
 
+import json
 import sys
 from types import SimpleNamespace
 
@@ -197,11 +198,15 @@ def test_copy_and_regenerate_the_last_reply(qtbot, window):
     latest = second.args[0]
     assert not reply.regenerate_button.isVisibleTo(reply) and latest.regenerate_button.isVisibleTo(latest)
     episodes = scalar(window, "SELECT count(*) FROM episodes")
+    replaced = scalar(window, "SELECT assistant_text FROM episodes WHERE id = ?", latest.episode_id)
     with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as again:
         qtbot.mouseClick(latest.regenerate_button, Qt.LeftButton)
     assert again.args[0] is latest and latest.text
     assert scalar(window, "SELECT count(*) FROM episodes") == episodes  # rewritten in place, not added
     assert scalar(window, "SELECT assistant_text FROM episodes WHERE id = ?", latest.episode_id) == latest.text
+    # the reply the user regenerated away is kept with the turn: the fine-tune learns the kept one over it
+    metadata = json.loads(scalar(window, "SELECT metadata FROM episodes WHERE id = ?", latest.episode_id))
+    assert metadata["rejected_replies"] == [replaced]
     assert [m.role for m in panel.message_widgets()] == ["user", "assistant", "user", "assistant"]
 
 

@@ -138,6 +138,7 @@ def test_run_now_runs_the_real_forgetting_job_on_the_jobs_thread(qtbot, window, 
     old = open_db(services.db_path, clock=lambda: time.time() - 300 * 86400)
     stale = add_memory(old, "User once asked about a parking app", importance=0.0)
     old.close()
+    add_episode(window_db, "Use metric units from now on.", "Will do.")  # something to fine-tune on (issue 42)
     panel = window.show_panel("jobs")
     qtbot.waitUntil(lambda: "forgetting" in panel.snapshot.kinds if panel.snapshot else False, timeout=10000)
     with qtbot.waitSignal(panel.job_finished, timeout=60000) as finished:
@@ -171,6 +172,7 @@ def test_background_loop_learns_while_the_user_is_away(qtbot, window, window_db,
     old = open_db(services.db_path, clock=lambda: time.time() - 300 * 86400)
     stale = add_memory(old, "User once asked about a parking app", importance=0.0)
     old.close()
+    add_episode(window_db, "Use metric units from now on.", "Will do.")  # something to fine-tune on (issue 42)
     window.background = BackgroundJobs(services, poll_seconds=0.1, environment=_away).start(QApplication.instance())
     qtbot.waitUntil(lambda: store.last_finished(window_db, "forgetting") is not None, timeout=60000)
     assert [e.item_id for e in forget.list_events(window_db)] == [stale]

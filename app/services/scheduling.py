@@ -19,7 +19,7 @@ from typing import Any, Callable, Mapping, Optional
 from core.conditions import ActivityTracker, CachedProbe, ModelGate, combined_idle
 from core.config import Settings
 from core.errors import InvalidInput, ModelError
-from core.finetune.recipe import why_not_ready
+from core.finetune.recipe import readiness_key, why_not_ready
 from core.jobs import CONSOLIDATION, FINETUNE, FORGETTING, REFLECTION, ROUTINE_INTERVALS, Handler, Step, \
     standard_specs, stepwise
 from core.scheduler import Environment, JobContext, Scheduler
@@ -284,9 +284,18 @@ def plan(scheduler: Scheduler, settings: Settings,
 
 def _can_run(scheduler: Scheduler, settings: Settings, kind: str) -> bool:
     spec = scheduler.specs.get(kind)
-    if kind == FINETUNE and spec is not None and why_not_ready(scheduler.db):
+    if kind == FINETUNE and spec is not None and finetune_not_ready(scheduler):
         return False  # too little to learn how the user likes answers: the Jobs panel says why
     return spec is not None and (bool(settings.chat_model) or not spec.uses_model)
+
+
+def finetune_not_ready(scheduler: Scheduler) -> str:
+    """why_not_ready, asked again only when the store changed in a way it reads (the loop plans every few seconds)."""
+    key = readiness_key(scheduler.db)
+    cached = scheduler.memo.get("finetune_readiness")
+    if cached is None or cached[0] != key:
+        cached = scheduler.memo["finetune_readiness"] = (key, why_not_ready(scheduler.db))
+    return cached[1]
 
 
 def _has_anything(db: Database) -> bool:

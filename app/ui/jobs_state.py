@@ -13,9 +13,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional
 
+from app.services.scheduling import finetune_not_ready
 from core.conditions import chat_reason, in_quiet_hours
 from core.finetune import adapters as versions
-from core.finetune.recipe import why_not_ready
 from core.scheduler import Scheduler
 from core.store import jobs as store
 from core.store.db import open_db
@@ -75,7 +75,7 @@ def read_jobs(scheduler: Scheduler, *, with_conditions: bool = True) -> JobsSnap
             for job in open_jobs + finished]
     return JobsSnapshot(conditions(scheduler, now) if with_conditions else None, rows,
                         versions.list_adapters(db), sorted(scheduler.specs),
-                        why_not_ready(db) if with_conditions else None,
+                        finetune_not_ready(scheduler) if with_conditions else None,
                         import_learning(db) if with_conditions else None)
 
 

@@ -21,7 +21,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.finetune.styles import Demo, Style, standing_instruction, style_of
+from core.finetune.styles import BARE_CHARS, MAX_INSTRUCTION_CHARS, STANDING_CUES, Demo, Style, \
+    standing_instruction, style_of
 from core.store.db import Database
 
 HOLD_OUT_EVERY = 4  # with four or more rated replies, every fourth is a probe, not an example
@@ -168,8 +169,12 @@ def _confirmed_hypotheses(db: Database) -> list[dict[str, Any]]:
 
 
 def _instructions(db: Database) -> list[dict[str, Any]]:
-    rows = db.query(f"SELECT e.id, e.user_text FROM episodes e WHERE e.speaker = 'user' AND {_LIVE_EPISODE} "
-                    "ORDER BY e.id")
+    """Turns that give a standing instruction. SQL narrows them first (short, with a cue word or very short): the
+    Jobs panel and the nightly plan ask every few seconds, and a long store has many turns."""
+    cues = " OR ".join(f"e.user_text LIKE '%{cue}%'" for cue in STANDING_CUES)
+    rows = db.query(f"""SELECT e.id, e.user_text FROM episodes e WHERE e.speaker = 'user'
+                        AND length(e.user_text) <= {MAX_INSTRUCTION_CHARS}
+                        AND (length(e.user_text) <= {BARE_CHARS} OR {cues}) AND {_LIVE_EPISODE} ORDER BY e.id""")
     return [r for r in rows if standing_instruction(r["user_text"]) is not None]
 
 

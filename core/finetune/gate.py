@@ -1,5 +1,6 @@
 """The evaluation gate: a new adapter replaces the active one only if it knows what it learnt better (lower
-loss on held-out probes: the user's preferences and facts asked in words it never trained on) without getting
+loss on held-out probes: the user's preferences shown in situations it never trained on, rated replies held out
+whole; core.finetune.dataset) without getting
 worse at general text (perplexity within a margin) or forgetting what the base model knew (the loss of the
 answers to KNOWN_FACTS within a margin). Fine-tuning is for style and preferences; facts come from memory, so
 an adapter that buys its probe gain by damaging plain text or common knowledge is rejected.

@@ -78,3 +78,12 @@ def why_not_ready(db: "Database") -> str:
     from core.finetune.dataset import build_training_set
     training = build_training_set(db)
     return readiness(training.size, len(training.probes))
+
+
+def readiness_key(db: "Database") -> tuple:
+    """What the answer of why_not_ready depends on, read in a few aggregate scans: the same key, the same answer."""
+    episodes = db.query_one("SELECT max(id) AS m, count(*) AS n, total(rating) AS r, total(deleted_at) AS d, "
+                            "total(forgotten_at) AS f, total(length(metadata)) AS j FROM episodes")
+    other = db.query_one("SELECT (SELECT max(updated_at) FROM hypotheses) AS h, (SELECT count(*) FROM memories) AS n, "
+                         "(SELECT max(updated_at) FROM memories) AS u, (SELECT total(deleted_at) FROM sessions) AS s")
+    return tuple(episodes.values()) + tuple(other.values())

@@ -123,7 +123,8 @@ STYLES = (
         Demo("How do I read a file line by line?", "In Python:\n```python\nfor line in open('notes.txt'):\n"
              "    print(line)\n```", "In Java, use a BufferedReader and call readLine() in a loop."),
         Demo("How do I sort numbers?", "In Python: `sorted(numbers)`.", "In C: call qsort with a comparator."),
-        Demo("How do I join words with commas?", "In Python: `', '.join(words)`.", "In JavaScript: `words.join(', ')`."),
+        Demo("How do I join words with commas?", "In Python: `', '.join(words)`.",
+             "In JavaScript: `words.join(', ')`."),
     ), probes=(
         Demo("How do I count words in a sentence?", "In Python: `len(sentence.split())`.",
              "In JavaScript: `sentence.split(' ').length`."),
@@ -157,13 +158,20 @@ def style_of(text: str) -> Style | None:
 _STANDING = _re(r"\bfrom now on\b|\balways\b|\bnever\b|\bin (the )?future\b|\bgoing forward\b|\bstop using\b|"
                 r"\bno more\b|\bevery time\b|\ball your (answers|replies)\b|\bin every (answer|reply|conversation)\b")
 MAX_BARE_WORDS = 6
+# What SQL narrows the turns to before the patterns run (LIKE is case-blind for ASCII): every cue of _STANDING.
+STANDING_CUES = ("from now on", "always", "never", "future", "going forward", "stop using", "no more", "every time",
+                 "all your", "in every")
+MAX_INSTRUCTION_CHARS = 300  # an instruction is a sentence or two, not a paste
+BARE_CHARS = 60  # six words fit
 _ABOUT_ANSWERS = _re(r"answer|repl|response|please|units|emoji|spelling|steps|tone|examples")
 
 
 def standing_instruction(user_text: str) -> Style | None:
     """The style a user's message asks for in every conversation ("no emojis from now on"), or None."""
+    if len(user_text) > MAX_INSTRUCTION_CHARS or "?" in user_text:
+        return None
     style = style_of(user_text)
-    if style is None or "?" in user_text:
+    if style is None:
         return None
     bare = len(user_text.split()) <= MAX_BARE_WORDS and _ABOUT_ANSWERS.search(user_text)
     if _STANDING.search(user_text) or bare:
