@@ -372,3 +372,21 @@ def test_pin_and_protect_keep_the_selection_and_a_protected_fact_says_why_it_can
                     timeout=20000)
     row = memories.simple.rows[peanuts]
     assert not row.delete.isEnabled() and "unprotect it in All details to delete it" in row.state.text()
+
+
+def test_the_welcome_screen_recommends_by_speed_and_says_the_pace(qtbot, tmp_path, monkeypatch):
+    from app.services.wiring import Services
+    from app.ui.main_window import MainWindow
+    monkeypatch.setattr("models.speed.machine_key", lambda: "Linux x86_64 2 cpus, mlx on Device(cpu, 0)")
+    monkeypatch.setattr("models.speed.probe_bandwidth", lambda: 1.9e9)  # two loaded cores
+    monkeypatch.setattr("models.budget.memory_budget", lambda *a, **k: __import__("models.budget").budget
+                        .MemoryBudget(16 * 1024 ** 3, "available"))
+    win = MainWindow(Services.from_data_dir(tmp_path / "home"))
+    qtbot.addWidget(win)
+    welcome = win.show_onboarding()
+    qtbot.waitUntil(lambda: "Recommended for" in welcome.model.text(), timeout=20000)
+    text = welcome.model.text()
+    assert "Qwen3-0.6B-4bit" in text and "Qwen3-8B" not in text
+    assert "Here it writes about 0.5 tokens a second: slow on" in text
+    welcome.close()
+    win.runner.shutdown(wait=True)

@@ -226,7 +226,8 @@ class MainWindow(QMainWindow):
         from app.ui.onboarding import Onboarding, mark_onboarding_seen, recommendation
         dialog = Onboarding(self.services.db_path, lambda: self.show_panel("models"), self)
         dialog.finished.connect(lambda _result: mark_onboarding_seen(self.services.data_dir))
-        self.runner.submit("io", recommendation, on_done=dialog.show_recommendation, on_error=lambda _exc: None)
+        self.runner.submit("io", recommendation, self.services.data_dir, on_done=dialog.show_recommendation,
+                           on_error=lambda _exc: None)
         self.onboarding = dialog
         dialog.show()  # not modal: the window behind it stays usable
         return dialog
