@@ -390,3 +390,14 @@ def test_the_welcome_screen_recommends_by_speed_and_says_the_pace(qtbot, tmp_pat
     assert "Here it writes about 0.5 tokens a second: slow on" in text
     welcome.close()
     win.runner.shutdown(wait=True)
+
+
+def test_each_reply_says_its_pace_quietly_as_lm_studio_does(qtbot, window):
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Hello there")  # the real tiny model
+    import re
+    assert re.fullmatch(r"\d+\.\d\d s to first token · \d+\.\d tok/s · \d+ tokens", reply.pace.text()), \
+        reply.pace.text()
+    assert reply.pace.isVisibleTo(reply)

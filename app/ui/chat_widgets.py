@@ -182,10 +182,14 @@ class MessageWidget(QFrame):
         self.status.setForegroundRole(QPalette.PlaceholderText)
         self.status.setWordWrap(True)  # a long error wraps beside the buttons instead of widening the thread
         self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # even a word longer than the row
+        self.pace = QLabel("")  # "0.84 s to first token · 12.3 tok/s · 48 tokens", quiet, as LM Studio shows it
+        self.pace.setForegroundRole(QPalette.PlaceholderText)
+        self.pace.setToolTip("How fast this reply came: the wait for its first words, then tokens a second")
         footer = QHBoxLayout()
         for button in (self.thumb_up, self.thumb_down, self.copy_button, self.regenerate_button):
             footer.addWidget(button)
         footer.addWidget(self.status, 1)
+        footer.addWidget(self.pace)
         self.learned_box = QWidget()
         self.learned_list = QVBoxLayout(self.learned_box)
         self.learned_list.setContentsMargins(0, 0, 0, 0)
