@@ -401,3 +401,33 @@ def test_each_reply_says_its_pace_quietly_as_lm_studio_does(qtbot, window):
     assert re.fullmatch(r"\d+\.\d\d s to first token · \d+\.\d tok/s · \d+ tokens", reply.pace.text()), \
         reply.pace.text()
     assert reply.pace.isVisibleTo(reply)
+
+
+def test_a_model_folder_dropped_on_the_window_is_added(qtbot, tmp_path, tiny_model_dir):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    from app.services.wiring import Services
+    from app.ui.main_window import MainWindow
+    win = MainWindow(Services.from_data_dir(tmp_path / "home"))
+    qtbot.addWidget(win)
+    win.show()
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(tiny_model_dir))])
+    where = win.rect().center()
+    enter = QDragEnterEvent(where, Qt.CopyAction, data, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(win, enter)
+    assert enter.isAccepted()
+    models = win.panel("models")
+    with qtbot.waitSignal(models.added, timeout=60000) as added:
+        QApplication.sendEvent(win, QDropEvent(QPointF(where), Qt.CopyAction, data, Qt.LeftButton, Qt.NoModifier))
+    assert added.args == [True], models.message.text()
+    assert win.stack.currentWidget() is models
+    assert win.services.settings.chat_model == str(tiny_model_dir.resolve())  # the first model: chatted with
+    text = QMimeData()
+    text.setText("just words")
+    refused = QDragEnterEvent(where, Qt.CopyAction, text, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(win, refused)
+    assert not refused.isAccepted()  # only models are taken
+    win.runner.shutdown(wait=True)

@@ -247,8 +247,19 @@ class ModelsPanel(QWidget):
     def on_add(self) -> None:
         """A folder of MLX weights from anywhere on disk: checked, remembered by the model store, listed."""
         folder = QFileDialog.getExistingDirectory(self, "Add a model: choose a folder of MLX weights")
-        if not folder:
-            return
+        if folder:
+            self.add_folder(folder)
+
+    def add_path(self, path: str) -> None:
+        """A folder or a .gguf file given some other way (dropped on the window): added as its button would."""
+        if Path(path).is_dir():
+            self.add_folder(path)
+        elif Path(path).suffix.lower() == ".gguf" and gguf_supported():
+            self.add_gguf(path)
+        else:
+            self._on_add_refused(ValueError(f"{Path(path).name} is neither a model folder nor a .gguf file."))
+
+    def add_folder(self, folder: str) -> None:
         self.message.setText(f"Checking {folder}…")
         self.runner.submit("io", lambda: self._sized_store().add_folder(folder), on_done=self._on_added,
                            on_error=self._on_add_refused)
@@ -264,8 +275,10 @@ class ModelsPanel(QWidget):
     def on_add_gguf(self) -> None:
         """A .gguf file (LM Studio's and Jan's format), converted to MLX here with progress."""
         path, _ = QFileDialog.getOpenFileName(self, "Add a model: choose a GGUF file", "", "GGUF model (*.gguf)")
-        if not path:
-            return
+        if path:
+            self.add_gguf(path)
+
+    def add_gguf(self, path: str) -> None:
         name = Path(path).name
         self._converting(True)
         self.message.setText(f"Converting {name} to MLX…")
