@@ -74,6 +74,7 @@ def test_learning_is_said_under_the_reply_and_each_fact_shows_the_moment_it_is_w
     qtbot.waitUntil(lambda: reply.learning_row.isVisibleTo(reply), timeout=10000)
     assert reply.learning_label.text() == "Learning from this…"
     assert reply.skip_learning_button.isVisibleTo(reply) and reply.skip_learning_button.text() == "Skip"
+    assert not reply.question_button.isVisibleTo(reply) and not reply.retry_button.isVisibleTo(reply)  # nothing asked
     qtbot.waitUntil(held.extracting.is_set, timeout=TURN_MS)  # the event loop runs meanwhile
     held.extract_go.set()  # the first fact is written; the second waits on the model's comparison
     qtbot.waitUntil(lambda: [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle"],

@@ -223,6 +223,8 @@ class MessageWidget(QFrame):
         learning.addWidget(self.skip_learning_button)
         learning.addStretch(1)
         self.learning_row.setVisible(False)
+        self.question_button.setVisible(False)  # shown by show_learned when a fact waits for the user's answer
+        self.retry_button.setVisible(False)  # ... and when Engram stopped trying to learn the turn
         self.learned_list.addWidget(self.learned_note)
         self.learned_list.addWidget(self.question_button)
         self.learned_list.addWidget(self.retry_button)
