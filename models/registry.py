@@ -16,7 +16,7 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 GB = 1024 ** 3
 FITS, TIGHT, TOO_BIG = "fits", "tight", "too big"
@@ -168,12 +168,21 @@ def fit(need: int, budget: int) -> str:
     return TOO_BIG
 
 
-def default_model(budget: int, catalog: Sequence[ModelInfo] = CURATED) -> ModelInfo:
-    """The best preferred model that fits the budget comfortably; the smallest model when none does."""
-    for repo_id in DEFAULT_PREFERENCE:
-        info = find_model(repo_id, catalog)
-        if info is not None and fit(info.ram_bytes, budget) == FITS:
-            return info
+def default_model(budget: int, catalog: Sequence[ModelInfo] = CURATED, speed: Any = None) -> ModelInfo:
+    """The best preferred model that fits the budget comfortably and, when this machine's speed is known
+    (models.speed.MachineSpeed), answers at a readable pace; else the fastest that fits; the smallest when none
+    fits. Fit alone recommended the 4.6 GB Qwen3-8B to a 2-core CPU that writes it at a word every few seconds."""
+    from models.speed import READABLE
+    fitting = [info for info in (find_model(r, catalog) for r in DEFAULT_PREFERENCE)
+               if info is not None and fit(info.ram_bytes, budget) == FITS]
+    if speed is not None:
+        readable = [i for i in fitting if (speed.model_pace(i) or 0.0) >= READABLE]
+        if readable:
+            return readable[0]
+        if fitting:
+            return max(fitting, key=lambda info: speed.model_pace(info) or 0.0)  # the fastest that fits
+    if fitting:
+        return fitting[0]
     return min(catalog, key=lambda info: info.ram_bytes)
 
 

@@ -74,6 +74,7 @@ def test_learning_is_said_under_the_reply_and_each_fact_shows_the_moment_it_is_w
     qtbot.waitUntil(lambda: reply.learning_row.isVisibleTo(reply), timeout=10000)
     assert reply.learning_label.text() == "Learning from this…"
     assert reply.skip_learning_button.isVisibleTo(reply) and reply.skip_learning_button.text() == "Skip"
+    assert not reply.question_button.isVisibleTo(reply) and not reply.retry_button.isVisibleTo(reply)  # nothing asked
     qtbot.waitUntil(held.extracting.is_set, timeout=TURN_MS)  # the event loop runs meanwhile
     held.extract_go.set()  # the first fact is written; the second waits on the model's comparison
     qtbot.waitUntil(lambda: [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle"],
@@ -372,3 +373,62 @@ def test_pin_and_protect_keep_the_selection_and_a_protected_fact_says_why_it_can
                     timeout=20000)
     row = memories.simple.rows[peanuts]
     assert not row.delete.isEnabled() and "unprotect it in All details to delete it" in row.state.text()
+
+
+def test_the_welcome_screen_recommends_by_speed_and_says_the_pace(qtbot, tmp_path, monkeypatch):
+    from app.services.wiring import Services
+    from app.ui.main_window import MainWindow
+    monkeypatch.setattr("models.speed.machine_key", lambda: "Linux x86_64 2 cpus, mlx on Device(cpu, 0)")
+    monkeypatch.setattr("models.speed.probe_bandwidth", lambda: 1.9e9)  # two loaded cores
+    monkeypatch.setattr("models.budget.memory_budget", lambda *a, **k: __import__("models.budget").budget
+                        .MemoryBudget(16 * 1024 ** 3, "available"))
+    win = MainWindow(Services.from_data_dir(tmp_path / "home"))
+    qtbot.addWidget(win)
+    welcome = win.show_onboarding()
+    qtbot.waitUntil(lambda: "Recommended for" in welcome.model.text(), timeout=20000)
+    text = welcome.model.text()
+    assert "Qwen3-0.6B-4bit" in text and "Qwen3-8B" not in text
+    assert "Here it writes about 0.5 tokens a second: slow on" in text
+    welcome.close()
+    win.runner.shutdown(wait=True)
+
+
+def test_each_reply_says_its_pace_quietly_as_lm_studio_does(qtbot, window):
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Hello there")  # the real tiny model
+    import re
+    assert re.fullmatch(r"\d+\.\d\d s to first token · \d+\.\d tok/s · \d+ tokens", reply.pace.text()), \
+        reply.pace.text()
+    assert reply.pace.isVisibleTo(reply)
+
+
+def test_a_model_folder_dropped_on_the_window_is_added(qtbot, tmp_path, tiny_model_dir):
+    from PySide6.QtCore import QMimeData, QPointF, QUrl
+    from PySide6.QtGui import QDragEnterEvent, QDropEvent
+    from PySide6.QtWidgets import QApplication
+
+    from app.services.wiring import Services
+    from app.ui.main_window import MainWindow
+    win = MainWindow(Services.from_data_dir(tmp_path / "home"))
+    qtbot.addWidget(win)
+    win.show()
+    data = QMimeData()
+    data.setUrls([QUrl.fromLocalFile(str(tiny_model_dir))])
+    where = win.rect().center()
+    enter = QDragEnterEvent(where, Qt.CopyAction, data, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(win, enter)
+    assert enter.isAccepted()
+    models = win.panel("models")
+    with qtbot.waitSignal(models.added, timeout=60000) as added:
+        QApplication.sendEvent(win, QDropEvent(QPointF(where), Qt.CopyAction, data, Qt.LeftButton, Qt.NoModifier))
+    assert added.args == [True], models.message.text()
+    assert win.stack.currentWidget() is models
+    assert win.services.settings.chat_model == str(tiny_model_dir.resolve())  # the first model: chatted with
+    text = QMimeData()
+    text.setText("just words")
+    refused = QDragEnterEvent(where, Qt.CopyAction, text, Qt.LeftButton, Qt.NoModifier)
+    QApplication.sendEvent(win, refused)
+    assert not refused.isAccepted()  # only models are taken
+    win.runner.shutdown(wait=True)

@@ -17,7 +17,10 @@ from hubfake import FakeHub  # noqa: E402
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
+def window(qtbot, tmp_path, monkeypatch):
+    # a Mac's GPU, whatever this machine is: the recommendation's speed part is tested in test_machine_speed.py
+    monkeypatch.setattr("models.speed.machine_key", lambda: "Darwin arm64 8 cpus, mlx on Device(gpu, 0)")
+    monkeypatch.setattr("models.speed.probe_bandwidth", lambda: 90e9)
     services = Services.from_data_dir(tmp_path / "home")
     win = MainWindow(services)
     qtbot.addWidget(win)

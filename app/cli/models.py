@@ -62,15 +62,18 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
     from models.budget import MemoryBudget, budget_words, memory_budget
     from models.registry import CURATED, default_model, fit, total_ram_bytes
     from app.services.platform import this_machine
+    from models.speed import machine_speed, speed_words
     store = open_store(services)
     ram = store.total_ram or 0  # the budget the store refuses models by: the verdicts use the same figure
     budget = MemoryBudget(ram, memory_budget().source)
     active = services.settings.chat_model
     installed = {m.repo_id: m for m in store.usable(active)}
-    recommended = default_model(ram).repo_id
+    speed = machine_speed(services.data_dir)  # measured once here, cached in the data folder
+    recommended = default_model(ram, speed=speed).repo_id
     rows = [{"name": info.name, "repo_id": info.repo_id, "family": info.family, "params_b": info.params_b,
              "size_bytes": info.size_bytes, "context_length": info.context_length, "ram_bytes": info.ram_bytes,
              "fit": fit(info.ram_bytes, ram), "installed": info.repo_id in installed,
+             "tokens_per_second": speed.model_pace(info) if speed is not None else None,
              "active": active in (info.repo_id, info.name), "recommended": info.repo_id == recommended,
              "source": "curated"} for info in CURATED]
     curated = {info.repo_id for info in CURATED}
@@ -81,20 +84,21 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
         return 0
     colour = sys.stdout.isatty() and "NO_COLOR" not in os.environ
     print(f"Fit is measured against {budget_words(budget, this_machine())}. * active, + installed")
-    print(f"  {'model':<34} {'size':>9} {'context':>8} {'needs':>9}  fit")
+    print(f"  {'model':<34} {'size':>9} {'context':>8} {'needs':>9} {'speed here':>14}  fit")
     for row in rows:
         marks = ("*" if row["active"] else " ") + ("+" if row["installed"] else " ")
         context = f"{row['context_length'] // 1024}k" if row.get("context_length") else ""
         needs = human_bytes(row["ram_bytes"]) if row.get("ram_bytes") else ""
         verdict = verdict_text(row["fit"], colour)
         recommended = "  Recommended" if row["recommended"] else ""
-        print(f"{marks}{row['name']:<34} {human_bytes(row['size_bytes']):>9} {context:>8} {needs:>9}  "
+        pace = speed_words(row.get("tokens_per_second"))
+        print(f"{marks}{row['name']:<34} {human_bytes(row['size_bytes']):>9} {context:>8} {needs:>9} {pace:>14}  "
               f"{verdict}{recommended}")
         if row["source"] == "folder":
             print(f"     from the folder {row['path']}")
     if not installed:
         print(f"\nNo model is installed yet. Get the recommended one with: engram models download "
-              f"{default_model(ram).name}")
+              f"{default_model(ram, speed=speed).name}")
     return 0
 
 
@@ -122,8 +126,9 @@ def _installed_row(model: Any, active: str, ram: int) -> dict[str, Any]:
 def cmd_download(args: argparse.Namespace, services: Any) -> int:
     from models.download import DownloadCancelled, DownloadPaused
     from models.registry import default_model, find_model
+    from models.speed import machine_speed
     store = open_store(services)
-    repo_id = args.model or default_model(store.total_ram or 0).repo_id
+    repo_id = args.model or default_model(store.total_ram or 0, speed=machine_speed(services.data_dir)).repo_id
     curated = find_model(repo_id)
     repo_id = curated.repo_id if curated else repo_id
     printer = ProgressPrinter(sys.stderr)

@@ -133,6 +133,7 @@ class ChatPanel(QWidget):
         self.turns.progress.connect(self._on_learning_progress)
         self.turns.failed.connect(self._on_failed)
         self.turns.idle.connect(self._on_idle)
+        self.turns.pace.connect(lambda pace: self.reply.pace.setText(pace.words()) if self.reply else None)
         store = getattr(self.window_, "store_watch", None)
         if store is not None:  # another process (`engram chat`, a CLI command) changed the store
             store.moved.connect(self._store_moved)

@@ -13,6 +13,7 @@ wants one connection per thread, and WAL lets it write while the db lane reads.
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,18 @@ from core.memory.conversation import taught_facts
 from core.store import turn_learning
 from core.store.memories import get_memories
 from core.store.sessions import discard_if_empty
+
+
+@dataclass(frozen=True)
+class ReplyPace:
+    """How fast a reply came, as LM Studio shows it: seconds to its first words, tokens a second, tokens."""
+    first_token_seconds: float
+    tokens_per_second: float
+    tokens: int
+
+    def words(self) -> str:
+        rate = f" · {self.tokens_per_second:.1f} tok/s" if self.tokens_per_second > 0 else ""
+        return f"{self.first_token_seconds:.2f} s to first token{rate} · {self.tokens} tokens"
 
 
 @dataclass(frozen=True)
@@ -55,6 +68,10 @@ class _Turn:
     streaming: Future | None = None
     produced_reason: str | None = None
     finishing: Future | None = None  # the store step, once submitted (by the GUI or at quit)
+    stream_started: float = 0.0  # when the prompt went to the model (monotonic seconds)
+    first_token_at: float | None = None  # when its first words reached the window
+    tokens: int = 0  # tokens the model generated for the reply
+    rate: float = 0.0  # the model's own tokens per second, as its last chunk said
 
 
 class TurnController(QObject):
@@ -66,6 +83,7 @@ class TurnController(QObject):
     progress = Signal(object)  # a LearnNote of what a turn being learned wrote so far (each fact as it is written)
     failed = Signal(str, bool)  # message, and whether it is because no chat model is available
     idle = Signal()  # the turn is over (finished, stopped or failed): the composer may send again
+    pace = Signal(object)  # the reply's ReplyPace (time to first token, tokens a second), when it ends
 
     def __init__(self, services: Any, runner: Any, parent: QObject | None = None, *,
                  model_gate: Callable[[], Any] | None = None, waiting: Callable[[], bool] | None = None) -> None:
@@ -128,6 +146,7 @@ class TurnController(QObject):
 
     def _stream(self, turn: _Turn, prepared: Any) -> None:
         turn.prepared = prepared
+        turn.stream_started = time.monotonic()
         self.prepared.emit(prepared)
         assistant = self._assistant_now("db")
 
@@ -148,6 +167,10 @@ class TurnController(QObject):
                                             on_error=lambda e: self._fail(turn, e))
 
     def _on_chunk(self, turn: _Turn, chunk: Any) -> None:
+        if chunk.text and turn.first_token_at is None:
+            turn.first_token_at = time.monotonic()
+        turn.tokens = max(turn.tokens, int(getattr(chunk, "generation_tokens", 0) or 0))
+        turn.rate = float(getattr(chunk, "tokens_per_second", 0.0) or 0.0) or turn.rate
         if chunk.text:
             self.chunk.emit(chunk.text)
         if chunk.finish_reason:
@@ -162,6 +185,8 @@ class TurnController(QObject):
             return self._store(turn, reason)
 
         def done(record: Any) -> None:
+            if turn.first_token_at is not None:
+                self.pace.emit(ReplyPace(turn.first_token_at - turn.stream_started, turn.rate, turn.tokens))
             self.finished.emit(record, reason)
             if not turn.request.incognito and turn.request.replaces is None:
                 self.to_learn.append(record)  # a re-answer has nothing new from the user to learn

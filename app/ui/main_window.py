@@ -4,6 +4,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -88,6 +89,7 @@ class MainWindow(QMainWindow):
             self.show_panel(self.specs[0].key)
 
     def _build(self) -> None:
+        self.setAcceptDrops(True)  # a model folder or a .gguf dropped anywhere on the window is added
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")  # styled by app/ui/theme.style_sheet
         self.sidebar.setIconSize(icon_size(18))
@@ -183,6 +185,27 @@ class MainWindow(QMainWindow):
                 getattr(panel, method)(settings) if method == "follow" else getattr(panel, method)()
         self.settings_changed.emit(settings)
 
+    # -- a model folder or a .gguf dropped on the window is added, as LM Studio and Jan do ---------------------
+
+    @staticmethod
+    def _dropped_models(event: Any) -> list[str]:
+        urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
+        paths = [u.toLocalFile() for u in urls if u.isLocalFile()]
+        return [p for p in paths if Path(p).is_dir() or p.lower().endswith(".gguf")]
+
+    def dragEnterEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        if self._dropped_models(event):
+            event.acceptProposedAction()
+
+    def dropEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        paths = self._dropped_models(event)
+        if not paths:
+            return
+        event.acceptProposedAction()
+        panel = self.show_panel("models")
+        if panel is not None:
+            panel.add_path(paths[0])  # one at a time: a conversion takes the panel's progress bar
+
     def open_memory(self, memory_id: int) -> None:
         """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""
         panel = self.show_panel("memories")
@@ -245,7 +268,8 @@ class MainWindow(QMainWindow):
         from app.ui.onboarding import Onboarding, mark_onboarding_seen, recommendation
         dialog = Onboarding(self.services.db_path, lambda: self.show_panel("models"), self)
         dialog.finished.connect(lambda _result: mark_onboarding_seen(self.services.data_dir))
-        self.runner.submit("io", recommendation, on_done=dialog.show_recommendation, on_error=lambda _exc: None)
+        self.runner.submit("io", recommendation, self.services.data_dir, on_done=dialog.show_recommendation,
+                           on_error=lambda _exc: None)
         self.onboarding = dialog
         dialog.show()  # not modal: the window behind it stays usable
         return dialog

@@ -15,7 +15,7 @@ GB = 1024 ** 3
 
 def columns() -> tuple[str, ...]:
     return ("Model", "Family", "Parameters", "Size", "Context", "Memory needed",
-            f"On {this_machine()}", "Status")
+            f"On {this_machine()}", "Status", "Speed here")  # estimated tokens a second (models.speed)
 
 
 def human_bytes(count: float) -> str:

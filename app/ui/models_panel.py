@@ -20,6 +20,7 @@ from app.ui.fit_pill import FitPillDelegate
 from app.ui.model_rows import (FIT_COLUMN, STATUS_COLUMN, columns, convert_gguf, gguf_supported, human_bytes,
                                other_row, progress_text, status_text)
 from core.config import update_settings
+from models.speed import speed_words
 
 class ModelsPanel(QWidget):
     refreshed = Signal()
@@ -34,6 +35,7 @@ class ModelsPanel(QWidget):
         self.catalog: list[Any] = []
         self.installed: dict[str, Any] = {}
         self.recommended: Any = None
+        self.paces: dict[str, Any] = {}  # repo id -> estimated tokens a second here (models.speed)
         self.total_ram = 0  # the memory budget a model may use here (models.budget)
         self.budget: Any = None
         self.cancel_event: threading.Event | None = None
@@ -95,17 +97,20 @@ class ModelsPanel(QWidget):
         def load() -> tuple:
             from models.budget import memory_budget
             from models.registry import CURATED, default_model
+            from models.speed import machine_speed
             budget = memory_budget()
             installed = {m.repo_id: m for m in self.services.model_store().usable(self.services.settings.chat_model)}
             curated = {info.repo_id for info in CURATED}
             others = [(m, other_row(m, budget.bytes)) for m in installed.values() if m.repo_id not in curated]
-            return list(CURATED), installed, default_model(budget.bytes), budget, others
+            speed = machine_speed(self.services.data_dir)  # measured once, cached: a model's pace here
+            paces = {i.repo_id: speed.model_pace(i) for i in CURATED} if speed is not None else {}
+            return list(CURATED), installed, default_model(budget.bytes, speed=speed), budget, others, paces
         self.runner.submit("io", load, on_done=self._on_loaded, on_error=self._on_error)
 
     def _on_loaded(self, loaded: tuple) -> None:
         from models.budget import budget_words
         from models.registry import fit
-        self.catalog, self.installed, self.recommended, self.budget, others = loaded
+        self.catalog, self.installed, self.recommended, self.budget, others, self.paces = loaded
         self.total_ram = self.budget.bytes
         self.budget_label.setText(f"Fit is measured against {budget_words(self.budget, this_machine())}.")
         active = self.services.settings.chat_model
@@ -122,6 +127,7 @@ class ModelsPanel(QWidget):
             if repo_id == active:
                 values = values[:-1] + ("active",)
             values = values[:-1] + (status_text(values[-1], repo_id == recommended),)
+            values = values + (speed_words(self.paces.get(repo_id)),)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
                 item.setData(Qt.UserRole, repo_id)
@@ -241,8 +247,19 @@ class ModelsPanel(QWidget):
     def on_add(self) -> None:
         """A folder of MLX weights from anywhere on disk: checked, remembered by the model store, listed."""
         folder = QFileDialog.getExistingDirectory(self, "Add a model: choose a folder of MLX weights")
-        if not folder:
-            return
+        if folder:
+            self.add_folder(folder)
+
+    def add_path(self, path: str) -> None:
+        """A folder or a .gguf file given some other way (dropped on the window): added as its button would."""
+        if Path(path).is_dir():
+            self.add_folder(path)
+        elif Path(path).suffix.lower() == ".gguf" and gguf_supported():
+            self.add_gguf(path)
+        else:
+            self._on_add_refused(ValueError(f"{Path(path).name} is neither a model folder nor a .gguf file."))
+
+    def add_folder(self, folder: str) -> None:
         self.message.setText(f"Checking {folder}…")
         self.runner.submit("io", lambda: self._sized_store().add_folder(folder), on_done=self._on_added,
                            on_error=self._on_add_refused)
@@ -258,8 +275,10 @@ class ModelsPanel(QWidget):
     def on_add_gguf(self) -> None:
         """A .gguf file (LM Studio's and Jan's format), converted to MLX here with progress."""
         path, _ = QFileDialog.getOpenFileName(self, "Add a model: choose a GGUF file", "", "GGUF model (*.gguf)")
-        if not path:
-            return
+        if path:
+            self.add_gguf(path)
+
+    def add_gguf(self, path: str) -> None:
         name = Path(path).name
         self._converting(True)
         self.message.setText(f"Converting {name} to MLX…")

@@ -46,7 +46,7 @@ def keeps_text(db_path: Path, machine: str) -> str:
             f"<i>Forget everything</i>: it keeps a backup first, so it can be undone.</p>")
 
 
-def model_text(info: Any, budget: Any, machine: str, palette: Any = None) -> str:
+def model_text(info: Any, budget: Any, machine: str, palette: Any = None, speed: Any = None) -> str:
     """The recommended model in a sentence: its name, download size, and its fit (a pill) against what a model
     may use here (a models.budget.MemoryBudget)."""
     from app.ui.fit_pill import pill_html
@@ -55,19 +55,25 @@ def model_text(info: Any, budget: Any, machine: str, palette: Any = None) -> str
     verdict = fit(info.ram_bytes, budget.bytes)
     fits = FIT_WORDS.get(verdict, "may fit")
     memory = f" ({budget_words(budget, machine)})" if budget.bytes > 0 else ""
+    pace = speed.model_pace(info) if speed is not None else None
+    writes = (f" Here it writes about {pace:.0f} tokens a second." if pace is not None and pace >= 1 else
+              f" Here it writes about {pace:.1f} tokens a second: slow on {machine}, the fastest that fits."
+              if pace is not None else "")
     return (f"<p><b>A model to chat with.</b> Recommended for {machine}{memory}: <b>{_escape(info.name)}</b> "
             f"{pill_html(verdict, palette)} — a {human_size(info.size_bytes)} download that needs about "
-            f"{human_size(info.ram_bytes)} of memory and {fits}. Or add a model folder or a GGUF file you already "
-            f"have.</p>")
+            f"{human_size(info.ram_bytes)} of memory and {fits}.{writes} Or add a model folder or a GGUF file you "
+            f"already have.</p>")
 
 
-def recommendation() -> tuple[Any, Any]:
-    """The model recommended for this machine and the memory budget it was chosen by (reads the machine: off the
-    GUI thread)."""
+def recommendation(data_dir: Any = None) -> tuple[Any, Any, Any]:
+    """The model recommended for this machine, the memory budget and the measured speed (models.speed, cached in
+    the data folder) it was chosen by (reads the machine: off the GUI thread)."""
     from models.budget import memory_budget
     from models.registry import default_model
+    from models.speed import machine_speed
     budget = memory_budget()
-    return default_model(budget.bytes), budget
+    speed = machine_speed(data_dir) if data_dir is not None else None
+    return default_model(budget.bytes, speed=speed), budget, speed
 
 
 def _escape(text: str) -> str:
@@ -83,7 +89,7 @@ class Onboarding(QDialog):
         self.setMinimumWidth(620)
         self.machine = this_machine()
         self.on_models = on_models
-        self.found: tuple[Any, Any] | None = None  # the recommendation, once read
+        self.found: tuple[Any, ...] | None = None  # the recommendation, once read
         PaletteFollower(self, self._recolour)
         heading = QLabel("Welcome to Engram")
         heading.setProperty("role", "display")  # the type scale's largest size (app/ui/theme.py)
@@ -110,10 +116,10 @@ class Onboarding(QDialog):
         layout.addSpacing(SPACING.s)
         layout.addLayout(buttons)
 
-    def show_recommendation(self, found: tuple[Any, Any]) -> None:
+    def show_recommendation(self, found: tuple[Any, ...]) -> None:
         self.found = found
-        info, budget = found
-        self.model.setText(model_text(info, budget, self.machine, self.palette()))
+        info, budget, *speed = found
+        self.model.setText(model_text(info, budget, self.machine, self.palette(), speed[0] if speed else None))
 
     def _recolour(self) -> None:
         """Light and dark mode switched: the pill's colours are baked into the rich text, so it is drawn again."""

@@ -26,6 +26,9 @@ def cli(tmp_path, monkeypatch, capsys, tiny_model_dir):
     data_dir = tmp_path / "data"
     hubs = {REPO: FakeHub(tiny_model_dir)}
     ram = {"bytes": 16 * GB}
+    # a Mac's GPU, whatever this machine is: the recommendation's speed part is tested in test_machine_speed.py
+    monkeypatch.setattr("models.speed.machine_key", lambda: "Darwin arm64 8 cpus, mlx on Device(gpu, 0)")
+    monkeypatch.setattr("models.speed.probe_bandwidth", lambda: 90e9)
 
     class Hubs:  # one fake hub per repo id, as the real hub serves many
         def listing(self, repo_id):
