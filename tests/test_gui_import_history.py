@@ -71,3 +71,17 @@ def test_jobs_says_how_far_learning_from_an_import_is(qtbot, window, tmp_path):
     qtbot.waitUntil(lambda: jobs.imports_label.text() != "", timeout=20_000)
     assert jobs.imports_label.text() == ("Learning from your imported history while you are away: "
                                          "ChatGPT 0 of 4 turns")
+
+
+def test_about_you_groups_what_an_import_brought_under_its_source(qtbot, window, tmp_path, embedder):
+    from core.memory.manage import MemoryManager
+    on_db_lane(window, lambda db: MemoryManager(db, embedder).add("The user lives in Porto"))
+    _import(qtbot, window, lambda: _drop(window, fx.claude_zip(tmp_path)))
+    panel = window.show_panel("memories")
+    panel.set_view("simple", remember=False)
+    qtbot.waitUntil(lambda: "## From your Claude history" in panel.simple.statements(), timeout=20_000)
+    shown = panel.simple.statements()
+    assert shown[0] == "You live in Porto"  # what the user told Engram itself comes first
+    heading = shown.index("## From your Claude history")
+    assert set(shown[heading + 1:]) == {"Works as a nurse at the children's hospital", "Prefers metric units",
+                                        "Is learning German."}

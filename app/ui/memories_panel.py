@@ -22,6 +22,7 @@ from app.ui.memory_table import (FLAG_FILTERS, KINDS, STATUSES, DeleteKeys, Filt
 from app.ui.panel_widgets import ReloadOnShow, empty_state
 from core.config import update_settings
 from core.errors import NotFound
+from core.importers.batches import memory_import_sources
 from core.store.episodes import get_episodes
 from core.store.memories import get_memories
 from core.store.turns import last_recalled
@@ -209,11 +210,11 @@ class MemoriesPanel(ReloadOnShow, QWidget):
     def reload(self) -> None:
         filters = self.filters()
 
-        def load() -> tuple[list, list, dict]:  # the table's rows, the active ones the simple view lists, recalls
+        def load() -> tuple[list, list, dict, dict]:  # the table's rows, the simple view's, recalls, imports
             manager = self.services.manager()
             rows = manager.list(**filters.as_kwargs())
             return (rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs()),
-                    last_recalled(self.services.db))
+                    last_recalled(self.services.db), memory_import_sources(self.services.db))
         self.runner.submit("db", load, on_done=self._on_loaded, on_error=self._on_error)
 
     def _changed_elsewhere(self) -> None:
@@ -222,11 +223,11 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         if self.isVisible():
             self.reload()
 
-    def _on_loaded(self, loaded: tuple[list, list]) -> None:
-        memories, active, recalled = loaded
+    def _on_loaded(self, loaded: tuple[list, list, dict, dict]) -> None:
+        memories, active, recalled, imported = loaded
         # the same rows (a commit elsewhere that touched no memory) keep the selection and the scroll position
-        if active != self.simple.memories:
-            self.simple.set_memories(active)
+        if active != self.simple.memories or imported != self.simple.imported:
+            self.simple.set_memories(active, imported)
         if memories != self.model.memories or recalled != self.model.recalled:
             kept = self.selected_ids()  # Pin, Protect, Edit reload the table: what was selected stays selected
             self.model.set_memories(memories, recalled)

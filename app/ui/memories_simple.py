@@ -117,6 +117,7 @@ class SimpleMemories(QWidget):
         self.more.setVisible(False)
         self.rows: dict[int, BeliefRow] = {}
         self.memories: list[Memory] | None = None  # what the last set_memories was given (None: not loaded yet)
+        self.imported: dict[int, str] = {}  # memory id → the assistant its history was imported from
         self._keys = DeleteKeys(self.list, self._delete_selected)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
@@ -125,14 +126,22 @@ class SimpleMemories(QWidget):
         layout.addWidget(self.list, 1)
         layout.addWidget(self.more)
 
-    def set_memories(self, memories: Sequence[Memory]) -> None:
-        self.memories = list(memories)
-        shown = believed(memories)
+    def set_memories(self, memories: Sequence[Memory], imported: dict[int, str] | None = None) -> None:
+        """`imported`: memory id → "ChatGPT" for what was learned only from imported history; those come after
+        what you told Engram itself, grouped under where they came from, so an import can be reviewed as one."""
+        self.memories, self.imported = list(memories), dict(imported or {})
+        shown = believed(memories)[:SHOWN_MAX]
         self.list.clear()
         self.rows = {}
-        for memory in shown[:SHOWN_MAX]:
-            self._add(memory)
-        left = len(shown) - min(len(shown), SHOWN_MAX)
+        for memory in shown:
+            if memory.id not in self.imported:
+                self._add(memory)
+        for source in sorted({self.imported[m.id] for m in shown if m.id in self.imported}):
+            self._heading(f"From your {source} history")
+            for memory in shown:
+                if self.imported.get(memory.id) == source:
+                    self._add(memory)
+        left = len(believed(memories)) - len(shown)
         self.more.setText(f"…and {left} more, less important, in All details." if left else "")
         self.more.setVisible(bool(left))
         self.list.fit_rows()
@@ -151,9 +160,18 @@ class SimpleMemories(QWidget):
         self.list.setItemWidget(item, row)
         self.rows[memory.id] = row
 
+    def _heading(self, text: str) -> None:
+        item = QListWidgetItem(text)
+        item.setFlags(Qt.NoItemFlags)  # a heading is read, not selected or deleted
+        font = QFont(self.list.font())
+        font.setBold(True)
+        item.setFont(font)
+        self.list.addItem(item)
+
     def statements(self) -> list[str]:
-        """The sentences as shown, in order (what a person reads top to bottom)."""
-        return [self.list.itemWidget(self.list.item(i)).shown for i in range(self.list.count())]
+        """The sentences as shown, in order (what a person reads top to bottom); a group's heading as '## …'."""
+        rows = (self.list.itemWidget(self.list.item(i)) for i in range(self.list.count()))
+        return [row.shown if row is not None else f"## {self.list.item(i).text()}" for i, row in enumerate(rows)]
 
     def selected_ids(self) -> list[int]:
         return [int(item.data(Qt.UserRole)) for item in self.list.selectedItems()]

@@ -84,6 +84,16 @@ def import_labels(db: Database, episode_ids: Iterable[int]) -> dict[int, str]:
         "AND json_extract(metadata, '$.imported.label') IS NOT NULL", ids)}
 
 
+def memory_import_sources(db: Database) -> dict[int, str]:
+    """Active memory id → the assistant it was learned from ("ChatGPT"), for memories whose every source turn an
+    import brought; a memory the user's own words in Engram also support is theirs, not the import's."""
+    rows = db.execute(
+        "SELECT s.memory_id, min(json_extract(e.metadata, '$.imported.from')), "
+        "sum(json_extract(e.metadata, '$.imported.from') IS NULL) FROM memory_sources s "
+        "JOIN episodes e ON e.id = s.episode_id JOIN active_memories m ON m.id = s.memory_id GROUP BY s.memory_id")
+    return {memory_id: SOURCES.get(source, source) for memory_id, source, own in rows if source and not own}
+
+
 def session_import_labels(db: Database, session_ids: Iterable[int]) -> dict[int, str]:
     """'imported from Claude, 2024-05-02' (its first turn's) for each of these conversations an import brought."""
     ids = [int(i) for i in session_ids]
