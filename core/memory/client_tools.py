@@ -42,8 +42,7 @@ class ClientTools:
     def search(self, query: str, limit: int = 10) -> list[ClientMemory]:
         query, limit = _text(query, "query", MAX_QUERY_CHARS), _limit(limit)
         found = recall(self.db, self.embedder, query, k=limit, kinds=("memory",))
-        rows = [self._memory(i) for i in found.ids("memory")]
-        rows = [r for r in rows if r is not None]
+        rows = [row for row in map(self._found, found.ids("memory")) if row is not None]
         self.log.record(self.client.name, "read", len(rows), f"search: {query[:80]}")
         return rows
 
@@ -93,7 +92,13 @@ class ClientTools:
             self.log.record(self.client.name, "refused", 0, f"{verb} #{memory_id} (critical, protected or pinned)")
             raise InvalidInput(f"memory {memory_id} is critical, protected or pinned: only the user can {verb} it")
 
-    def _memory(self, memory_id: int) -> ClientMemory | None:
+    def _memory(self, memory_id: int) -> ClientMemory:
+        found = self._found(memory_id)
+        if found is None:  # written a moment ago; gone only if another process removed it meanwhile
+            raise InvalidInput(f"memory {memory_id} is no longer in the store")
+        return found
+
+    def _found(self, memory_id: int) -> ClientMemory | None:
         row = self.db.query_one("SELECT id, statement, confidence, updated_at FROM active_memories WHERE id = ?",
                                 (int(memory_id),))
         return None if row is None else ClientMemory(row["id"], row["statement"], row["confidence"],
