@@ -7,7 +7,10 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
+
+import pytest
 
 from core.store.db import open_db
 
@@ -167,3 +170,62 @@ def test_a_sigkilled_restore_never_leaves_a_partial_store(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert len(_statements(path)) == 300
+
+
+def _workers_of(folder: Path) -> list[int]:
+    """The fine-tuning workers whose config lies under `folder` (the data folder's runs)."""
+    found = []
+    for entry in Path("/proc").iterdir() if Path("/proc").is_dir() else ():
+        try:
+            command = (entry / "cmdline").read_bytes().split(b"\0")
+            zombie = "zombie" in (entry / "status").read_text().lower()
+        except OSError:
+            continue
+        if b"models.train_worker" in command and any(str(folder).encode() in part for part in command) \
+                and not zombie:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_sigkilled_fine_tune_leaves_the_store_sound_and_no_worker_running(tmp_path, tiny_model_dir):
+    """`engram finetune now` killed while its worker trains, beside a writer: the worker stops with it, the store
+    passes its checks, and every write the writer reported is there."""
+    from core.memory.manage import MemoryManager
+    from core.store import health
+    from tests.fakes import HashEmbedder
+    if not Path("/proc").is_dir():
+        pytest.skip("finding the worker by its command line reads /proc")
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    path = data / "engram.db"
+    db = open_db(path)
+    manager = MemoryManager(db, HashEmbedder())
+    for n in range(12):
+        manager.add(f"The user's fact number {n}: they like item {n} on Tuesdays.")
+    db.close()
+    assert subprocess.run([sys.executable, "-m", "app", "--data-dir", str(data), "models", "use", str(tiny_model_dir)],
+                          cwd=ROOT, capture_output=True, timeout=120).returncode == 0
+    writer = _start(path, TOTAL, "beside", pause=0.05)
+    tune = _engram(data, "finetune", "now")
+    acknowledged = []
+    deadline = time.monotonic() + 120
+    while not _workers_of(data) and tune.poll() is None and time.monotonic() < deadline:
+        memory_id, n = map(int, writer.stdout.readline().split())
+        acknowledged.append(f"beside memory number {n}")
+    assert _workers_of(data), f"the fine-tune never started its worker: {tune.poll()} {tune.stderr.read()[-800:]}"
+    time.sleep(1.5)  # well into its work
+    tune.send_signal(signal.SIGKILL)
+    tune.wait(timeout=30)
+    for _ in range(40):
+        memory_id, n = map(int, writer.stdout.readline().split())
+        acknowledged.append(f"beside memory number {n}")
+    writer.send_signal(signal.SIGKILL)
+    writer.wait(timeout=30)
+    deadline = time.monotonic() + 60
+    while _workers_of(data) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _workers_of(data) == [], "the fine-tuning worker went on after `engram finetune now` was killed"
+    open_db(path).close()
+    assert health.check_file(path).ok
+    kept = _statements(path)
+    assert [text for text in acknowledged if text not in kept] == []

@@ -17,14 +17,14 @@ import apsw
 import sqlite_vec
 
 from core.errors import NotADatabase, SchemaTooNew, StoreBusy, StoreCorrupt, StoreRefused
-from core.store import backups, health
+from core.store import health
+from core.store.backups import BACKUPS_KEPT, backup, process_gone  # noqa: F401 - backup: callers import it here
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
 PENDING_SCRUB = "pending_wal_scrub"  # meta key: a purge could not truncate the WAL yet (see Database.scrub_wal)
 BUSY_RETRIES = (0.05, 0.2, 0.5, 1.0, 2.0)  # seconds between whole retries, after each busy timeout ran out
-BACKUPS_KEPT = 5
 MMAP_BYTES = 1 << 30
 # A new store is built under ".<name>.new-<pid>-<ns>" (see _create); a crash leaves that copy behind. Creating a
 # store takes well under a second, so a copy whose process is gone is cleared after STAGING_GRACE (not at once: a
@@ -238,57 +238,6 @@ def schema_version(conn: apsw.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
 
 
-def backup(conn: apsw.Connection, folder: Path, *, label: str = "manual", keep: int = BACKUPS_KEPT) -> Path:
-    """Copy the live database with SQLite's backup API into `folder`, keeping the newest `keep` copies.
-
-    The copy is written under a hidden partial name (0600 from its first byte), checked, flushed, and only then
-    renamed to `engram-….db`: a kill or a full disk half-way leaves no file that `engram doctor` could take for a
-    backup (backups.clear_partials removes what such a kill left)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    os.chmod(folder, 0o700)
-    backups.clear_partials(folder, _process_gone)
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    target = folder / f"engram-{stamp}-{label}.db"
-    n = 1
-    while target.exists():
-        target = folder / f"engram-{stamp}-{label}-{n}.db"
-        n += 1
-    partial = backups.partial_name(target)
-    try:
-        _copy_into(conn, partial)
-        checked = health.check_file(partial, full=False)
-        if not checked.ok:
-            raise StoreCorrupt(f"the backup Engram just wrote did not pass its check ({checked.summary()}); "
-                               "nothing was changed")
-        os.replace(partial, target)
-    finally:
-        for leftover in (partial, Path(f"{partial}-journal")):
-            leftover.unlink(missing_ok=True)
-    for old in sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime)[:-keep]:
-        old.unlink(missing_ok=True)
-    return target
-
-
-def _copy_into(conn: apsw.Connection, partial: Path) -> None:
-    old_umask = os.umask(0o077)  # the copy and its journal are private from their creation
-    try:
-        dest = apsw.Connection(str(partial))
-    finally:
-        os.umask(old_umask)
-    try:
-        with dest.backup("main", conn, "main") as job:
-            while not job.done:
-                job.step(-1)
-        dest.execute("PRAGMA journal_mode=DELETE")
-    finally:
-        dest.close()
-    fd = os.open(partial, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _refuse_non_sqlite(path: Path) -> None:
     if not path.exists():
         return
@@ -425,21 +374,11 @@ def _clear_stale_staging(path: Path) -> None:
             continue  # not a name _create writes
         try:
             age = now - max(f.stat().st_mtime for f in files)
-            if age > STAGING_STALE or (age > STAGING_GRACE and _process_gone(int(pid))):
+            if age > STAGING_STALE or (age > STAGING_GRACE and process_gone(int(pid))):
                 for f in files:
                     f.unlink(missing_ok=True)
         except OSError:
             continue  # removed meanwhile, or not ours to remove
-
-
-def _process_gone(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, OverflowError):  # another user's live process, or no pid at all
-        return False
-    return False
 
 
 def _make_private(path: Path) -> None:
