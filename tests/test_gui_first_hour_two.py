@@ -432,3 +432,26 @@ def test_a_model_folder_dropped_on_the_window_is_added(qtbot, tmp_path, tiny_mod
     QApplication.sendEvent(win, refused)
     assert not refused.isAccepted()  # only models are taken
     win.runner.shutdown(wait=True)
+
+
+def test_a_code_block_in_a_reply_is_copied_with_one_click(qtbot, tmp_path, embedder):
+    from PySide6.QtGui import QGuiApplication
+
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["Here it is:\n\n```python\nfor bar in range(4):\n    print(bar)\n```\n\nPlay it slowly."])
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Give me a counting exercise in code")
+    QGuiApplication.clipboard().setText("")
+    found = reply.body.document().find("Copy code")
+    assert not found.isNull()
+    found.setPosition(found.selectionStart() + 2)  # inside the link's words
+    qtbot.mouseClick(reply.body.viewport(), Qt.LeftButton, pos=reply.body.cursorRect(found).center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == "for bar in range(4):\n    print(bar)",
+                    timeout=5000)
+    panel.shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()

@@ -2,6 +2,7 @@
 it quoted (app.ui.chat_earlier) and thumbs."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Collection, Sequence
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal
@@ -50,6 +51,21 @@ MARKDOWN_WITHOUT_HTML = QTextDocument.MarkdownFeatures(QTextDocument.MarkdownDia
                                                        | QTextDocument.MarkdownNoHTML)
 
 
+COPY_SCHEME = "engram-copy"  # the "Copy code" link Engram puts under each code block of a reply
+_FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def with_copy_links(text: str) -> tuple[str, list[str]]:
+    """The reply's Markdown with a "Copy code" link after each closed fenced block, and the blocks' code. A link a
+    model writes with this scheme can only copy a block of the same reply: nothing else is done with it."""
+    blocks: list[str] = []
+
+    def linked(found: re.Match) -> str:
+        blocks.append(found.group(2).rstrip("\n"))
+        return f"{found.group(0)}\n\n[Copy code]({COPY_SCHEME}:{len(blocks) - 1})\n"
+    return _FENCE.sub(linked, text), blocks
+
+
 def opens_from_a_reply(url: QUrl) -> bool:
     return url.isValid() and url.scheme().lower() in SAFE_LINK_SCHEMES and bool(url.host() or url.path())
 
@@ -60,6 +76,7 @@ class MarkdownView(QTextBrowser):
     def __init__(self) -> None:
         super().__init__()
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # replaced in tests
+        self.code_blocks: list[str] = []  # a reply's code, for its "Copy code" links
         self.setOpenLinks(False)  # a click neither navigates this view nor opens anything by itself
         self.anchorClicked.connect(self._clicked)
         self.setFrameShape(QFrame.NoFrame)
@@ -75,6 +92,11 @@ class MarkdownView(QTextBrowser):
         self.document().setMarkdown(text, MARKDOWN_WITHOUT_HTML)
 
     def _clicked(self, url: QUrl) -> None:
+        if url.scheme() == COPY_SCHEME:
+            index = int(url.path()) if url.path().isdigit() else -1
+            if 0 <= index < len(self.code_blocks):
+                QGuiApplication.clipboard().setText(self.code_blocks[index])
+            return
         if opens_from_a_reply(url):
             self.open_url(url)
 
@@ -252,7 +274,8 @@ class MessageWidget(QFrame):
         if self.role == "user":
             self.body.setPlainText(self.text)
         else:
-            self.body.setMarkdown(self.text or "…")
+            shown, self.body.code_blocks = with_copy_links(self.text or "…")
+            self.body.setMarkdown(shown)
 
     # -- reply extras --------------------------------------------------------------------------------
 
