@@ -455,3 +455,30 @@ def test_a_code_block_in_a_reply_is_copied_with_one_click(qtbot, tmp_path, embed
     panel.shutdown()
     window.runner.shutdown(wait=True)
     window.services.close()
+
+
+def test_a_conversation_has_its_own_instructions_and_the_model_is_given_them(qtbot, tmp_path, embedder):
+    from core.store.sessions import get_session
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["Olá!", "Claro."])
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    panel.ask_instructions = lambda current: ("Answer in Portuguese.", True)  # typed in the dialog
+    qtbot.mouseClick(panel.header.instructions_button, Qt.LeftButton)
+    assert panel.header.instructions_button.text() == "Instructions ✓"
+    _type_and_send(qtbot, panel, "Hello")
+    system = chat.calls[-1][0]
+    assert system.role == "system" and "The user's instructions for this conversation:\nAnswer in Portuguese." \
+        in system.content
+    session = on_db_lane(window, lambda db: get_session(db, panel.session_id))
+    assert session.instructions == "Answer in Portuguese."
+    qtbot.mouseClick(panel.sessions.new_button, Qt.LeftButton)  # a new conversation starts without them
+    assert panel.header.instructions_button.text() == "Instructions…"
+    _type_and_send(qtbot, panel, "Hi again")
+    assert "Answer in Portuguese." not in chat.calls[-1][0].content
+    panel.shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()
