@@ -482,3 +482,33 @@ def test_a_conversation_has_its_own_instructions_and_the_model_is_given_them(qtb
     panel.shutdown()
     window.runner.shutdown(wait=True)
     window.services.close()
+
+
+def test_regenerate_keeps_the_earlier_answer_one_click_away_and_after_a_reopen(qtbot, tmp_path, embedder):
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["First answer.", "Second answer."])
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Suggest a piece")
+    assert not reply.older_button.isVisibleTo(reply)  # one answer: nothing to step through
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS):
+        qtbot.mouseClick(reply.regenerate_button, Qt.LeftButton)
+    assert reply.text == "Second answer." and reply.answer_count.text() == "2/2"
+    qtbot.mouseClick(reply.older_button, Qt.LeftButton)
+    assert reply.body.toPlainText().strip() == "First answer." and reply.answer_count.text() == "1/2"
+    qtbot.mouseClick(reply.newer_button, Qt.LeftButton)
+    assert reply.body.toPlainText().strip() == "Second answer."
+    session_id = panel.session_id
+    qtbot.mouseClick(panel.sessions.new_button, Qt.LeftButton)
+    _click_conversation(qtbot, panel, session_id)
+    qtbot.waitUntil(lambda: len(panel.replies()) == 1, timeout=10000)
+    reopened = panel.replies()[0]
+    assert reopened.answer_count.text() == "2/2"
+    qtbot.mouseClick(reopened.older_button, Qt.LeftButton)
+    assert reopened.body.toPlainText().strip() == "First answer."
+    panel.shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()

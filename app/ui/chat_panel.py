@@ -262,6 +262,7 @@ class ChatPanel(QWidget):
             shown = asked if turn.episode_id == focus else shown
             reply = self._add_message("assistant", turn.assistant_text)
             reply.set_used(turn.used)
+            reply.set_earlier_answers(turn.earlier_replies)
             reply.earlier.set_turns(turn.earlier)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())

@@ -92,11 +92,17 @@ def touch_episodes(db: Database, episode_ids: Iterable[int], *, at: float) -> No
                    [at, *ids])
 
 
+EARLIER_KEPT = 5  # earlier answers of a turn kept after Regenerate (the newest)
+
+
 def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason: str | None) -> None:
     """A re-answer (after a veto) replaces the reply text of its episode; the vector is rewritten by learn."""
     reply_text = clean_text(reply_text, "reply", allow_empty=True)
-    metadata = json.loads(db.scalar("SELECT metadata FROM episodes WHERE id = ?", (int(episode_id),)) or "{}")
-    metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1)
+    row = db.query_one("SELECT assistant_text, metadata FROM episodes WHERE id = ?", (int(episode_id),))
+    metadata = json.loads((row or {}).get("metadata") or "{}")
+    earlier = [*metadata.get("earlier_replies", []), (row or {}).get("assistant_text") or ""][-EARLIER_KEPT:]
+    metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1,
+                    earlier_replies=[t for t in earlier if t])  # Regenerate keeps them one click away
     db.execute("UPDATE episodes SET assistant_text = ?, metadata = ? WHERE id = ?",
                (reply_text, json.dumps(metadata, ensure_ascii=False), int(episode_id)))
 
