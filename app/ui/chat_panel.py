@@ -166,7 +166,7 @@ class ChatPanel(QWidget):
     def _ask_instructions(self, current: str) -> tuple[str, bool]:
         from PySide6.QtWidgets import QInputDialog
         return QInputDialog.getMultiLineText(self, "Instructions for this conversation",
-                                             "How Engram should answer here (for example: “Answer in Portuguese.”):",
+                                             "How Engram should answer here (e.g. “Answer in Portuguese.”):",
                                              current)
 
     def edit_instructions(self) -> None:
