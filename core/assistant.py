@@ -145,10 +145,12 @@ class Assistant:
                                          {e.id for e in recent}) if reading else ([], []))
         if history is None:
             history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
-        instructions = self._instructions(session) if reading else ""
+        instructions = session_instructions(self.db) if reading else ""  # what reflection learned of style
+        own = session.instructions if session is not None else ""  # the user's, written for this conversation
         parts = ContextParts(user_text=user_text, today=iso_day(now), critical=critical, recalled=recalled,
-                             instructions=instructions, profile=self._profile(instructions) if reading else (),
-                             history=history, memory_read=reading)
+                             instructions=instructions, own_instructions=own,
+                             profile=self._profile(instructions + own) if reading else (), history=history,
+                             memory_read=reading)
         built = assemble(parts, self._token_counts(), self._budget())
         prepared = _prepared(session_id, user_text, built, now, incognito, dial, excluded, intents)
         return replace(prepared, recall_terms=recall_learning.snapshot(hits, [m.id for m in prepared.used],
@@ -196,10 +198,6 @@ class Assistant:
         if session_id is None:
             return []
         return list_episodes(self.db, session_id=session_id, limit=self.settings.generation.history_turns)
-
-    def _instructions(self, session: Any) -> str:
-        """This session's own instructions, else those reflection wrote from the confirmed profile."""
-        return (session.instructions if session is not None else "") or session_instructions(self.db)
 
     def _profile(self, instructions: str) -> list[str]:
         """Confirmed hypotheses not already spelled out in the instructions."""

@@ -432,3 +432,83 @@ def test_a_model_folder_dropped_on_the_window_is_added(qtbot, tmp_path, tiny_mod
     QApplication.sendEvent(win, refused)
     assert not refused.isAccepted()  # only models are taken
     win.runner.shutdown(wait=True)
+
+
+def test_a_code_block_in_a_reply_is_copied_with_one_click(qtbot, tmp_path, embedder):
+    from PySide6.QtGui import QGuiApplication
+
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["Here it is:\n\n```python\nfor bar in range(4):\n    print(bar)\n```\n\nPlay it slowly."])
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Give me a counting exercise in code")
+    QGuiApplication.clipboard().setText("")
+    found = reply.body.document().find("Copy code")
+    assert not found.isNull()
+    found.setPosition(found.selectionStart() + 2)  # inside the link's words
+    qtbot.mouseClick(reply.body.viewport(), Qt.LeftButton, pos=reply.body.cursorRect(found).center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text() == "for bar in range(4):\n    print(bar)",
+                    timeout=5000)
+    panel.shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()
+
+
+def test_a_conversation_has_its_own_instructions_and_the_model_is_given_them(qtbot, tmp_path, embedder):
+    from core.store.sessions import get_session
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["Olá!", "Claro."])
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    panel.ask_instructions = lambda current: ("Answer in Portuguese.", True)  # typed in the dialog
+    qtbot.mouseClick(panel.header.instructions_button, Qt.LeftButton)
+    assert panel.header.instructions_button.text() == "Instructions ✓"
+    _type_and_send(qtbot, panel, "Hello")
+    system = chat.calls[-1][0]
+    assert system.role == "system" and "The user's instructions for this conversation:\nAnswer in Portuguese." \
+        in system.content
+    session = on_db_lane(window, lambda db: get_session(db, panel.session_id))
+    assert session.instructions == "Answer in Portuguese."
+    qtbot.mouseClick(panel.sessions.new_button, Qt.LeftButton)  # a new conversation starts without them
+    assert panel.header.instructions_button.text() == "Instructions…"
+    _type_and_send(qtbot, panel, "Hi again")
+    assert "Answer in Portuguese." not in chat.calls[-1][0].content
+    panel.shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()
+
+
+def test_regenerate_keeps_the_earlier_answer_one_click_away_and_after_a_reopen(qtbot, tmp_path, embedder):
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(["First answer.", "Second answer."])
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = lambda: ScriptedStructuredModel(
+        {"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Suggest a piece")
+    assert not reply.older_button.isVisibleTo(reply)  # one answer: nothing to step through
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS):
+        qtbot.mouseClick(reply.regenerate_button, Qt.LeftButton)
+    assert reply.text == "Second answer." and reply.answer_count.text() == "2/2"
+    qtbot.mouseClick(reply.older_button, Qt.LeftButton)
+    assert reply.body.toPlainText().strip() == "First answer." and reply.answer_count.text() == "1/2"
+    qtbot.mouseClick(reply.newer_button, Qt.LeftButton)
+    assert reply.body.toPlainText().strip() == "Second answer."
+    session_id = panel.session_id
+    qtbot.mouseClick(panel.sessions.new_button, Qt.LeftButton)
+    _click_conversation(qtbot, panel, session_id)
+    qtbot.waitUntil(lambda: len(panel.replies()) == 1, timeout=10000)
+    reopened = panel.replies()[0]
+    assert reopened.answer_count.text() == "2/2"
+    qtbot.mouseClick(reopened.older_button, Qt.LeftButton)
+    assert reopened.body.toPlainText().strip() == "First answer."
+    panel.shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()

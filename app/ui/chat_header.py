@@ -64,6 +64,11 @@ class ChatHeader(QWidget):
         self.dial.setCurrentText(services.settings.memory_dial if services.settings.memory_dial in DIALS
                                  else "normal")
         self.dial.setToolTip("How much Engram recalls for each reply: off uses no memories at all")
+        # this conversation's own system prompt, as LM Studio and Jan have; shown beside Send (the header's row is
+        # the title's)
+        self.instructions_button = QToolButton()
+        self.instructions_button.setText("Instructions…")
+        self.instructions_button.setAutoRaise(True)
         bar = QHBoxLayout(self)
         bar.setContentsMargins(0, 0, 0, 0)
         bar.addWidget(self.title, 1)

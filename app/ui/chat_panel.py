@@ -22,7 +22,7 @@ from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import earlier_turns, load_conversation
 from core.store import turn_learning
 from core.store.text import MAX_TEXT_CHARS
-from core.store.sessions import create_session, end_session
+from core.store.sessions import create_session, end_session, set_instructions
 
 FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
                 "repetition": "Stopped: the model was repeating itself.",
@@ -79,6 +79,10 @@ class ChatPanel(QWidget):
         self.model_button, self.banner, self.banner_text = self.model.button, self.model.banner, self.model.text
         self.models_button = self.model.models_button
         self.title, self.incognito, self.dial = self.header.title, self.header.incognito, self.header.dial
+        self.instructions = ""  # this conversation's own instructions (its system prompt), as stored
+        self.ask_instructions = self._ask_instructions  # replaced in tests
+        self.header.instructions_button.clicked.connect(self.edit_instructions)
+        self._show_instructions("")
         self.sessions = SessionList(self.services, self.runner)
         self.sessions.setMinimumWidth(200)
         splitter = QSplitter()
@@ -112,7 +116,11 @@ class ChatPanel(QWidget):
         self.send_button.setDefault(True)
         bottom = QHBoxLayout()
         bottom.addWidget(self.composer, 1)
-        bottom.addWidget(self.send_button, 0, Qt.AlignBottom)
+        actions = QVBoxLayout()
+        actions.addStretch(1)
+        actions.addWidget(self.header.instructions_button)
+        actions.addWidget(self.send_button)
+        bottom.addLayout(actions)
         layout.addWidget(self.thread_view, 1)
         layout.addWidget(self.note)
         layout.addWidget(self.composer_note)
@@ -153,6 +161,34 @@ class ChatPanel(QWidget):
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
         return getattr(background, "model_gate", None)
 
+    # -- this conversation's instructions --------------------------------------------------------------
+
+    def _ask_instructions(self, current: str) -> tuple[str, bool]:
+        from PySide6.QtWidgets import QInputDialog
+        return QInputDialog.getMultiLineText(self, "Instructions for this conversation",
+                                             "How Engram should answer here (e.g. “Answer in Portuguese.”):",
+                                             current)
+
+    def edit_instructions(self) -> None:
+        text, ok = self.ask_instructions(self.instructions)
+        if not ok:
+            return
+        text = text.strip()
+        if self.session_id is None:  # saved with the conversation its first message makes
+            self._show_instructions(text)
+            return
+        session_id = self.session_id
+        self.runner.submit("db", set_instructions, self.services.db, session_id, text,
+                           on_done=lambda _s: self._show_instructions(text) if self.session_id == session_id
+                           else None, on_error=lambda exc: self._notice(f"Could not save the instructions: {exc}"))
+
+    def _show_instructions(self, text: str) -> None:
+        self.instructions = text
+        button = self.header.instructions_button
+        button.setText("Instructions ✓" if text else "Instructions…")
+        button.setToolTip(f"This conversation's instructions:\n{text}" if text else
+                          "Give this conversation its own instructions (a system prompt), e.g. a language or a tone")
+
     # -- the model (app/ui/chat_header.py) -----------------------------------------------------------
 
     def check_model(self) -> None:
@@ -188,6 +224,7 @@ class ChatPanel(QWidget):
         self.session_id = None
         self.sessions.select(None)
         self._clear_messages()
+        self._show_instructions("")
         self.title.setText("New conversation")
         self.composer.setFocus()
 
@@ -218,12 +255,14 @@ class ChatPanel(QWidget):
         if conversation.session.id != self.session_id:
             return  # the user moved on while it loaded
         self.title.setText(conversation.session.title or "New conversation")
+        self._show_instructions(conversation.session.instructions)
         focus, self._focus_episode, shown = self._focus_episode, None, None
         for turn in conversation.turns:
             asked = self._add_message("user", turn.user_text)
             shown = asked if turn.episode_id == focus else shown
             reply = self._add_message("assistant", turn.assistant_text)
             reply.set_used(turn.used)
+            reply.set_earlier_answers(turn.earlier_replies)
             reply.earlier.set_turns(turn.earlier)
             reply.set_episode(turn.episode_id, turn.rating)
             reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
@@ -284,7 +323,9 @@ class ChatPanel(QWidget):
         if self.session_id is None and not self.incognito.isChecked():
             self._starting = True
             self._set_streaming(True)
-            self.runner.submit("db", lambda: create_session(self.services.db, title_from(text)),
+            instructions = self.instructions
+            self.runner.submit("db", lambda: create_session(self.services.db, title_from(text),
+                                                            instructions=instructions),
                                on_done=lambda sid: self._start_in_new_session(sid, text, shown),
                                on_error=self._on_create_failed)
             return

@@ -2,6 +2,7 @@
 it quoted (app.ui.chat_earlier) and thumbs."""
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Collection, Sequence
 
 from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal
@@ -50,6 +51,21 @@ MARKDOWN_WITHOUT_HTML = QTextDocument.MarkdownFeatures(QTextDocument.MarkdownDia
                                                        | QTextDocument.MarkdownNoHTML)
 
 
+COPY_SCHEME = "engram-copy"  # the "Copy code" link Engram puts under each code block of a reply
+_FENCE = re.compile(r"^(```|~~~)[^\n]*\n(.*?)^\1[ \t]*$", re.MULTILINE | re.DOTALL)
+
+
+def with_copy_links(text: str) -> tuple[str, list[str]]:
+    """The reply's Markdown with a "Copy code" link after each closed fenced block, and the blocks' code. A link a
+    model writes with this scheme can only copy a block of the same reply: nothing else is done with it."""
+    blocks: list[str] = []
+
+    def linked(found: re.Match) -> str:
+        blocks.append(found.group(2).rstrip("\n"))
+        return f"{found.group(0)}\n\n[Copy code]({COPY_SCHEME}:{len(blocks) - 1})\n"
+    return _FENCE.sub(linked, text), blocks
+
+
 def opens_from_a_reply(url: QUrl) -> bool:
     return url.isValid() and url.scheme().lower() in SAFE_LINK_SCHEMES and bool(url.host() or url.path())
 
@@ -60,6 +76,7 @@ class MarkdownView(QTextBrowser):
     def __init__(self) -> None:
         super().__init__()
         self.open_url: Callable[[QUrl], Any] = QDesktopServices.openUrl  # replaced in tests
+        self.code_blocks: list[str] = []  # a reply's code, for its "Copy code" links
         self.setOpenLinks(False)  # a click neither navigates this view nor opens anything by itself
         self.anchorClicked.connect(self._clicked)
         self.setFrameShape(QFrame.NoFrame)
@@ -75,6 +92,11 @@ class MarkdownView(QTextBrowser):
         self.document().setMarkdown(text, MARKDOWN_WITHOUT_HTML)
 
     def _clicked(self, url: QUrl) -> None:
+        if url.scheme() == COPY_SCHEME:
+            index = int(url.path()) if url.path().isdigit() else -1
+            if 0 <= index < len(self.code_blocks):
+                QGuiApplication.clipboard().setText(self.code_blocks[index])
+            return
         if opens_from_a_reply(url):
             self.open_url(url)
 
@@ -182,11 +204,27 @@ class MessageWidget(QFrame):
         self.status.setForegroundRole(QPalette.PlaceholderText)
         self.status.setWordWrap(True)  # a long error wraps beside the buttons instead of widening the thread
         self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # even a word longer than the row
+        self.earlier_answers: list[str] = []  # what this turn answered before Regenerate, oldest first
+        self.shown_answer = -1  # which answer the body shows: -1 the latest, else an index of earlier_answers
+        self.older_button, self.newer_button = QToolButton(), QToolButton()
+        self.older_button.setText("‹")
+        self.older_button.setToolTip("The answer before this one (Regenerate keeps them)")
+        self.newer_button.setText("›")
+        self.newer_button.setToolTip("The next answer")
+        self.answer_count = QLabel("")
+        self.answer_count.setForegroundRole(QPalette.PlaceholderText)
+        self.older_button.clicked.connect(lambda: self._step_answer(-1))
+        self.newer_button.clicked.connect(lambda: self._step_answer(1))
+        for widget in (self.older_button, self.newer_button):
+            widget.setAutoRaise(True)
+        for widget in (self.older_button, self.answer_count, self.newer_button):
+            widget.setVisible(False)  # until the turn has been answered more than once
         self.pace = QLabel("")  # "0.84 s to first token · 12.3 tok/s · 48 tokens", quiet, as LM Studio shows it
         self.pace.setForegroundRole(QPalette.PlaceholderText)
         self.pace.setToolTip("How fast this reply came: the wait for its first words, then tokens a second")
         footer = QHBoxLayout()
-        for button in (self.thumb_up, self.thumb_down, self.copy_button, self.regenerate_button):
+        for button in (self.older_button, self.answer_count, self.newer_button, self.thumb_up, self.thumb_down,
+                       self.copy_button, self.regenerate_button):
             footer.addWidget(button)
         footer.addWidget(self.status, 1)
         footer.addWidget(self.pace)
@@ -252,7 +290,42 @@ class MessageWidget(QFrame):
         if self.role == "user":
             self.body.setPlainText(self.text)
         else:
-            self.body.setMarkdown(self.text or "…")
+            shown, self.body.code_blocks = with_copy_links(self.text or "…")
+            self.body.setMarkdown(shown)
+
+    # -- earlier answers (Regenerate keeps them one click away) ----------------------------------------
+
+    def set_earlier_answers(self, answers: Sequence[str]) -> None:
+        self.earlier_answers = [a for a in answers if a]
+        self.shown_answer = -1
+        self._show_answer()
+
+    def keep_answer(self) -> None:
+        """Regenerate: the answer shown now becomes the newest earlier one."""
+        if self.text:
+            self.earlier_answers.append(self.text)
+        self.shown_answer = -1
+        self._show_answer()
+
+    def _step_answer(self, step: int) -> None:
+        count = len(self.earlier_answers)
+        position = (count if self.shown_answer < 0 else self.shown_answer) + step
+        self.shown_answer = -1 if position >= count else max(0, position)
+        self._show_answer()
+
+    def _show_answer(self) -> None:
+        count = len(self.earlier_answers) + 1
+        position = count - 1 if self.shown_answer < 0 else self.shown_answer
+        for widget in (self.older_button, self.answer_count, self.newer_button):
+            widget.setVisible(count > 1)
+        self.older_button.setEnabled(position > 0)
+        self.newer_button.setEnabled(position < count - 1)
+        self.answer_count.setText(f"{position + 1}/{count}")
+        if self.shown_answer < 0:
+            self.render()
+        else:
+            shown, self.body.code_blocks = with_copy_links(self.earlier_answers[self.shown_answer])
+            self.body.setMarkdown(shown)
 
     # -- reply extras --------------------------------------------------------------------------------
 

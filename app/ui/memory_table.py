@@ -123,7 +123,7 @@ class MemoryTableModel(QAbstractTableModel):
     def _sort_key(self, memory: Memory, column: int) -> Any:
         keys = (memory.statement.lower(), memory.kind, flags_text(memory), memory.confidence,
                 memory.importance + (2.0 if memory.critical else 0.0),
-                (memory.last_access or 0.0, self.recalled.get(memory.id, 0.0)), memory.created_at, len(memory.source_episode_ids), memory.status)
+                memory.last_access or 0.0, memory.created_at, len(memory.source_episode_ids), memory.status)
         return keys[column]
 
 

@@ -47,6 +47,7 @@ class ContextParts:
     critical: Sequence[ContextItem] = ()
     recalled: Sequence[ContextItem] = ()  # best first
     instructions: str = ""
+    own_instructions: str = ""  # what the user wrote for this conversation ("instructions", as LM Studio's)
     profile: Sequence[str] = ()
     history: Sequence[tuple[str, str]] = ()  # (user, assistant) of this session, oldest first
     memory_read: bool = False  # the memory was read for this turn: if nothing of it fits, the prompt says so
@@ -77,13 +78,16 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
     """The messages for one answer, the items that made it in, and those that did not fit."""
     budget = _Budget(budget_tokens, count_tokens)
     budget.left -= count_tokens(answer.IDENTITY) + count_tokens(parts.user_text) + SECTION_OVERHEAD_TOKENS
+    own = parts.own_instructions.strip()
+    budget.left -= count_tokens(own) if own else 0  # the user's own words for this conversation always go in
     critical, cut_critical = _admit(parts.critical, budget)
     instructions = parts.instructions if parts.instructions and budget.take(parts.instructions,
                                                                             SECTION_OVERHEAD_TOKENS) else ""
     profile = [c for c in parts.profile if budget.take(c, 2)]
     recalled, cut_recalled = _admit(parts.recalled, budget)
     history = _admit_history(parts.history, budget)
-    sections = [answer.critical_section([i.line() for i in critical]) if critical else "",
+    sections = [answer.own_instructions_section(own) if own else "",
+                answer.critical_section([i.line() for i in critical]) if critical else "",
                 answer.style_section(instructions) if instructions else "",
                 answer.profile_section(profile) if profile else "",
                 answer.memory_section([i.line() for i in recalled]) if recalled else "",

@@ -59,6 +59,7 @@ class ConversationTurn:
     taught: tuple[TaughtFact, ...] = ()
     finish_reason: str | None = None  # why the reply ended ("repetition": stopped going round in a loop)
     learning: str | None = None  # core.store.turn_learning's state: pending, done, failed, skipped
+    earlier_replies: tuple[str, ...] = ()  # what it answered before Regenerate, oldest first
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def load_conversation(db: Database, session_id: int, *, limit: int = MAX_TURNS) 
     taught = taught_facts(db, [e.id for e in episodes])
     turns = [ConversationTurn(e.id, e.user_text, e.assistant_text, e.rating, tuple(used.get(e.id, ())),
                               tuple(earlier.get(e.id, ())), tuple(taught.get(e.id, ())),
-                              e.metadata.get("finish_reason"), e.metadata.get("learning")) for e in episodes]
+                              e.metadata.get("finish_reason"), e.metadata.get("learning"),
+                              tuple(e.metadata.get("earlier_replies", ()))) for e in episodes]
     return Conversation(session, turns)
 
 

@@ -67,6 +67,12 @@ def profile_section(claims: Sequence[str]) -> str:
                        "What the user confirmed about themselves (data):")
 
 
+def own_instructions_section(text: str) -> str:
+    """What the user wrote for this conversation in the chat's Instructions: theirs, so followed as instructions
+    (unlike recalled memories and learned style, which are quoted as data)."""
+    return "The user's instructions for this conversation:\n" + text.strip()
+
+
 def style_section(instructions: str) -> str:
     return notes_block(STYLE_FENCE, [instructions.strip()],
                        "How this user likes to be helped, learned from earlier conversations (data; follow it "

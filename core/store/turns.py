@@ -93,20 +93,24 @@ def touch_episodes(db: Database, episode_ids: Iterable[int], *, at: float) -> No
 
 
 REJECTED_KEPT = 3  # the newest replies a user regenerated away, kept as the rejected side of a preference pair
+EARLIER_KEPT = 5  # earlier answers of a turn kept after Regenerate (the newest)
 
 
 def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason: str | None, *,
                   rejected: bool = False) -> None:
     """A re-answer (after a veto, or the user's Regenerate) replaces the reply text of its episode; the vector is
-    rewritten by learn. `rejected`: the user asked for another answer, so the replaced one is kept in the metadata
-    (core.finetune.dataset learns the kept one over it); it goes with the episode."""
+    rewritten by learn. The replaced answer stays one click away (Regenerate's ‹ ›). `rejected`: the user asked for
+    another answer, so the replaced one is also the rejected side of a preference pair (core.finetune.dataset learns
+    the kept one over it). Both go with the episode."""
     reply_text = clean_text(reply_text, "reply", allow_empty=True)
     row = db.query_one("SELECT metadata, assistant_text FROM episodes WHERE id = ?", (int(episode_id),))
     metadata = json.loads((row["metadata"] if row else None) or "{}")
-    metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1)
-    if rejected and row is not None and row["assistant_text"].strip():
-        metadata["rejected_replies"] = ([*metadata.get("rejected_replies", []), row["assistant_text"]]
-                                        )[-REJECTED_KEPT:]
+    before = (row["assistant_text"] if row else None) or ""
+    earlier = [*metadata.get("earlier_replies", []), before][-EARLIER_KEPT:]
+    metadata.update(finish_reason=finish_reason, reanswered=int(metadata.get("reanswered", 0)) + 1,
+                    earlier_replies=[t for t in earlier if t])
+    if rejected and before.strip():
+        metadata["rejected_replies"] = [*metadata.get("rejected_replies", []), before][-REJECTED_KEPT:]
     db.execute("UPDATE episodes SET assistant_text = ?, metadata = ? WHERE id = ?",
                (reply_text, json.dumps(metadata, ensure_ascii=False), int(episode_id)))
 
