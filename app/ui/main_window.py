@@ -71,7 +71,6 @@ class MainWindow(QMainWindow):
         self.specs = available_panels()
         self.panels: dict[str, QWidget] = {}
         self.setWindowTitle("Engram")
-        self.setAcceptDrops(True)  # an export from another assistant, dropped anywhere (app.ui.import_history)
         self.resize(1180, 760)
         self.exit_application: Callable[[], None] = QApplication.quit  # after the window closed on Quit
         self.theme = Theme(QApplication.instance(), services.settings.appearance, self)  # app-wide: light or dark
@@ -89,7 +88,7 @@ class MainWindow(QMainWindow):
             self.show_panel(self.specs[0].key)
 
     def _build(self) -> None:
-        self.setAcceptDrops(True)  # a model folder or a .gguf dropped anywhere on the window is added
+        self.setAcceptDrops(True)  # a model folder, a .gguf or an export dropped anywhere (dropEvent)
         self.sidebar = QListWidget()
         self.sidebar.setObjectName("sidebar")  # styled by app/ui/theme.style_sheet
         self.sidebar.setIconSize(icon_size(18))
@@ -185,26 +184,33 @@ class MainWindow(QMainWindow):
                 getattr(panel, method)(settings) if method == "follow" else getattr(panel, method)()
         self.settings_changed.emit(settings)
 
-    # -- a model folder or a .gguf dropped on the window is added, as LM Studio and Jan do ---------------------
+    # -- dropped on the window: a model folder or a .gguf is added, as LM Studio and Jan do; an export from
+    # -- another assistant (a .zip, .json or .txt) is imported (app.ui.import_history) -----------------------------
 
     @staticmethod
-    def _dropped_models(event: Any) -> list[str]:
+    def _dropped(event: Any) -> tuple[list[str], list[str]]:
+        """(model paths, history exports) among the local files dropped."""
+        from app.ui.import_history import droppable
         urls = event.mimeData().urls() if event.mimeData().hasUrls() else []
         paths = [u.toLocalFile() for u in urls if u.isLocalFile()]
-        return [p for p in paths if Path(p).is_dir() or p.lower().endswith(".gguf")]
+        models = [p for p in paths if Path(p).is_dir() or p.lower().endswith(".gguf")]
+        return models, [p for p in paths if p not in models and droppable(p)]
 
     def dragEnterEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
-        if self._dropped_models(event):
+        if any(self._dropped(event)):
             event.acceptProposedAction()
 
     def dropEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
-        paths = self._dropped_models(event)
-        if not paths:
+        models, exports = self._dropped(event)
+        if not models and not exports:
             return
         event.acceptProposedAction()
-        panel = self.show_panel("models")
-        if panel is not None:
-            panel.add_path(paths[0])  # one at a time: a conversion takes the panel's progress bar
+        if models:
+            panel = self.show_panel("models")
+            if panel is not None:
+                panel.add_path(models[0])  # one at a time: a conversion takes the panel's progress bar
+        else:
+            self.import_history(exports[0])
 
     def open_memory(self, memory_id: int) -> None:
         """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""
@@ -238,18 +244,6 @@ class MainWindow(QMainWindow):
         from app.ui.import_history import attach
         importer = attach(self)
         importer.start(path) if path else importer.choose()
-
-    def dragEnterEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
-        from app.ui.import_history import droppable
-        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
-        if len(paths) == 1 and droppable(paths[0]):
-            event.acceptProposedAction()
-
-    def dropEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
-        paths = [url.toLocalFile() for url in event.mimeData().urls() if url.isLocalFile()]
-        if len(paths) == 1:
-            event.acceptProposedAction()
-            self.import_history(paths[0])
 
     def memories_action(self, method: str) -> None:
         """File → Import/Export: the Memories panel's own action, shown in its panel."""
