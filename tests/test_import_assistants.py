@@ -233,3 +233,20 @@ def test_a_killed_import_resumes_without_duplicates(tmp_path):
         assert vectors.ids_without_vectors(db, "episode") == []  # each chunk was written with its vectors
     finally:
         db.close()
+
+
+def test_imported_turns_have_their_vectors_now_and_their_sentences_in_idle_time(cli, tmp_path, embedder):
+    from core.memory.index import index_sentence_backlog
+    from core.memory.recall import recall
+    _ok(cli("import", "chatgpt", str(fx.chatgpt_zip(tmp_path))))
+    db = open_db(cli.data_dir / "engram.db")
+    try:
+        assert vectors.ids_without_vectors(db, "episode") == []
+        assert db.scalar("SELECT count(*) FROM episode_sentences") == 0  # one text a turn embedded at import
+        hits = recall(db, embedder, "Which city do I live in?", k=5, kinds=("episode",))
+        assert any("Porto" in (h.text or "") for h in hits.hits), [h.text for h in hits.hits]
+        assert index_sentence_backlog(db, embedder) == 4  # the idle-time step gives them their sentences
+        assert db.scalar("SELECT count(*) FROM episode_sentences") > 0
+        assert index_sentence_backlog(db, embedder) == 0  # and passes over turns that have them
+    finally:
+        db.close()
