@@ -17,8 +17,9 @@ def main(argv: list[str] | None = None) -> int:
     return run_cli(argv)
 
 
-# A frozen build has no `python`; subprocesses that run `python -m` (the fine-tune and GGUF workers) run these.
-BUNDLED_MODULES = ("models.train_worker", "models.gguf_worker")
+# A frozen build has no `python`; subprocesses that run `python -m` (the fine-tune, GGUF and install-check workers)
+# run these.
+BUNDLED_MODULES = ("models.train_worker", "models.gguf_worker", "models.speech_check")
 
 
 def _run_bundled_module(argv: list[str]) -> int:

@@ -2,7 +2,8 @@
 
 Qwen3: a tiny random qwen3 model written here as llama.cpp would (per-head q/k norms), with Qwen3's template in the
 file; it must convert to the same model and chat. Gemma 3: the real 270M from PyPI (models.pypi_models; skipped where
-absent) converts, reads plain English as a working model does, and answers through the chat engine in Gemma's turns.
+absent) converts, reads plain English as a working model does, and talks through the chat engine in Gemma's turns
+(it is the base model, not the instruction-tuned one: it does not answer questions well).
 """
 from __future__ import annotations
 
@@ -93,10 +94,12 @@ def test_the_real_gemma3_converts_reads_english_and_chats_in_gemma_turns(gemma3_
             add_generation_prompt=True, tokenize=False))
         assert prompt == "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
         chunks = list(engine.stream([ChatMessage("user", "What is the capital of France?")],
-                                    SamplingParams.greedy(24)))
+                                    SamplingParams.greedy(16)))
     finally:
         engine.unload()
     reply = "".join(c.text for c in chunks)
     print(f"perplexity {score.perplexity:.1f}; reply: {reply!r}")
-    assert "<end_of_turn>" not in reply and "<start_of_turn>" not in reply
-    assert "Paris" in reply
+    # The PyPI file is the base (pre-trained) 270M, not the instruction-tuned one: it does not answer a turn (it
+    # repeats the question) and greedy "The capital of France is" goes on " the capital of". That its plain English
+    # scores 11.9 (a misread model: hundreds of thousands) is what shows the weights and tokenizer are right.
+    assert reply.strip() and "<end_of_turn>" not in reply and "<start_of_turn>" not in reply
