@@ -128,3 +128,12 @@ def test_a_tie_to_the_user_said_the_other_way_round_is_stored_from_the_users_sid
     assert triples(knows) == [("user", "sister", "Ana")]
     married = extract("I married Ana.", raw("Ana", "married_to", "user", "Ana is married to the user."))
     assert triples(married) == [("user", "married", "Ana")]
+
+
+def test_what_qwen_invented_for_a_greeting_is_not_kept():
+    """Qwen2.5-0.5B's exact answer to "Hi, I'm Maya." (bench/results/learning-qwen2.5-0.5b.json): three facts
+    about Maya the user never said, beside nothing of the name itself."""
+    result = extract("Hi, I'm Maya.", raw("Maya", "works_as", "doctor", "Maya works as a doctor."),
+                     raw("Maya", "likes", "pizza", "Maya likes pizza."),
+                     raw("Maya", "allergy", "cough", "Maya is allergic to cough."))
+    assert triples(result) == [] and len(result.dropped) == 3

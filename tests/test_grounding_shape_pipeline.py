@@ -31,8 +31,8 @@ STATEMENTS = [
     Statement(2, "From my notes app: I'm allergic to nothing.", ()),
 ]
 
-# Four of them for the real model: its learning takes about a minute a statement on this CPU.
-REAL_MODEL_STATEMENTS = [STATEMENTS[0], STATEMENTS[1], STATEMENTS[3], STATEMENTS[5]]
+# Two of them for the real model: its learning took 245 and 286 s a statement on this CPU at a load of 8.
+REAL_MODEL_STATEMENTS = [STATEMENTS[0], STATEMENTS[1]]
 
 
 def _item(triple: tuple[str, str, str]) -> dict:
@@ -69,6 +69,7 @@ def test_the_reported_facts_never_reach_the_store(embedder):
 
 
 @pytest.mark.heavy  # minutes of SmolLM2 through MLX on this CPU (`pytest -m heavy`)
+@pytest.mark.timeout(1800)
 def test_a_real_model_keeps_no_backwards_fact_and_no_relayed_critical_one(real_model_dir, embedder):
     """SmolLM2-135M through MLX proposes what it proposes; whatever it is, the store holds no junk and no critical
     fact from a relay."""
