@@ -229,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.model not in ("scripted", "tiny") and not (Path(args.model).expanduser() / "config.json").is_file():
         parser.error(f"{args.model} is not a model folder (no config.json); convert a GGUF first")
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()  # before mlx loads, as the app does (Linux: MLX's CPU wheel links a slow reference BLAS)
     header = stamp("answers")
     from models.embeddings import load_embedder
     embedder = load_embedder(Settings().embedder, lasting=True)

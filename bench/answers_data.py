@@ -143,13 +143,22 @@ def _beam_dialogue(folder: Path, name: str) -> Dialogue:
 
 
 def _beam_probe(q: dict, qid: str, category: str) -> Probe:
-    sources = q.get("source_chat_ids") or []
-    if isinstance(sources, dict):
-        sources = [i for v in sources.values() for i in (v if isinstance(v, list) else [v])]
+    sources = list(_ids(q.get("source_chat_ids") or []))
     answer = q.get("answer") or q.get("ideal_answer") or q.get("ideal_response") or q.get("expected_compliance") or ""
-    return Probe(qid, q["question"], category, frozenset(str(int(i)) for i in sources), str(answer),
+    return Probe(qid, q["question"], category, frozenset(sources), str(answer),
                  rubric=tuple(str(r) for r in q.get("rubric", [])), abstain=category == ABSTAIN_BEAM,
                  update=category == UPDATE_BEAM)
+
+
+def _ids(value: object):
+    """Message ids from a list, an object of lists, or lists of lists (the files use all three)."""
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _ids(item)
+    elif isinstance(value, (int, str)) and str(value).strip().isdigit():
+        yield str(int(value))
 
 
 # ---- choosing a subset ----------------------------------------------------------------------------------
