@@ -50,6 +50,7 @@ LANE_TESTS = (
     "tests/test_mlx_owner.py",
     "tests/test_models_worker.py",
     "tests/test_embeddings.py",
+    "tests/test_bert_threads.py",
     "tests/test_finetune_memory.py",
     "tests/test_ci_lanes.py",
     "tests/integration/test_quantized_path.py",
@@ -72,10 +73,6 @@ LANE_TESTS = (
 
 # Left out of the lane, each for its reason: what a Mac does not have, or minutes that test nothing Mac-shaped.
 LEFT_OUT = {
-    "tests/test_embeddings.py::test_the_onnxruntime_encoder_computes_what_the_numpy_one_does":
-        "onnxruntime is Linux-only (a Mac never installs it)",
-    "tests/test_embeddings.py::test_a_lasting_process_embeds_through_onnxruntime_where_it_is_installed":
-        "onnxruntime is Linux-only (a Mac never installs it)",
     "tests/integration/test_generation.py::test_the_real_models_greedy_reply_is_mlx_lms":
         "the float32 SmolLM2 against mlx-lm (50 s): no quantized or Mac path in it",
     "tests/integration/test_mlx_structured.py::test_fifty_generations_are_all_valid":
