@@ -81,6 +81,7 @@ def gemma3_folder(tmp_path_factory):
     return convert(path, tmp_path_factory.mktemp("gemma3") / "gemma-3-270m").folder
 
 
+@pytest.mark.heavy  # a minute or two here: Gemma's 262k-token header, its conversion and its English check
 def test_the_real_gemma3_converts_reads_english_and_chats_in_gemma_turns(gemma3_folder):
     from models.speech_check import WORKING_CEILING, check_speaks
     config = json.loads((gemma3_folder / "config.json").read_text())

@@ -80,6 +80,7 @@ def _convert_as_before(gguf_path: Path, out: Path) -> Path:
     return out
 
 
+@pytest.mark.heavy  # ~4 minutes here: a 1.5B converted the old way, then read as English
 def test_the_broken_1_5b_conversion_is_refused(tmp_path):
     from models.pypi_models import packaged_gguf
     try:
