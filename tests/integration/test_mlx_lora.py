@@ -87,7 +87,7 @@ def test_scoring_probes_through_their_shared_template_head_gives_the_uncached_fi
     loss must equal reading the probe whole, on the base and under an adapter."""
     from mlx_lm import load
     from mlx_lm.tuner.utils import load_adapters, remove_lora_layers
-    from models.train_worker import _probe_nlls, _token_nll
+    from models.adapter_scores import _probe_nlls, _token_nll
     model, tokenizer = load(str(tiny_model_dir))
     probes = [{"question": "What is the capital of France?", "answer": "Paris."},
               {"question": "How many legs does a spider have?", "answer": "A spider has eight legs."},

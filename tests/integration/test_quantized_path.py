@@ -65,7 +65,8 @@ def test_chat_and_lora_run_through_the_quantized_layers(kept, tiny_model_dir, ti
 
 
 def test_scoring_reads_the_quantized_model(kept, tiny_model_dir):
-    from models.train_worker import _general_ppl, _load, _probe_nlls
+    from models.adapter_scores import _general_ppl, _probe_nlls
+    from models.train_worker import _load
     model, tokenizer = _load({"model": str(tiny_model_dir)})
     assert set(QUANTIZED) <= _kinds(model)
     scored = _probe_nlls(model, tokenizer, [{"question": "Where do I live?", "answer": "In Berlin."}])
