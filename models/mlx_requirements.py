@@ -7,6 +7,9 @@ which version is needed and which is installed. pyproject.toml's floors are thes
 """
 from __future__ import annotations
 
+import importlib.metadata
+import re
+import sys
 from typing import Any
 
 from core.errors import ModelError
@@ -32,6 +35,28 @@ def mlx_problem(mx: Any = None) -> str | None:
     version = getattr(mx, "__version__", "unknown")
     return (f"Engram needs MLX {MINIMUM_MLX} or newer; this is {version} (it has no mx.{missing[0]}) — "
             f"update it: pip install -U \"mlx>={MINIMUM_MLX}\" \"mlx-lm>={MINIMUM_MLX_LM}\"")
+
+
+def installed_mlx_problem() -> str | None:
+    """mlx_problem at the window's start without importing MLX (the window would wait for it): an mlx already
+    imported is asked itself; otherwise its installed version, read from its metadata, against REQUIRED. Where no
+    metadata is found (a bundle that left it out) it says nothing: ChatEngine.load still asks mlx itself."""
+    loaded = sys.modules.get("mlx.core")
+    if loaded is not None:
+        return mlx_problem(loaded)
+    try:
+        version = importlib.metadata.version("mlx")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    needed = max((v for _, v in REQUIRED), key=_release)
+    if _release(version) >= _release(needed):
+        return None
+    return (f"Engram needs MLX {MINIMUM_MLX} or newer; this is {version} — "
+            f"update it: pip install -U \"mlx>={MINIMUM_MLX}\" \"mlx-lm>={MINIMUM_MLX_LM}\"")
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", version.split("+")[0])[:3])
 
 
 def require_mlx(mx: Any = None) -> str:

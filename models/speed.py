@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,12 +49,14 @@ class MachineSpeed:
 
 
 def machine_key() -> str:
+    """Names the machine and its MLX without importing MLX (a window asks this while it opens): the installed
+    version from its metadata, and the device MLX runs on here (Metal on a Mac, the CPU elsewhere)."""
+    import importlib.metadata
     try:
-        import mlx.core as mx
-        device = str(mx.default_device())
-        version = getattr(mx, "__version__", "")
-    except Exception:  # noqa: BLE001 - no MLX: the key still names the machine
-        device, version = "none", ""
+        version = importlib.metadata.version("mlx")
+    except importlib.metadata.PackageNotFoundError:
+        version = ""
+    device = "gpu" if sys.platform == "darwin" else "cpu"
     return f"{platform.system()} {platform.machine()} {os.cpu_count()} cpus, mlx {version} on {device}"
 
 
@@ -75,8 +78,9 @@ def probe_bandwidth(rounds: int = PROBE_ROUNDS, side: int = PROBE_SIDE) -> float
 
 
 def machine_speed(data_dir: Path, *, probe: Optional[Callable[[], float]] = None,
-                  key: Optional[Callable[[], str]] = None) -> Optional[MachineSpeed]:
-    """The cached figure for this machine, measured now when there is none (None when it cannot be measured)."""
+                  key: Optional[Callable[[], str]] = None, measure: bool = True) -> Optional[MachineSpeed]:
+    """The cached figure for this machine, measured now when there is none (None when it cannot be measured, or
+    is not cached and `measure` is off: a window opening does not wait for MLX to load)."""
     probe, key = probe or probe_bandwidth, key or machine_key  # looked up now: a test may have replaced them
     path, here = Path(data_dir) / CACHE_FILE, key()
     try:
@@ -85,6 +89,8 @@ def machine_speed(data_dir: Path, *, probe: Optional[Callable[[], float]] = None
             return MachineSpeed(float(cached["bytes_per_second"]), here)
     except (OSError, ValueError, KeyError, TypeError):
         pass  # not measured yet here, or a damaged cache: measure again
+    if not measure:
+        return None
     try:
         speed = MachineSpeed(float(probe()), here)
     except Exception:  # noqa: BLE001 - no MLX or no device: the recommendation falls back to fit alone

@@ -34,9 +34,13 @@ def test_replies_using_a_memory_and_purge_cascades(db):
 def test_a_reanswer_replaces_the_reply_and_counts_itself(db):
     episode = add_episode(db, "question", "first answer")
     turns.replace_reply(db, episode, "second answer", "stop")
-    turns.replace_reply(db, episode, "third answer", "cancelled")
+    turns.replace_reply(db, episode, "third answer", "cancelled", rejected=True)
     stored = get_episode(db, episode)
     assert stored.assistant_text == "third answer"
-    assert stored.metadata == {"finish_reason": "cancelled", "reanswered": 2}
+    # the earlier answers stay one click away (Regenerate's ‹ ›); the one the user regenerated away is the
+    # rejected side of a preference pair for the fine-tune
+    assert stored.metadata == {"finish_reason": "cancelled", "reanswered": 2,
+                               "earlier_replies": ["first answer", "second answer"],
+                               "rejected_replies": ["second answer"]}
     found = db.scalar("SELECT rowid FROM episodes_fts WHERE episodes_fts MATCH 'third'")
     assert found == episode and db.scalar("SELECT count(*) FROM episodes_fts WHERE episodes_fts MATCH 'first'") == 0

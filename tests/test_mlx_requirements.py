@@ -82,3 +82,16 @@ def test_engram_chat_says_it_in_one_line_before_the_first_reply(cli, tiny_model_
     code, out, err = cli("chat", typed="hello")
     assert code == 1 and err.splitlines()[-1] == f"engram: {LINE}"  # after its "Loading <folder> ..." line
     assert "engram> " not in out and "Traceback" not in err
+
+
+def test_the_window_checks_the_installed_version_without_importing_mlx(monkeypatch):
+    import importlib.metadata
+    import sys
+
+    from models.mlx_requirements import installed_mlx_problem
+    monkeypatch.delitem(sys.modules, "mlx.core")  # as at the window's start: nothing has imported MLX yet
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.29.0")
+    assert installed_mlx_problem().startswith("Engram needs MLX 0.32.2 or newer; this is 0.29.0")
+    assert "mlx.core" not in sys.modules
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: "0.32.2")
+    assert installed_mlx_problem() is None and "mlx.core" not in sys.modules

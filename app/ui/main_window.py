@@ -262,8 +262,10 @@ class MainWindow(QMainWindow):
         from app.ui.onboarding import Onboarding, mark_onboarding_seen, recommendation
         dialog = Onboarding(self.services.db_path, lambda: self.show_panel("models"), self)
         dialog.finished.connect(lambda _result: mark_onboarding_seen(self.services.data_dir))
-        self.runner.submit("io", recommendation, self.services.data_dir, on_done=dialog.show_recommendation,
-                           on_error=lambda _exc: None)
+        # the recommendation measures this machine's speed once (MLX loads for it): after the window is up
+        QTimer.singleShot(3000, self, lambda: self.runner.submit(
+            "io", recommendation, self.services.data_dir, self.services.mlx_worker,
+            on_done=dialog.show_recommendation, on_error=lambda _exc: None))
         self.onboarding = dialog
         dialog.show()  # not modal: the window behind it stays usable
         return dialog
@@ -296,8 +298,8 @@ def launch(argv: list[str] | None = None) -> int:
     app.setOrganizationName("Engram")
     from app.services.resources import APP_ICON, resource_path
     app.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
-    from models.mlx_requirements import mlx_problem
-    problem = mlx_problem()  # an older mlx: one line now, not an AttributeError at the first reply
+    from models.mlx_requirements import installed_mlx_problem
+    problem = installed_mlx_problem()  # an older mlx: one line now, not an AttributeError at the first reply
     if problem:
         print(f"engram: {problem}", file=sys.stderr)
         QMessageBox.critical(None, "Engram", problem)

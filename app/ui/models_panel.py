@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QProgressBar,
                                QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
@@ -21,6 +21,9 @@ from app.ui.model_rows import (FIT_COLUMN, STATUS_COLUMN, columns, convert_gguf,
                                other_row, progress_text, status_text)
 from core.config import update_settings
 from models.speed import speed_words
+
+
+MEASURE_AFTER_MS = 3000  # the machine's speed is measured this long after the panel first loads
 
 class ModelsPanel(QWidget):
     refreshed = Signal()
@@ -93,16 +96,20 @@ class ModelsPanel(QWidget):
         layout.addWidget(self.message)
 
     # --- data -------------------------------------------------------------------------------------------
+    _measure_speed = False  # the first load reads only a cached speed; measuring (MLX loads) waits for the window
+
     def refresh(self) -> None:
         def load() -> tuple:
             from models.budget import memory_budget
             from models.registry import CURATED, default_model
-            from models.speed import machine_speed
+            from models.speed import machine_speed, probe_bandwidth
             budget = memory_budget()
             installed = {m.repo_id: m for m in self.services.model_store().usable(self.services.settings.chat_model)}
             curated = {info.repo_id for info in CURATED}
             others = [(m, other_row(m, budget.bytes)) for m in installed.values() if m.repo_id not in curated]
-            speed = machine_speed(self.services.data_dir)  # measured once, cached: a model's pace here
+            speed = machine_speed(self.services.data_dir,  # measured once, cached: a model's pace here
+                                  probe=lambda: self.services.mlx_worker.call(probe_bandwidth),  # MLX's thread
+                                  measure=self._measure_speed)
             paces = {i.repo_id: speed.model_pace(i) for i in CURATED} if speed is not None else {}
             return list(CURATED), installed, default_model(budget.bytes, speed=speed), budget, others, paces
         self.runner.submit("io", load, on_done=self._on_loaded, on_error=self._on_error)
@@ -111,6 +118,9 @@ class ModelsPanel(QWidget):
         from models.budget import budget_words
         from models.registry import fit
         self.catalog, self.installed, self.recommended, self.budget, others, self.paces = loaded
+        if not self.paces and not self._measure_speed:  # not measured on this machine yet: once the window is up
+            self._measure_speed = True
+            QTimer.singleShot(MEASURE_AFTER_MS, self, self.refresh)
         self.total_ram = self.budget.bytes
         self.budget_label.setText(f"Fit is measured against {budget_words(self.budget, this_machine())}.")
         active = self.services.settings.chat_model

@@ -65,14 +65,15 @@ def model_text(info: Any, budget: Any, machine: str, palette: Any = None, speed:
             f"already have.</p>")
 
 
-def recommendation(data_dir: Any = None) -> tuple[Any, Any, Any]:
+def recommendation(data_dir: Any = None, mlx_worker: Any = None) -> tuple[Any, Any, Any]:
     """The model recommended for this machine, the memory budget and the measured speed (models.speed, cached in
-    the data folder) it was chosen by (reads the machine: off the GUI thread)."""
+    the data folder) it was chosen by (reads the machine: off the GUI thread; the probe on MLX's one thread)."""
     from models.budget import memory_budget
     from models.registry import default_model
-    from models.speed import machine_speed
+    from models.speed import machine_speed, probe_bandwidth
     budget = memory_budget()
-    speed = machine_speed(data_dir) if data_dir is not None else None
+    probe = (lambda: mlx_worker.call(probe_bandwidth)) if mlx_worker is not None else None
+    speed = machine_speed(data_dir, probe=probe) if data_dir is not None else None
     return default_model(budget.bytes, speed=speed), budget, speed
 
 
