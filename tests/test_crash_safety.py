@@ -202,6 +202,8 @@ def test_a_sigkilled_fine_tune_leaves_the_store_sound_and_no_worker_running(tmp_
     manager = MemoryManager(db, HashEmbedder())
     for n in range(12):
         manager.add(f"The user's fact number {n}: they like item {n} on Tuesdays.")
+    from tests.finetune_store import say_standing_instructions
+    say_standing_instructions(db)  # what a fine-tune learns from (how the user likes answers; facts are not)
     db.close()
     assert subprocess.run([sys.executable, "-m", "app", "--data-dir", str(data), "models", "use", str(tiny_model_dir)],
                           cwd=ROOT, capture_output=True, timeout=120).returncode == 0

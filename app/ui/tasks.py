@@ -60,7 +60,17 @@ class TaskRunner(QObject):
                 raise
             self._deliver.emit(_Delivery(on_done, (result,)))
             return result
-        return self._lanes[lane].submit(work)
+        return self._submitted(lane, work)
+
+    def _submitted(self, lane: str, work: Callable[[], Any]) -> Future:
+        """The lane's future; after shutdown (the window closing) a late click or reload is dropped, not raised
+        into the event loop: its future is returned cancelled."""
+        try:
+            return self._lanes[lane].submit(work)
+        except RuntimeError:  # "cannot schedule new futures after shutdown"
+            dropped: Future = Future()
+            dropped.cancel()
+            return dropped
 
     def stream(self, lane: str, produce: Callable[[], Iterable[Any]], *,
                on_item: Callable[[Any], None], on_done: Callable[[], None] | None = None,
@@ -74,7 +84,7 @@ class TaskRunner(QObject):
                 self._fail(exc, on_error)
                 return
             self._deliver.emit(_Delivery(on_done, ()))
-        return self._lanes[lane].submit(work)
+        return self._submitted(lane, work)
 
     def post(self, callback: Callable[..., None], *args: Any) -> None:
         """Call callback(*args) on the GUI thread; safe from any thread (progress callbacks use it)."""
