@@ -73,6 +73,8 @@ LANE_TESTS = (
 
 # Left out of the lane, each for its reason: what a Mac does not have, or minutes that test nothing Mac-shaped.
 LEFT_OUT = {
+    "tests/test_embeddings.py::test_a_lasting_process_embeds_through_onnxruntime_where_it_is_installed":
+        "which encoder a Linux process picks; the lane makes mlx.nn the default, as a Mac's is",
     "tests/integration/test_generation.py::test_the_real_models_greedy_reply_is_mlx_lms":
         "the float32 SmolLM2 against mlx-lm (50 s): no quantized or Mac path in it",
     "tests/integration/test_mlx_structured.py::test_fifty_generations_are_all_valid":
