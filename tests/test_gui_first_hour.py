@@ -76,7 +76,7 @@ def test_a_first_hour(qtbot, tmp_path, tiny_model_dir, embedder, monkeypatch):
     # first start: the welcome screen says what is kept and where; its button leads to Models
     qtbot.waitUntil(lambda: window.onboarding is not None and window.onboarding.isVisible(), timeout=10000)
     assert str(services.db_path) in window.onboarding.keeps.text()
-    qtbot.waitUntil(lambda: "Recommended for" in window.onboarding.model.text(), timeout=20000)
+    qtbot.waitUntil(lambda: "Recommended for" in window.onboarding.model.text(), timeout=60000)
     qtbot.mouseClick(window.onboarding.models_button, Qt.LeftButton)
     assert not window.onboarding.isVisible()
     models = window.panels["models"]
@@ -175,7 +175,7 @@ def test_the_welcome_screen_is_shown_once(qtbot, tmp_path):
     window.show()
     qtbot.waitUntil(lambda: window.onboarding is not None and window.onboarding.isVisible(), timeout=10000)
     welcome = window.onboarding
-    qtbot.waitUntil(lambda: "Recommended for" in welcome.model.text(), timeout=60000)  # after the window is up, and a speed probe
+    qtbot.waitUntil(lambda: "Recommended for" in welcome.model.text(), timeout=60000)  # a first speed probe
     text = welcome.keeps.text() + welcome.model.text()
     assert f"one file on {this_machine()}" in text and str(home / "engram.db") in text
     assert "delete" in text and "Memories" in text  # how to see and wipe it

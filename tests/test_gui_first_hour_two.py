@@ -385,7 +385,7 @@ def test_the_welcome_screen_recommends_by_speed_and_says_the_pace(qtbot, tmp_pat
     win = MainWindow(Services.from_data_dir(tmp_path / "home"))
     qtbot.addWidget(win)
     welcome = win.show_onboarding()
-    qtbot.waitUntil(lambda: "Recommended for" in welcome.model.text(), timeout=20000)
+    qtbot.waitUntil(lambda: "Recommended for" in welcome.model.text(), timeout=60000)
     text = welcome.model.text()
     assert "Qwen3-0.6B-4bit" in text and "Qwen3-8B" not in text
     assert "Here it writes about 0.5 tokens a second: slow on" in text

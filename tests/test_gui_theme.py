@@ -158,7 +158,7 @@ def test_the_welcome_screens_fit_pill_is_redrawn_in_the_new_scheme(qtbot, light_
     from app.ui.fit_pill import pill_colours
     dialog = light_window.show_onboarding()
     dialog.finished.disconnect()  # closing it here is not the user dismissing it
-    qtbot.waitUntil(lambda: "Recommended for" in dialog.model.text(), timeout=10000)
+    qtbot.waitUntil(lambda: "Recommended for" in dialog.model.text(), timeout=60000)
     light_text = dialog.model.text()
     light_window.theme.set_appearance("dark")
     qtbot.waitUntil(lambda: dialog.model.text() != light_text, timeout=5000)
