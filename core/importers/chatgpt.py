@@ -12,24 +12,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping
 
-from core.importers.conversations import ImportedConversation, Parsed, TurnBuilder, epoch, expect_list, plain
+from core.importers.conversations import (ImportedConversation, Parsed, TurnBuilder, collect, epoch, expect_list,
+                                          plain)
 
 TEXT_TYPES = {"text", "multimodal_text"}
 MAX_DEPTH = 1_000_000  # a cycle in `parent` links must end the walk, not hang it
 
 
 def parse(data: Any) -> Parsed:
-    parsed = Parsed("chatgpt")
-    for index, item in enumerate(expect_list(data, "a ChatGPT export (conversations.json)")):
-        if not isinstance(item, Mapping) or not isinstance(item.get("mapping"), Mapping):
-            parsed.skipped["entries that are not conversations"] += 1
-            continue
-        conversation = _conversation(item, index, parsed.skipped)
-        if conversation.turns:
-            parsed.conversations.append(conversation)
-        else:
-            parsed.skipped["conversations without a message of yours"] += 1
-    return parsed
+    return collect(Parsed("chatgpt"), expect_list(data, "a ChatGPT export (conversations.json)"),
+                   lambda item: isinstance(item.get("mapping"), Mapping), _conversation)
 
 
 def _conversation(item: Mapping[str, Any], index: int, skipped: Counter) -> ImportedConversation:

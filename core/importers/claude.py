@@ -15,22 +15,15 @@ from collections import Counter
 from typing import Any, Mapping
 
 from core.importers import memory_list
-from core.importers.conversations import ImportedConversation, Parsed, TurnBuilder, epoch, expect_list, plain
+from core.importers.conversations import (ImportedConversation, Parsed, TurnBuilder, collect, epoch, expect_list,
+                                          plain)
 
 
 def parse(data: Any, memories: Any = None) -> Parsed:
-    parsed = Parsed("claude")
     if isinstance(data, Mapping) and isinstance(data.get("conversations"), list):
         data = data["conversations"]  # some tools re-wrap the export
-    for index, item in enumerate(expect_list(data, "a Claude export (conversations.json)")):
-        if not isinstance(item, Mapping) or not isinstance(item.get("chat_messages"), list):
-            parsed.skipped["entries that are not conversations"] += 1
-            continue
-        conversation = _conversation(item, index, parsed.skipped)
-        if conversation.turns:
-            parsed.conversations.append(conversation)
-        else:
-            parsed.skipped["conversations without a message of yours"] += 1
+    parsed = collect(Parsed("claude"), expect_list(data, "a Claude export (conversations.json)"),
+                     lambda item: isinstance(item.get("chat_messages"), list), _conversation)
     parsed.memories = memory_texts(memories)
     return parsed
 

@@ -11,6 +11,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 from core.errors import InvalidInput
 
@@ -114,6 +115,22 @@ def epoch(value: object, fallback: float | None = None) -> float | None:
             moment = moment.replace(tzinfo=dt.timezone.utc)
         return moment.timestamp()
     return fallback
+
+
+def collect(parsed: "Parsed", items: list, is_conversation: Callable[[Mapping[str, Any]], bool],
+            read: Callable[[Mapping[str, Any], int, Counter], "ImportedConversation"]) -> "Parsed":
+    """Each item `is_conversation` accepts, read into `parsed`; the rest, and conversations with no message of the
+    person's, counted as skipped (what ChatGPT's and Claude's lists of conversations share)."""
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping) or not is_conversation(item):
+            parsed.skipped["entries that are not conversations"] += 1
+            continue
+        conversation = read(item, index, parsed.skipped)
+        if conversation.turns:
+            parsed.conversations.append(conversation)
+        else:
+            parsed.skipped["conversations without a message of yours"] += 1
+    return parsed
 
 
 def expect_list(data: object, what: str) -> list:
