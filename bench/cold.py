@@ -1,10 +1,13 @@
 """Cold paths: what a user waits for when a command starts from nothing. `python bench/cold.py [--repeats 5]`.
 
-1. Whole-process wall time of `engram --help`, `memory add`, `memory search`, `memory list` and `--self-check`,
-   each run beside `python -c pass` (the interpreter's own start) in the same round, so a busy machine slows both.
-   The store is a fresh folder; search and list run on what the adds wrote. `--self-check` runs twice: as this
-   checkout is installed (the tests' torch is here; nothing on the chat path imports it or transformers since
-   81840b8) and as Engram is installed without the `st` extra (torch unavailable).
+1. Whole-process wall time of every verb group a user or a script runs (`--help`, `doctor`, `forget --preview`,
+   `jobs list`, `models list`, `hypotheses`, `goals`, `finetune status`, `recall-weights`, `clients list`,
+   `import list`, `memory add/show/list/search`, `import memories` of a small file), each round beside
+   `python -c pass` (the interpreter's own start), so a busy machine slows both: on a fresh folder, then on a copy
+   of bench/realstore.py's store of --store-n real-text memories (100,000). Medians of --repeats rounds; then one
+   round on cold pages (the page cache dropped before each process, as after a reboot; `cold_pages_s`) where the
+   machine lets the bench drop it (root on Linux). `--self-check` runs on the fresh folder only, twice: as this
+   checkout is installed (the tests' torch is here) and as Engram is installed without the `st` extra.
 2. Embedder import + load, each in a fresh process: the default (the torch-free BERT) and sentence-transformers.
 3. One new query's embedding, p50/p95 over distinct queries (no cache hits), each embedder in its own process,
    the two alternating.
@@ -90,7 +93,8 @@ def _summary(times: list[float]) -> dict:
             "max_s": round(max(times), 3)}
 
 
-def time_verbs(repeats: int, store: Path | None = None, only: tuple[str, ...] | None = None) -> dict:
+def time_verbs(repeats: int, store: Path | None = None, only: tuple[str, ...] | None = None, *,
+               cold_round: bool = False) -> dict:
     """Each round runs `python -c pass` and then each verb once, on an empty folder or a copy of `store` (a data
     folder); medians over the rounds. Then one round on cold pages (the kernel's page cache dropped before each
     process, as after a reboot), if this machine lets the bench drop it."""
@@ -111,7 +115,7 @@ def time_verbs(repeats: int, store: Path | None = None, only: tuple[str, ...] | 
             for name in names:
                 runs[name].append(wall(*commands(round_index)[name]))
         cold: dict[str, float] = {}
-        for name in ["python_c_pass", *names]:
+        for name in ["python_c_pass", *names] if cold_round else []:
             if not drop_page_cache():
                 break
             cold[name] = round(wall(*(("pass", None) if name == "python_c_pass" else commands(repeats)[name])), 3)
@@ -246,12 +250,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench.meta import stamp
     header = stamp("cold")
-    processes = time_verbs(args.repeats)
+    processes = time_verbs(args.repeats, cold_round=True)
     store = None
     if args.store_n:
         from bench.realstore import build
         store = build(args.store_n, log=lambda *parts: print(*parts, file=sys.stderr, flush=True))
-    on_store = time_verbs(args.repeats, store.folder) if store is not None else {}
+    on_store = time_verbs(args.repeats, store.folder, cold_round=True) if store is not None else {}
     later = {}
     if not args.verbs_only:
         later = {"embedder_load_s": time_loads(max(1, args.repeats // 2)), "query_embed_ms": time_queries(args.queries),
