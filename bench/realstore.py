@@ -136,7 +136,7 @@ def _write(folder: Path, embedder, parts: list[tuple[int, ...]], pool: np.ndarra
     now, rng = db.now(), random.Random(5)
     matrix = np.empty((n, pool.shape[1]), dtype=np.float32)
     for start in range(0, n, 5000):
-        chunk = parts[start:start + 5000]
+        chunk = parts[start:min(start + 5000, n)]
         matrix[start:start + len(chunk)] = composed(chunk, pool)
         with db.transaction():
             ids = [add_memory(db, realtext.text(p), created_at=now - rng.uniform(0, 365) * DAY) for p in chunk]

@@ -209,29 +209,30 @@ def locomo_details(r: dict) -> str:
 
 
 BENCHES = (
-    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--json"], recall_rows("100k", 20.0, 0.995),
+    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--queries", "150", "--json"], recall_rows("100k", 20.0, 0.995),
           "a copy of the real-text store (bench/realstore.py); the data's own questions; recall as a turn runs it",
           details=recall_details),
-    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--json"], recall_rows("1M", 25.0, 0.98),
+    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--queries", "150", "--json"], recall_rows("1M", 25.0, 0.98),
           "the same at 1,000,000 memories", details=recall_details),
-    Bench("turn", ["bench/turn.py", "--json"], turn_rows,
+    Bench("turn", ["bench/turn.py", "--turns", "120", "--json"], turn_rows,
           "Assistant.prepare + finish + graph update with a scripted model, the query's embedding added",
           details=turn_details),
-    Bench("turn-window", ["bench/turn_window.py", "--json"], turn_window_rows,
+    Bench("turn-window", ["bench/turn_window.py", "--turns", "8", "--json"], turn_window_rows,
           "the real window (offscreen) on the 100k store, the tiny test model, Return → the panel's first token",
           details=turn_window_details),
-    Bench("cold", ["bench/cold.py"], cold_rows, "each verb a fresh process through app.__main__.main, median of 5",
+    Bench("cold", ["bench/cold.py", "--repeats", "3"], cold_rows,
+          "each verb a fresh process through app.__main__.main, median of 3, then one round on cold pages",
           details=cold_details),
-    Bench("startup", ["bench/startup.py"], startup_rows, "launch → window shown (offscreen) → first streamed token",
-          model=True, details=startup_details),
     Bench("locomo", ["bench/locomo.py", "--json"], locomo_rows, "evidence retrieval over LoCoMo dev's turns",
           details=locomo_details),
-    Bench("graph", ["bench/graph.py"], lambda r: [Row("graph panel at 2,000 nodes: pan frame p95",
+    Bench("graph", ["bench/graph.py"], about="the real main window's graph panel, offscreen", rows=lambda r: [Row("graph panel at 2,000 nodes: pan frame p95",
                                                       ms(get(r, "frame_ms", "pan", "p95")), "≤ 33 ms",
                                                       at_most(get(r, "frame_ms", "pan", "p95"), 33.0))]),
-    Bench("pending_learning", ["bench/pending_learning.py"],
-          lambda r: [Row("waiting turns found at 100k episodes, median", ms(get(r, "after", "median_ms")), "≤ 1 ms",
+    Bench("pending_learning", ["bench/pending_learning.py"], about="the idle job's query for turns waiting to be learned",
+          rows=lambda r: [Row("waiting turns found at 100k episodes, median", ms(get(r, "after", "median_ms")), "≤ 1 ms",
                          at_most(get(r, "after", "median_ms"), 1.0))]),
+    Bench("startup", ["bench/startup.py", "--repeats", "3"], startup_rows, "launch → window shown (offscreen) → first streamed token",
+          model=True, details=startup_details),
     Bench("generate", ["bench/generate.py"],
           lambda r: [Row("streaming: Engram / plain mlx_lm tokens per second", str(get(r, "streaming", "ratio")),
                          "≥ 0.97", at_least(get(r, "streaming", "ratio"), 0.97))], saved=True),
@@ -328,7 +329,7 @@ def render(benches: list[Bench], results: dict[str, dict], header: dict) -> str:
         more = bench.details(result)
         details.append(f"- **{bench.name}** (`python {' '.join(bench.command)}`"
                        f"{', ' + str(result.get('wall_seconds')) + ' s' if 'wall_seconds' in result else ''}): "
-                       f"{bench.about}{'. ' + more if more else ''}")
+                       f"{'. '.join(x for x in (bench.about, more) if x)}")
     lines += ["", "Details:", "", *details]
     if "results" in results.get("locomo", {}):
         from bench.locomo import table
