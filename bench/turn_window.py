@@ -12,7 +12,8 @@ the reply). Per turn:
     first token; the prefill of this tiny model);
   - `window_wait_ms` = the first minus the second: what a person waits for that is not the model's prefill
     (the lane hops, the query's embedding, recall, the prompt), the figure judged against the turn's ≤ 20 ms;
-  - `return_to_prepared_ms`: Return → the prepared turn (recall and the prompt) back on the GUI thread;
+  - `return_to_prepared_ms`: Return → the prepared turn (recall and the prompt) back on the GUI thread, and
+    `prepare_on_db_lane_ms`, Assistant.prepare's own time inside it (the rest: the lanes' hops and queues);
   - `after_reply_ms`: the last streamed words → the turn stored and indexed (its embedding) on the db lane.
 """
 from __future__ import annotations
@@ -42,6 +43,16 @@ from PySide6.QtWidgets import QApplication
 QUESTIONS = json.loads(sys.argv[1])
 rows, state = [], {}
 
+import core.assistant
+_prepare = core.assistant.Assistant.prepare
+def _timed_prepare(*args, **kwargs):  # its own time on the db lane: the rest of Return → prepared is lane hops
+    started = time.perf_counter()
+    try:
+        return _prepare(*args, **kwargs)
+    finally:
+        state["prepare_s"] = time.perf_counter() - started
+core.assistant.Assistant.prepare = _timed_prepare
+
 def _report(outcome):
     print("TURNS " + json.dumps({"rows": rows, "outcome": outcome}), flush=True)
     os._exit(0)  # a throw-away data folder: no orderly close needed
@@ -66,7 +77,7 @@ def _start(app):
 def _send(index):
     if index >= len(QUESTIONS):
         _report("done")
-    for key in ("first", "last", "model_first", "finished", "prepared"):
+    for key in ("first", "last", "model_first", "finished", "prepared", "prepare_s"):
         state.pop(key, None)
     state["index"], state["return"] = index, time.perf_counter()
     state["panel"].send(QUESTIONS[index])
@@ -81,6 +92,7 @@ def _wait_quiet(index, since):
             rows.append({"return_to_first_token_ms": (state["first"] - state["return"]) * 1000,
                          "model_first_token_ms": state.get("model_first", 0.0) * 1000,
                          "return_to_prepared_ms": (state.get("prepared", state["first"]) - state["return"]) * 1000,
+                         "prepare_ms": state.get("prepare_s", 0.0) * 1000,
                          "after_reply_ms": (state["finished"] - state["last"]) * 1000,
                          "learning_waited": not quiet})
         QTimer.singleShot(200, lambda: _send(index + 1))
@@ -129,6 +141,7 @@ def run(n: int, turns: int, *, log=print) -> dict:
             "model_first_token_ms": _percentiles([r["model_first_token_ms"] for r in rows]),
             "after_reply_ms": _percentiles([r["after_reply_ms"] for r in rows]),
             "return_to_prepared_ms": _percentiles([r["return_to_prepared_ms"] for r in rows]),
+            "prepare_on_db_lane_ms": _percentiles([r["prepare_ms"] for r in rows]),
             "turns_whose_learning_outlasted_120_s": sum(r["learning_waited"] for r in rows),
             "target_window_wait_p95_ms": 20.0, "load_average_1m_at_end": load_average()}
 
