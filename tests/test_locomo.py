@@ -95,4 +95,4 @@ def test_run_all_shows_the_real_text_recall_rows_from_saved_json(tmp_path):
     assert "| recall at 100k: p95, memories + turns, the query's embedding included | 9.2 ms | ≤ 20 ms | pass |" in page
     assert "| recall at 100k: vector search recall@10 vs exact | 0.991 | ≥ 0.995 | **miss** |" in page
     assert "| recall at 100k: first query of a session, cold pages | 87.8 ms |" in page
-    assert "`python bench/recall.py --n 100000 --queries 150 --json`" in page
+    assert "`python bench/recall.py --n 100000 --queries 100 --json`" in page
