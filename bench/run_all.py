@@ -106,7 +106,8 @@ def recall_details(r: dict) -> str:
     store = r.get("store") or {}
     closeness = get(store, "composed_vs_real", "top10_overlap_composed_vs_real")
     return (f"{num(store.get('memories'))} memories + {num(store.get('episodes'))} turns, "
-            f"{store.get('size_mb', '—')} MB; with the embedding p50/p95/p99 {spread(r, 'recall_with_embedding_ms')}, "
+            f"{store.get('size_mb', '—')} MB; with the embedding p50/p95/p99 "
+            f"{spread(r, 'recall_with_embedding_ms')}, "
             f"the embedding alone {spread(r, 'embed_query_ms')}, recall alone {spread(r, 'recall_ms')}, memories only "
             f"{spread(r, 'recall_memories_only_ms')}; vector search {spread(r, 'vector_knn_ms')} vs exact numpy "
             f"{spread(r, 'exact_numpy_one_thread_ms')}; cold first queries {get(r, 'cold_first_query_ms', 'runs')} ms"
@@ -137,12 +138,16 @@ def turn_window_rows(r: dict) -> list[Row]:
     p95 = get(r, "window_wait_ms", "p95")
     return [Row(f"turn in the window at {num(r.get('n'))}: p95 Return → first token, minus the model's prefill",
                 ms(p95), "≤ 20 ms", at_most(p95, 20.0)),
-            Row("turn in the window: p95 last token → the turn stored and embedded", ms(get(r, "after_reply_ms", "p95")))]
+            Row("turn in the window: p95 last token → the turn stored and embedded",
+                ms(get(r, "after_reply_ms", "p95")))]
 
 
 def turn_window_details(r: dict) -> str:
-    return (f"{r.get('turns')} turns, {r.get('model')}: Return → first token {spread(r, 'return_to_first_token_ms')}, "
-            f"the model's own first token {spread(r, 'model_first_token_ms')}, the wait {spread(r, 'window_wait_ms')}")
+    return (f"{r.get('turns')} turns, {r.get('model')}: Return → first token "
+            f"{spread(r, 'return_to_first_token_ms')}, the model's own first token "
+            f"{spread(r, 'model_first_token_ms')}, "
+            f"the wait {spread(r, 'window_wait_ms')}; Return → prepared {spread(r, 'return_to_prepared_ms')}, of it "
+            f"Assistant.prepare on the db lane {spread(r, 'prepare_on_db_lane_ms')}")
 
 
 def _slowest(processes: dict) -> tuple[str, float | None]:
@@ -168,7 +173,8 @@ def cold_details(r: dict) -> str:
     for key, where in (("processes", "empty"), ("processes_on_store", "100k")):
         table = r.get(key) or {}
         parts.append(f"{where}: " + ", ".join(
-            f"{k.replace('_', ' ')} {v.get('median_s')}" + (f" (cold {v['cold_pages_s']})" if "cold_pages_s" in v else "")
+            f"{k.replace('_', ' ')} {v.get('median_s')}"
+            + (f" (cold {v['cold_pages_s']})" if "cold_pages_s" in v else "")
             for k, v in table.items()) + " s")
     return "; ".join(parts)
 
@@ -189,7 +195,8 @@ def startup_rows(r: dict) -> list[Row]:
 def startup_details(r: dict) -> str:
     store = r.get("engram_on_store_with_real_model") or {}
     return (f"an empty Qt window {get(r, 'baseline_empty_qt_window', 'median_s')} s; model chosen, empty folder "
-            f"{get(r, 'engram_with_model_chosen', 'median_s')} s; on the store: window runs {store.get('runs_window_shown_s')} s, "
+            f"{get(r, 'engram_with_model_chosen', 'median_s')} s; on the store: window runs "
+            f"{store.get('runs_window_shown_s')} s, "
             f"first token runs {store.get('runs_first_token_s')} s, cold pages {store.get('cold_pages_run')}")
 
 
@@ -209,7 +216,8 @@ def locomo_details(r: dict) -> str:
 
 
 BENCHES = (
-    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--queries", "100", "--json"], recall_rows("100k", 20.0, 0.995),
+    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--queries", "100", "--json"],
+          recall_rows("100k", 20.0, 0.995),
           "a copy of the real-text store (bench/realstore.py); the data's own questions; recall as a turn runs it",
           details=recall_details),
     Bench("turn", ["bench/turn.py", "--turns", "60", "--json"], turn_rows,
@@ -218,21 +226,25 @@ BENCHES = (
     Bench("cold", ["bench/cold.py", "--repeats", "3"], cold_rows,
           "each verb a fresh process through app.__main__.main, median of 3, then one round on cold pages",
           details=cold_details),
-    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--queries", "100", "--json"], recall_rows("1M", 25.0, 0.98),
+    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--queries", "100", "--json"],
+          recall_rows("1M", 25.0, 0.98),
           "the same at 1,000,000 memories", details=recall_details),
     Bench("turn-window", ["bench/turn_window.py", "--turns", "6", "--json"], turn_window_rows,
           "the real window (offscreen) on the 100k store, the tiny test model, Return → the panel's first token",
           details=turn_window_details),
-    Bench("startup", ["bench/startup.py", "--repeats", "2"], startup_rows, "launch → window shown (offscreen) → first streamed token",
+    Bench("startup", ["bench/startup.py", "--repeats", "2"], startup_rows,
+          "launch → window shown (offscreen) → first streamed token",
           model=True, details=startup_details),
     Bench("locomo", ["bench/locomo.py", "--json"], locomo_rows, "evidence retrieval over LoCoMo dev's turns",
           details=locomo_details),
-    Bench("graph", ["bench/graph.py"], about="the real main window's graph panel, offscreen", rows=lambda r: [Row("graph panel at 2,000 nodes: pan frame p95",
+    Bench("graph", ["bench/graph.py"], about="the real main window's graph panel, offscreen",
+          rows=lambda r: [Row("graph panel at 2,000 nodes: pan frame p95",
                                                       ms(get(r, "frame_ms", "pan", "p95")), "≤ 33 ms",
                                                       at_most(get(r, "frame_ms", "pan", "p95"), 33.0))]),
-    Bench("pending_learning", ["bench/pending_learning.py"], about="the idle job's query for turns waiting to be learned",
-          rows=lambda r: [Row("waiting turns found at 100k episodes, median", ms(get(r, "after", "median_ms")), "≤ 1 ms",
-                         at_most(get(r, "after", "median_ms"), 1.0))]),
+    Bench("pending_learning", ["bench/pending_learning.py"],
+          about="the idle job's query for turns waiting to be learned",
+          rows=lambda r: [Row("waiting turns found at 100k episodes, median", ms(get(r, "after", "median_ms")),
+                              "≤ 1 ms", at_most(get(r, "after", "median_ms"), 1.0))]),
     Bench("generate", ["bench/generate.py"],
           lambda r: [Row("streaming: Engram / plain mlx_lm tokens per second", str(get(r, "streaming", "ratio")),
                          "≥ 0.97", at_least(get(r, "streaming", "ratio"), 0.97))], saved=True),
