@@ -1,10 +1,13 @@
 """Cold paths: what a user waits for when a command starts from nothing. `python bench/cold.py [--repeats 5]`.
 
-1. Whole-process wall time of `engram --help`, `memory add`, `memory search`, `memory list` and `--self-check`,
-   each run beside `python -c pass` (the interpreter's own start) in the same round, so a busy machine slows both.
-   The store is a fresh folder; search and list run on what the adds wrote. `--self-check` runs twice: as this
-   checkout is installed (the tests' torch is here; nothing on the chat path imports it or transformers since
-   81840b8) and as Engram is installed without the `st` extra (torch unavailable).
+1. Whole-process wall time of every verb group a user or a script runs (`--help`, `doctor`, `forget --preview`,
+   `jobs list`, `models list`, `hypotheses`, `goals`, `finetune status`, `recall-weights`, `clients list`,
+   `import list`, `memory add/show/list/search`, `import memories` of a small file), each round beside
+   `python -c pass` (the interpreter's own start), so a busy machine slows both: on a fresh folder, then on a copy
+   of bench/realstore.py's store of --store-n real-text memories (100,000). Medians of --repeats rounds; then one
+   round on cold pages (the page cache dropped before each process, as after a reboot; `cold_pages_s`) where the
+   machine lets the bench drop it (root on Linux). `--self-check` runs on the fresh folder only, twice: as this
+   checkout is installed (the tests' torch is here) and as Engram is installed without the `st` extra.
 2. Embedder import + load, each in a fresh process: the default (the torch-free BERT) and sentence-transformers.
 3. One new query's embedding, p50/p95 over distinct queries (no cache hits), each embedder in its own process,
    the two alternating.
@@ -45,14 +48,24 @@ FACTS = ("Ana's dog is called Biscuit.", "Ana lives in Lisbon and works as a nur
 ENTRY = "import sys; from app.__main__ import main; raise SystemExit(main(sys.argv[1:]))"
 
 
-def verbs(data: str, fact: str) -> dict[str, tuple[str, list[str]]]:
-    """Each verb as (code, argv) for `python -c CODE ARGV`: the real entry point, app.__main__.main."""
+def verbs(data: str, fact: str, small_file: str) -> dict[str, tuple[str, list[str]]]:
+    """Each verb a user or a script runs, as (code, argv) for `python -c CODE ARGV`: the real entry point."""
+    on = lambda *words: (ENTRY, ["--data-dir", data, *words])  # noqa: E731
     return {"help": (ENTRY, ["--help"]),
-            "memory_add": (ENTRY, ["--data-dir", data, "memory", "add", fact]),
-            "memory_search": (ENTRY, ["--data-dir", data, "memory", "search", "what is the dog's name"]),
-            "memory_list": (ENTRY, ["--data-dir", data, "memory", "list"]),
-            "self_check": (ENTRY, ["--self-check"]),
-            "self_check_without_torch": (WITHOUT_TORCH + ENTRY, ["--self-check"])}
+            "doctor": on("doctor"), "forget_preview": on("forget", "--preview"), "jobs_list": on("jobs", "list"),
+            "models_list": on("models", "list"), "hypotheses": on("hypotheses", "list"),
+            "goals": on("goals", "list"), "finetune_status": on("finetune", "status"),
+            "recall_weights": on("recall-weights"), "clients_list": on("clients", "list"),
+            "import_list": on("import", "list"),
+            "memory_add": on("memory", "add", fact),
+            "memory_show": on("memory", "show", "1"),
+            "memory_list": on("memory", "list"),
+            "memory_search": on("memory", "search", "what is the dog's name"),
+            "import_small_file": on("import", "memories", small_file)}
+
+
+SELF_CHECKS = {"self_check": (ENTRY, ["--self-check"]),
+               "self_check_without_torch": (WITHOUT_TORCH + ENTRY, ["--self-check"])}
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -80,21 +93,38 @@ def _summary(times: list[float]) -> dict:
             "max_s": round(max(times), 3)}
 
 
-def time_verbs(repeats: int, only: tuple[str, ...] | None = None) -> dict:
-    """Each round runs `python -c pass` and then each verb once; medians over the rounds."""
+def time_verbs(repeats: int, store: Path | None = None, only: tuple[str, ...] | None = None, *,
+               cold_round: bool = False) -> dict:
+    """Each round runs `python -c pass` and then each verb once, on an empty folder or a copy of `store` (a data
+    folder); medians over the rounds. Then one round on cold pages (the kernel's page cache dropped before each
+    process, as after a reboot), if this machine lets the bench drop it."""
+    from bench.recall import drop_page_cache
     with tempfile.TemporaryDirectory() as folder:
-        data = str(Path(folder) / "data")
-        names = [n for n in verbs(data, "") if only is None or n in only]
+        data = Path(folder) / "data"
+        if store is not None:
+            from bench.realstore import RealStore
+            RealStore(store, 0, 0).copy_to(data)
+        small = Path(folder) / "memories.txt"
+        small.write_text("\n".join(FACTS) + "\n", encoding="utf-8")
+        commands = lambda i: {**verbs(str(data), FACTS[i % len(FACTS)], str(small)),  # noqa: E731
+                              **({} if store is not None else SELF_CHECKS)}
+        names = [n for n in commands(0) if only is None or n in only]
         runs: dict[str, list[float]] = {"python_c_pass": [], **{n: [] for n in names}}
         for round_index in range(repeats):
-            commands = verbs(data, FACTS[round_index % len(FACTS)])
             runs["python_c_pass"].append(wall("pass"))
             for name in names:
-                runs[name].append(wall(*commands[name]))
+                runs[name].append(wall(*commands(round_index)[name]))
+        cold: dict[str, float] = {}
+        for name in ["python_c_pass", *names] if cold_round else []:
+            if not drop_page_cache():
+                break
+            cold[name] = round(wall(*(("pass", None) if name == "python_c_pass" else commands(repeats)[name])), 3)
     baseline = statistics.median(runs["python_c_pass"])
     out = {name: _summary(times) for name, times in runs.items()}
     for name in names:
         out[name]["over_python_s"] = round(out[name]["median_s"] - baseline, 3)
+    for name, seconds in cold.items():
+        out[name]["cold_pages_s"] = seconds
     return out
 
 
@@ -209,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--queries", type=int, default=200)
+    parser.add_argument("--store-n", type=int, default=100_000, help="also time the verbs on a copy of "
+                        "bench/realstore.py's store of this many memories (0: only on an empty folder)")
+    parser.add_argument("--verbs-only", action="store_true", help="skip the embedder and first-token parts")
     parser.add_argument("--embed-only", choices=sorted(LOAD), help=argparse.SUPPRESS)  # one side of step 3
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -217,16 +250,22 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench.meta import stamp
     header = stamp("cold")
-    processes = time_verbs(args.repeats)
-    loads = time_loads(max(1, args.repeats // 2))
-    queries = time_queries(args.queries)
-    first_token = time_first_token(max(1, args.repeats // 2 + 1))
-    first_token_without_torch = time_first_token(max(1, args.repeats // 2 + 1), without_torch=True)
-    verdicts = [v["median_s"] <= TARGET_SECONDS for k, v in processes.items() if k not in ("python_c_pass",)]
-    print(json.dumps({**header, "target_s": TARGET_SECONDS, "processes": processes, "embedder_load_s": loads,
-                      "query_embed_ms": queries,
-                      "window_shown_to_first_token_s": first_token,
-                      "window_shown_to_first_token_without_torch_s": first_token_without_torch,
+    processes = time_verbs(args.repeats, cold_round=True)
+    store = None
+    if args.store_n:
+        from bench.realstore import build
+        store = build(args.store_n, log=lambda *parts: print(*parts, file=sys.stderr, flush=True))
+    on_store = time_verbs(args.repeats, store.folder, cold_round=True) if store is not None else {}
+    later = {}
+    if not args.verbs_only:
+        later = {"embedder_load_s": time_loads(max(1, args.repeats // 2)), "query_embed_ms": time_queries(args.queries),
+                 "window_shown_to_first_token_s": time_first_token(max(1, args.repeats // 2 + 1)),
+                 "window_shown_to_first_token_without_torch_s":
+                     time_first_token(max(1, args.repeats // 2 + 1), without_torch=True)}
+    verdicts = [v["median_s"] <= TARGET_SECONDS for table in (processes, on_store) for k, v in table.items()
+                if k != "python_c_pass"]
+    print(json.dumps({**header, "target_s": TARGET_SECONDS, "processes": processes,
+                      "store_n": args.store_n, "processes_on_store": on_store, **later,
                       "meets_target": all(verdicts)}, indent=1))
     return 0
 

@@ -1,9 +1,14 @@
-"""Run every benchmark in bench/ and write docs/BENCHMARKS.md: `python -m bench.run_all [--from-json DIR]`.
+"""Run the benchmarks in one go at one commit and write docs/BENCHMARKS.md: `python -m bench.run_all`.
 
-Each bench prints JSON. With --from-json DIR, a bench whose `<name>.json` is in DIR is not rerun: its saved
-result is used (so the page can be regenerated without rerunning a 10-minute bench). Every fresh result is
-saved to --save-json (default: the --from-json folder, else bench/results). With --saved-only nothing runs: a
-bench without saved JSON is listed as not measured. Each row says pass, miss or — (no target or no figure).
+Every bench below runs afresh, one after another, in one process tree, and its JSON is saved to bench/results.
+A bench marked `saved` (a real-model bench too slow to rerun each time: generate, fine-tune, forgetting, learning,
+answers) is not rerun: its last saved JSON is shown, and its row says "saved" with that run's commit and date
+(`--rerun NAME` runs it too). `--model-lock FILE` runs the benches that load a real language model under
+`flock FILE`. Only the part of docs/BENCHMARKS.md between the two `run_all` markers is rewritten; the sections
+other benches' authors keep below it stay as they are. Run history belongs in bench/notes.md, not in the table.
+
+Adding a bench: one `Bench` in BENCHES: its command, and a function from its JSON to rows (`Row`: a label, ONE
+figure, the target, and the verdict: True, False or None when there is no target).
 """
 from __future__ import annotations
 
@@ -12,25 +17,40 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
-# modules, not benchmarks
-HELPERS = {"__init__.py", "run_all.py", "synthetic.py", "embed_cache.py", "meta.py", "learning_gold.py"}
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench.meta import code_version, load_average, machine  # noqa: E402
+
+BEGIN = "<!-- bench/run_all.py writes from here: edit the Bench entries, not this table -->"
+END = "<!-- bench/run_all.py writes up to here -->"
+
+
+@dataclass(frozen=True)
+class Row:
+    label: str
+    figure: str
+    target: str = "—"
+    verdict: bool | None = None
 
 
 @dataclass(frozen=True)
 class Bench:
-    name: str
+    name: str  # also its file: bench/results/<name>.json
     command: list[str]  # arguments after `python`, run from the repository root
-    target: str
-    summary: Callable[[dict], str]
-    passed: Callable[[dict], bool | None] = lambda r: None  # None: no target to judge against
+    rows: Callable[[dict], list[Row]]
+    about: str = ""  # how the figure is taken, in a line
+    saved: bool = False  # too slow to rerun each time: its saved JSON is shown
+    model: bool = False  # loads a real language model: run under --model-lock
+    details: Callable[[dict], str] = field(default=lambda r: "")
 
 
-def _get(result: dict, *path, default="—"):
+def get(result: dict, *path, default=None):
     for key in path:
         if not isinstance(result, dict) or key not in result:
             return default
@@ -38,375 +58,336 @@ def _get(result: dict, *path, default="—"):
     return result
 
 
-def _recall_summary(r: dict) -> str:
-    peer = r.get("peer_hnsw") or {}
-    peer = (f"; peer {peer.get('library', '—')}: {_ms(peer, 'search_ms')}, recall@10 vs exact "
-            f"{peer.get('recall_at_10_vs_exact', '—')}" if peer else "")
-    exact = "exact_numpy_one_thread_ms" if "exact_numpy_one_thread_ms" in r else "exact_numpy_ms"
-    data = f"{r['real_vectors']:,} real vectors of {r['n']:,}; " if "real_vectors" in r and "n" in r else ""
-    return (f"{data}with the query's embedding (one message) p50/p95/p99 "
-            f"{_ms(r, 'recall_with_embedding_ms')}; recall alone {_ms(r, 'recall_ms')}; the embedding alone "
-            f"{_ms(r, 'embed_query_ms') if isinstance(r.get('embed_query_ms'), dict) else _get(r, 'embed_query_ms')}; "
-            f"vector search {_ms(r, 'vector_knn_ms')}{_unpacked(r)}; exact numpy (one thread) {_ms(r, exact)}; "
-            f"prefilter recall@10 vs exact {_get(r, 'knn_recall_at_10_vs_exact')}{peer}; ingest "
-            f"{_get(r, 'ingest_rows_per_s')} rows/s; store {_get(r, 'store_mb_with_wal')} MB with its WAL")
-
-
-def _unpacked(r: dict) -> str:
-    """The same search before the upkeep clustered and packed the table (core.store.vectors.upkeep), same run."""
-    if "vector_knn_unpacked_ms" not in r:
-        return ""
-    took = _get(r, "upkeep_s") if "upkeep_s" in r else _get(r, "pack_s")  # results written before the rename
-    return (f" (before the upkeep, sqlite-vec's bit scan: {_ms(r, 'vector_knn_unpacked_ms')}, recall@10 vs exact "
-            f"{_get(r, 'knn_unpacked_recall_at_10_vs_exact')}; the upkeep took {took} s)")
-
-
-def _ms(r: dict, key: str) -> str:
-    values = r.get(key) or {}
-    return "/".join(str(values.get(p, "—")) for p in ("p50", "p95", "p99")) + " ms"
-
-
-def _turn_size(n: str, size: dict) -> str:
-    embed = size.get("embed_query_ms")
-    embed = _ms(size, "embed_query_ms") if isinstance(embed, dict) else f"{embed} ms"
-    cpu = f" (CPU time {_ms(size, 'overhead_cpu_ms')})" if "overhead_cpu_ms" in size else ""
-    total = (f"; with the query's embedding {_ms(size, 'overhead_with_query_embedding_ms')}"
-             if "overhead_with_query_embedding_ms" in size else "")
-    return (f"N={n}: overhead p50/p95/p99 {_ms(size, 'overhead_ms')}{cpu}, recall alone "
-            f"{_ms(size, 'recall_alone_ms')}, the query's embedding {embed} (not in the overhead){total}")
-
-
-def _turn_summary(r: dict) -> str:
-    parts = [_turn_size(n, size) for n, size in (r.get("sizes") or {}).items()]
-    if "headline" in r:  # what a user waits for: the turn with its query's embedding
-        parts.insert(0, f"**turn p95 with the query's embedding at N={_get(r, 'headline', 'n')}: "
-                        f"{_get(r, 'headline', 'turn_p95_ms_with_query_embedding')} ms** "
-                        f"({_get(r, 'headline', 'embedder')})")
-    if "idle_pass" in r:
-        parts.append(f"idle pass at N={r.get('idle_pass_at_n')}: {_get(r, 'idle_pass', 'total_s')} s")
-    if "after_idle_pass" in r:
-        parts.append(f"recall alone after it ({_get(r, 'after_idle_pass', 'active_memories')} memories left active): "
-                     f"{_ms(r['after_idle_pass'], 'recall_alone_ms')}")
-    return "; ".join(parts) or _flat(r)
-
-
-def _generate_summary(r: dict) -> str:
-    return (f"streaming Engram {_get(r, 'streaming', 'engram_tokens_per_s')} vs mlx_lm "
-            f"{_get(r, 'streaming', 'plain_mlx_lm_tokens_per_s')} tokens/s, ratio {_get(r, 'streaming', 'ratio')}; "
-            f"structured at a {_get(r, 'structured', 'vocab_size')}-token vocabulary: +"
-            f"{_get(r, 'structured', 'overhead_ms_per_token')} ms/token end to end, grammar processor "
-            f"{_get(r, 'structured', 'grammar_processor_ms_per_token')} ms/token"
-            + (f"; first token of a next turn ({_get(r, 'next_turn_first_token', 'prompt_tokens')} prompt tokens): "
-               f"Engram with its prompt cache {_get(r, 'next_turn_first_token', 'engram_with_prompt_cache_ms')} ms "
-               f"vs plain mlx_lm {_get(r, 'next_turn_first_token', 'plain_mlx_lm_ms')} ms"
-               if "next_turn_first_token" in r else ""))
-
-
-def _startup_summary(r: dict) -> str:
-    return (f"window shown after {_get(r, 'engram_first_start', 'median_s')} s (first start), "
-            f"{_get(r, 'engram_with_model_chosen', 'median_s')} s (model chosen), medians; an empty Qt window: "
-            f"{_get(r, 'baseline_empty_qt_window', 'median_s')} s")
-
-
-def _graph_summary(r: dict) -> str:
-    frame = r.get("frame_ms", {})
-    empty = r.get("baseline_empty_plot_frame_ms", {})
-    return (f"{_get(r, 'nodes')} nodes: pan p50/p95 {_get(frame, 'pan', 'p50')}/{_get(frame, 'pan', 'p95')} ms, "
-            f"zoom {_get(frame, 'zoom', 'p50')}/{_get(frame, 'zoom', 'p95')} ms a frame; the empty plot "
-            f"{_get(empty, 'pan', 'p50')}/{_get(empty, 'pan', 'p95')} ms; laid out and drawn in "
-            f"{_get(r, 'layout_and_first_draw_s')} s")
-
-
-def _at_most(value, limit: float) -> bool | None:
+def at_most(value, limit: float) -> bool | None:
     return None if not isinstance(value, (int, float)) else value <= limit
 
 
-def _all(*verdicts: bool | None) -> bool | None:
-    """Missing figures leave the verdict open; any figure off target is a miss."""
+def at_least(value, limit: float) -> bool | None:
+    return None if not isinstance(value, (int, float)) else value >= limit
+
+
+def both(*verdicts: bool | None) -> bool | None:
     if any(v is False for v in verdicts):
         return False
     return None if any(v is None for v in verdicts) else True
 
 
-def _turn_passed(r: dict) -> bool | None:
-    at_100k = _get(r, "sizes", "100000", default={})
-    with_embedding = _get(at_100k, "overhead_with_query_embedding_ms", "p95")
-    turn = (_at_most(with_embedding, 20.0) if "headline" in r
-            else _at_most(_get(at_100k, "overhead_ms", "p95"), 25.0))  # results saved before the headline
-    return _all(turn, _at_most(_get(r, "idle_pass", "total_s"), 60.0))
+def num(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value if value is not None else "—")
 
 
-def _cold_summary(r: dict) -> str:
-    processes = r.get("processes") or {}
-    verbs = ", ".join(f"{name.replace('_', ' ')} {_get(v, 'median_s')} s" for name, v in processes.items()
-                      if name != "python_c_pass")
-    loads, queries = r.get("embedder_load_s") or {}, r.get("query_embed_ms") or {}
-    return (f"whole process, medians: {verbs}; `python -c pass` {_get(processes, 'python_c_pass', 'median_s')} s. "
-            f"Embedder import + load: {_get(loads, 'default', 'median_s')} s ({_get(queries, 'default_runtime')}) "
-            f"vs sentence-transformers {_get(loads, 'sentence_transformers', 'median_s')} s; one query's "
-            f"embedding p50/p95 {_get(queries, 'default', 'p50')}/{_get(queries, 'default', 'p95')} ms vs "
-            f"{_get(queries, 'sentence_transformers', 'p50')}/{_get(queries, 'sentence_transformers', 'p95')} ms"
-            f"{_lasting(loads, queries)}; window shown → first streamed token (tiny model, fresh process) "
-            f"{_get(r, 'window_shown_to_first_token_s', 'median_s')} s" + _without_torch(r))
+def ms(value) -> str:
+    return "—" if value is None else f"{value} ms"
 
 
-def _lasting(loads: dict, queries: dict) -> str:
-    # The window's own embedder (results saved before it had one of its own have none).
-    if "lasting" not in queries:
-        return ""
-    return (f"; the window's ({_get(queries, 'lasting_runtime')}): load {_get(loads, 'lasting', 'median_s')} s, "
-            f"a query p50/p95 {_get(queries, 'lasting', 'p50')}/{_get(queries, 'lasting', 'p95')} ms")
+def spread(r: dict, key: str) -> str:
+    v = r.get(key) or {}
+    return f"{v.get('p50', '—')}/{v.get('p95', '—')}/{v.get('p99', '—')} ms"
 
 
-def _without_torch(r: dict) -> str:
-    # Results saved before the first reply was also timed as installed by default (no torch) have only one figure.
-    seconds = _get(r, "window_shown_to_first_token_without_torch_s", "median_s", default=None)
-    return "" if seconds is None else f", without torch {seconds} s"
+# -- the benches' rows ---------------------------------------------------------------------------------------
+
+def recall_rows(size: str, p95_limit: float, overlap_limit: float) -> Callable[[dict], list[Row]]:
+    def rows(r: dict) -> list[Row]:
+        p95 = get(r, "recall_with_embedding_ms", "p95")
+        overlap = r.get("knn_recall_at_10_vs_exact")
+        cold = get(r, "cold_first_query_ms", "median")
+        return [Row(f"recall at {size}: p95, memories + turns, the query's embedding included", ms(p95),
+                    f"≤ {p95_limit:g} ms", at_most(p95, p95_limit)),
+                Row(f"recall at {size}: vector search recall@10 vs exact", str(overlap), f"≥ {overlap_limit}",
+                    at_least(overlap, overlap_limit)),
+                Row(f"recall at {size}: first query of a session, "
+                    f"{'cold pages' if r.get('cold_pages') else 'warm pages (could not drop the cache)'}",
+                    ms(cold))]
+    return rows
 
 
-def _cold_passed(r: dict) -> bool | None:
-    processes = r.get("processes") or {}
-    return _all(*(_at_most(_get(v, "median_s"), 1.0) for name, v in processes.items() if name != "python_c_pass"))
+def recall_details(r: dict) -> str:
+    store = r.get("store") or {}
+    closeness = get(store, "composed_vs_real", "top10_overlap_composed_vs_real")
+    return (f"{num(store.get('memories'))} memories + {num(store.get('episodes'))} turns, "
+            f"{store.get('size_mb', '—')} MB; with the embedding p50/p95/p99 "
+            f"{spread(r, 'recall_with_embedding_ms')}, "
+            f"the embedding alone {spread(r, 'embed_query_ms')}, recall alone {spread(r, 'recall_ms')}, memories only "
+            f"{spread(r, 'recall_memories_only_ms')}; vector search {spread(r, 'vector_knn_ms')} vs exact numpy "
+            f"{spread(r, 'exact_numpy_one_thread_ms')}; cold first queries {get(r, 'cold_first_query_ms', 'runs')} ms"
+            + (f"; composed vectors' top-10 overlap with whole-turn embeddings {closeness}" if closeness else ""))
 
 
-def _locomo_passed(r: dict) -> bool | None:
-    overall = {name: _get(r, "results", name, "overall", default={}) for name in ("engram", "bm25", "dense")}
-    at10 = {name: o.get("R@10") for name, o in overall.items()}
-    if at10["engram"] is None:
-        return None
-    beats = all(at10["engram"] > (v or 0) for name, v in at10.items() if name != "engram")
-    return _all(beats, at10["engram"] >= 0.75, _at_least(overall["engram"].get("R@50"), 0.90),
-                _at_most(r.get("wall_seconds"), 600.0))
-
-
-def _at_least(value, limit: float) -> bool | None:
-    return None if not isinstance(value, (int, float)) else value >= limit
-
-
-def _finetune_summary(r: dict) -> str:
-    return (f"Engram {_get(r, 'engram_tokens_per_second')} vs mlx_lm {_get(r, 'mlx_lm_tokens_per_second')} "
-            f"tokens/s, ratio {_get(r, 'ratio')}; whole-process wall time ratio {_get(r, 'wall_ratio')}")
-
-
-def _finetune_preferences_summary(r: dict) -> str:
-    """Per model: each set's preference-following score in the four conditions, beside the adapter's gate figures."""
-    def one(run: dict) -> str:
-        adapter = run.get("adapter", {})
-        sets = "; ".join(f"{name} ({v.get('questions')} q) no memory {v.get('no_memory')}, memory {v.get('memory')}, "
-                         f"adapter {v.get('adapter')}, adapter + memory {v.get('adapter_memory')}"
-                         for name, v in (run.get("scores") or {}).items())
-        ppl, known = adapter.get("general_ppl", {}), adapter.get("known_fact_loss", {})
-        return (f"{run.get('model')}: adapter {adapter.get('status')} after {adapter.get('steps')} steps "
-                f"({run.get('training_examples')} examples, styles {len(run.get('styles_learned') or [])}); {sets}; "
-                f"plain-text ppl {_round(ppl.get('base'))} -> {_round(ppl.get('adapter'))}, known facts loss "
-                f"{_round(known.get('base'))} -> {_round(known.get('adapter'))}")
-    return " | ".join(one(run) for run in r.get("runs") or []) or _flat(r)
-
-
-def _round(value: object) -> object:
-    return round(value, 3) if isinstance(value, float) else value
-
-
-def _finetune_gate_summary(r: dict) -> str:
-    """Each run: the verdict and the three figures the gate decided on, base -> candidate."""
-    def one(name: str, run: dict) -> str:
-        base, new = run.get("baseline", {}), run.get("candidate", {})
-        return (f"{name} (lr {run.get('learning_rate')}, {run.get('steps')} steps): {run.get('status')}; held-out "
-                f"preference probes loss {base.get('probe_loss')} -> {new.get('probe_loss')}, plain-text ppl "
-                f"{base.get('general_ppl')} -> {new.get('general_ppl')}, known facts loss "
-                f"{base.get('known_fact_loss')} -> {new.get('known_fact_loss')}")
-    return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
-
-
-def _locomo_summary(r: dict) -> str:
+def turn_rows(r: dict) -> list[Row]:
     rows = []
-    for retriever in ("engram", "bm25", "dense"):
-        overall = _get(r, "results", retriever, "overall", default={})
-        rows.append(f"{retriever} " + "/".join(f"{v:.3f}" for v in overall.values()))
-    return f"R@{'/'.join(str(k) for k in r.get('k', []))}: " + "; ".join(rows) + f"; {_get(r, 'wall_seconds')} s"
+    for n, size in (r.get("sizes") or {}).items():
+        p95 = get(size, "overhead_with_query_embedding_ms", "p95")
+        target = "≤ 20 ms" if n == "100000" else "— (the target is at 100k)"
+        rows.append(Row(f"turn at {int(n):,}: p95 with the query's embedding", ms(p95), target,
+                        at_most(p95, 20.0) if n == "100000" else None))
+    if "idle_pass" in r:
+        total = get(r, "idle_pass", "total_s")
+        rows.append(Row(f"consolidation + forgetting over {num(r.get('idle_pass_at_n'))}", f"{total} s", "≤ 60 s",
+                        at_most(total, 60.0)))
+    return rows
 
 
-def _forgetting_summary(r: dict) -> str:
-    arms = r.get("arms", {})
-    return "; ".join(f"{name}: wrongful forgets {_get(a, 'wrongful_forgets_per_month')}/month, recall of asked "
-                     f"{_get(a, 'recall_of_asked')}, store {_get(a, 'store_size_end')} at the end "
-                     f"(mean {_get(a, 'store_size_mean')})" for name, a in arms.items()) + \
-        f"; ratio {_get(r, 'wrongful_forgets_ratio')}"
+def turn_details(r: dict) -> str:
+    return "; ".join(f"N={n}: overhead {spread(s, 'overhead_ms')}, recall alone {spread(s, 'recall_alone_ms')}, "
+                     f"the query's embedding {spread(s, 'embed_query_ms')}, the episode's embedding after the reply "
+                     f"{spread(s, 'episode_embed_after_reply_ms')}" for n, s in (r.get("sizes") or {}).items())
 
 
-def _flat(r: dict, limit: int = 8) -> str:
-    """The first few scalar figures of a result we have no special summary for."""
-    items = [(k, v) for k, v in r.items() if isinstance(v, (int, float, str)) and k not in ("machine", "date")]
-    return ", ".join(f"{k} {v}" for k, v in items[:limit])
+def turn_window_rows(r: dict) -> list[Row]:
+    p95 = get(r, "window_wait_ms", "p95")
+    return [Row(f"turn in the window at {num(r.get('n'))}: p95 Return → first token, minus the model's prefill",
+                ms(p95), "≤ 20 ms", at_most(p95, 20.0)),
+            Row("turn in the window: p95 last token → the turn stored and embedded",
+                ms(get(r, "after_reply_ms", "p95")))]
 
 
-def _learning_summary(r: dict) -> str:
-    """Each model's run (bench/learning.py merges them into one file): facts, reconciliation, hypotheses."""
-    def one(name: str, run: dict) -> str:
-        return (f"{name} ({run.get('statements')} statements, {run.get('gold_facts')} gold facts): "
-                f"{run.get('kept')} kept of what it proposed, {run.get('dropped')} dropped with a reason; precision "
-                f"{run.get('precision')}, recall {run.get('recall')}, junk rate {run.get('junk_rate')}, "
-                f"reconciliation accuracy {run.get('reconciliation_accuracy')}; {run.get('seconds_per_statement')} s "
-                f"a statement; hypotheses {run.get('hypotheses', '—')} kept, {run.get('hypotheses_dropped', '—')} "
-                f"dropped, precision {run.get('hypothesis_precision', '—')}, recall {run.get('hypothesis_recall', '—')}, "
-                f"injected {run.get('hypotheses_injected', '—')}")
-    return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
+def turn_window_details(r: dict) -> str:
+    return (f"{r.get('turns')} turns, {r.get('model')}: Return → first token "
+            f"{spread(r, 'return_to_first_token_ms')}, the model's own first token "
+            f"{spread(r, 'model_first_token_ms')}, "
+            f"the wait {spread(r, 'window_wait_ms')}; Return → prepared {spread(r, 'return_to_prepared_ms')}, of it "
+            f"Assistant.prepare on the db lane {spread(r, 'prepare_on_db_lane_ms')}")
 
 
-def _pending_learning_summary(r: dict) -> str:
-    before, after = r.get("before") or {}, r.get("after") or {}
-    return (f"{_get(r, 'episodes')} episodes ({_get(r, 'pending')} waiting, {_get(r, 'file_mb')} MB): the waiting "
-            f"turns found in {_get(after, 'median_ms')} ms median (p95 {_get(after, 'p95_ms')}, first call "
-            f"{_get(after, 'first_ms')}) through migration 7's index vs {_get(before, 'median_ms')} ms (p95 "
-            f"{_get(before, 'p95_ms')}) by the JSON scan it replaced, same file: {_get(r, 'speedup')}x; migration 7 "
-            f"took {_get(r, 'migration_seconds')} s, its backup included")
+def _slowest(processes: dict) -> tuple[str, float | None]:
+    timed = {k: v.get("median_s") for k, v in processes.items() if k != "python_c_pass"}
+    if not timed:
+        return "—", None
+    name = max(timed, key=lambda k: timed[k])
+    return name.replace("_", " "), timed[name]
+
+
+def cold_rows(r: dict) -> list[Row]:
+    rows = []
+    for key, where in (("processes", "an empty folder"), ("processes_on_store", f"{num(r.get('store_n'))} memories")):
+        if r.get(key):
+            name, seconds = _slowest(r[key])
+            rows.append(Row(f"CLI verbs, whole process, on {where}: the slowest median ({name})", f"{seconds} s",
+                            "every verb ≤ 1 s", at_most(seconds, 1.0)))
+    return rows
+
+
+def cold_details(r: dict) -> str:
+    parts = []
+    for key, where in (("processes", "empty"), ("processes_on_store", "100k")):
+        table = r.get(key) or {}
+        parts.append(f"{where}: " + ", ".join(
+            f"{k.replace('_', ' ')} {v.get('median_s')}"
+            + (f" (cold {v['cold_pages_s']})" if "cold_pages_s" in v else "")
+            for k, v in table.items()) + " s")
+    return "; ".join(parts)
+
+
+def startup_rows(r: dict) -> list[Row]:
+    store = r.get("engram_on_store_with_real_model") or {}
+    first = get(r, "engram_first_start", "median_s")
+    rows = [Row("window shown, first start (empty folder)", f"{first} s", "≤ 2 s (goal 1.5 s)", at_most(first, 2.0))]
+    if store:
+        shown = store.get("window_shown_median_s")
+        rows += [Row(f"window shown, {num(store.get('store_memories'))} memories, SmolLM2 chosen", f"{shown} s",
+                     "≤ 2 s (goal 1.5 s)", at_most(shown, 2.0)),
+                 Row(f"first token from launch, {num(store.get('store_memories'))} memories, SmolLM2",
+                     f"{store.get('first_token_median_s')} s")]
+    return rows
+
+
+def startup_details(r: dict) -> str:
+    store = r.get("engram_on_store_with_real_model") or {}
+    return (f"an empty Qt window {get(r, 'baseline_empty_qt_window', 'median_s')} s; model chosen, empty folder "
+            f"{get(r, 'engram_with_model_chosen', 'median_s')} s; on the store: window runs "
+            f"{store.get('runs_window_shown_s')} s, "
+            f"first token runs {store.get('runs_first_token_s')} s, cold pages {store.get('cold_pages_run')}")
+
+
+def locomo_rows(r: dict) -> list[Row]:
+    overall = {n: get(r, "results", n, "overall", default={}) for n in ("engram", "bm25", "dense")}
+    at10 = overall["engram"].get("R@10")
+    beats = None if at10 is None else all(at10 > (o.get("R@10") or 0) for n, o in overall.items() if n != "engram")
+    return [Row("LoCoMo dev evidence R@10", str(at10), "≥ 0.75 and above BM25 and dense",
+                both(at_least(at10, 0.75), beats)),
+            Row("LoCoMo dev evidence R@50", str(overall["engram"].get("R@50")), "≥ 0.90",
+                at_least(overall["engram"].get("R@50"), 0.90))]
+
+
+def locomo_details(r: dict) -> str:
+    return "; ".join(f"{n} R@10 {get(r, 'results', n, 'overall', 'R@10')}" for n in ("engram", "bm25", "dense")) + \
+        f"; {r.get('wall_seconds')} s"
 
 
 BENCHES = (
-    Bench("recall-10k", ["bench/recall.py", "--n", "10000", "--json"],
-          "none at 10k (recall alone p95 ≤ 5 ms is at 100k)",
-          _recall_summary),
-    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--json"],
-          "recall alone p95 ≤ 5 ms; prefilter recall@10 ≥ 0.995",
-          _recall_summary, lambda r: _all(_at_most(_get(r, "recall_ms", "p95"), 5.0),
-                                          _at_least(_get(r, "knn_recall_at_10_vs_exact"), 0.995))),
-    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--real", "100000", "--json"],
-          "100k real vectors + 900k noisy copies: recall alone p95 ≤ 25 ms; prefilter recall@10 ≥ 0.98",
-          _recall_summary, lambda r: _all(_at_most(_get(r, "recall_ms", "p95"), 25.0),
-                                          _at_least(_get(r, "knn_recall_at_10_vs_exact"), 0.98))),
-    Bench("turn", ["bench/turn.py", "--json"],
-          "turn p95 with the query's embedding ≤ 20 ms at 100k; consolidation + forgetting over 100k ≤ 60 s",
-          _turn_summary, _turn_passed),
-    Bench("cold", ["bench/cold.py"], "every verb ≤ 1 s, whole process", _cold_summary, _cold_passed),
-    Bench("generate", ["bench/generate.py"], "streaming ratio ≥ 0.97", _generate_summary,
-          lambda r: _at_least(_get(r, "streaming", "ratio"), 0.97)),
-    Bench("finetune", ["bench/finetune.py"], "ratio ≥ 0.95 (tuner and wall time)", _finetune_summary,
-          lambda r: _all(_at_least(r.get("ratio"), 0.95), _at_least(r.get("wall_ratio"), 0.95))),
-    Bench("finetune-gate", ["bench/finetune.py", "--gate"],
-          "SmolLM2-135M: the short run on preferences accepted, the too-high learning rate and the over-trained "
-          "run rejected", _finetune_gate_summary, lambda r: r.get("as_expected")),
-    Bench("finetune-preferences", ["bench/finetune.py", "--preferences"],
-          "measured, no target: preference following without/with memory and adapter, deterministic checks",
-          _finetune_preferences_summary),
-    Bench("locomo", ["bench/locomo.py", "--json"], "R@10 ≥ 0.75 and > both baselines; R@50 ≥ 0.90; < 10 min",
-          _locomo_summary, _locomo_passed),
-    Bench("graph", ["bench/graph.py"], "pan and zoom frame p95 ≤ 33 ms at 2,000 nodes", _graph_summary,
-          lambda r: _all(_at_most(_get(r, "frame_ms", "pan", "p95"), 33.0),
-                         _at_most(_get(r, "frame_ms", "zoom", "p95"), 33.0))),
-    Bench("forgetting", ["bench/forgetting.py", "--json"], "learned: wrongful forgets ≤ ½ of fixed, store no larger",
-          _forgetting_summary, lambda r: r.get("passed")),
-    Bench("learning", ["bench/learning.py", "--model", "smollm2", "--limit", "12", "--save"],
-          "junk rate 0 for every model", _learning_summary,
-          lambda r: all(run.get("junk_rate") in (0, None) for run in r["runs"].values()) if r.get("runs") else None),
-    Bench("startup", ["bench/startup.py"], "window within 2 s", _startup_summary,
-          lambda r: _all(_at_most(_get(r, "engram_first_start", "median_s"), 2.0),
-                         _at_most(_get(r, "engram_with_model_chosen", "median_s"), 2.0))),
+    Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--queries", "100", "--json"],
+          recall_rows("100k", 20.0, 0.995),
+          "a copy of the real-text store (bench/realstore.py); the data's own questions; recall as a turn runs it",
+          details=recall_details),
+    Bench("turn", ["bench/turn.py", "--turns", "60", "--json"], turn_rows,
+          "Assistant.prepare + finish + graph update with a scripted model, the query's embedding added",
+          details=turn_details),
+    Bench("cold", ["bench/cold.py", "--repeats", "3"], cold_rows,
+          "each verb a fresh process through app.__main__.main, median of 3, then one round on cold pages",
+          details=cold_details),
+    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--queries", "100", "--json"],
+          recall_rows("1M", 25.0, 0.98),
+          "the same at 1,000,000 memories", details=recall_details),
+    Bench("turn-window", ["bench/turn_window.py", "--turns", "6", "--json"], turn_window_rows,
+          "the real window (offscreen) on the 100k store, the tiny test model, Return → the panel's first token",
+          details=turn_window_details),
+    Bench("startup", ["bench/startup.py", "--repeats", "2"], startup_rows,
+          "launch → window shown (offscreen) → first streamed token",
+          model=True, details=startup_details),
+    Bench("locomo", ["bench/locomo.py", "--json"], locomo_rows, "evidence retrieval over LoCoMo dev's turns",
+          details=locomo_details),
+    Bench("graph", ["bench/graph.py"], about="the real main window's graph panel, offscreen",
+          rows=lambda r: [Row("graph panel at 2,000 nodes: pan frame p95",
+                                                      ms(get(r, "frame_ms", "pan", "p95")), "≤ 33 ms",
+                                                      at_most(get(r, "frame_ms", "pan", "p95"), 33.0))]),
     Bench("pending_learning", ["bench/pending_learning.py"],
-          "the idle job's ask for waiting turns ≤ 1 ms median at 100k episodes", _pending_learning_summary,
-          lambda r: _at_most(_get(r, "after", "median_ms"), 1.0)),
+          about="the idle job's query for turns waiting to be learned",
+          rows=lambda r: [Row("waiting turns found at 100k episodes, median", ms(get(r, "after", "median_ms")),
+                              "≤ 1 ms", at_most(get(r, "after", "median_ms"), 1.0))]),
+    Bench("generate", ["bench/generate.py"],
+          lambda r: [Row("streaming: Engram / plain mlx_lm tokens per second", str(get(r, "streaming", "ratio")),
+                         "≥ 0.97", at_least(get(r, "streaming", "ratio"), 0.97))], saved=True),
+    Bench("finetune", ["bench/finetune.py"],
+          lambda r: [Row("fine-tune: Engram / mlx_lm tokens per second", str(r.get("ratio")), "≥ 0.95",
+                         at_least(r.get("ratio"), 0.95))], saved=True),
+    Bench("finetune-gate", ["bench/finetune.py", "--gate"],
+          lambda r: [Row("fine-tune gate on SmolLM2: accepts the good run, rejects the two bad ones",
+                         "as expected" if r.get("as_expected") else "not as expected", "all three as expected",
+                         r.get("as_expected"))], saved=True, model=True),
+    Bench("forgetting", ["bench/forgetting.py", "--json"],
+          lambda r: [Row("forgetting: learned / fixed wrongful forgets", str(r.get("wrongful_forgets_ratio")),
+                         "≤ 0.5, store no larger", r.get("passed"))], saved=True),
+    Bench("learning", ["bench/learning.py", "--model", "smollm2", "--limit", "12", "--save"],
+          lambda r: [Row("learning: junk rate, worst model", str(max((run.get("junk_rate") or 0)
+                                                                  for run in (r.get("runs") or {}).values())
+                                                              if r.get("runs") else None),
+                         "0 for every model",
+                         all(run.get("junk_rate") in (0, None) for run in r["runs"].values())
+                         if r.get("runs") else None)], saved=True, model=True),
 )
 
 
-def discovered() -> list[Bench]:
-    """The known benches, plus any other script in bench/ (run plainly, summarised generically)."""
-    known = {b.command[0] for b in BENCHES}
-    extra = [Bench(p.stem, [f"bench/{p.name}"], "—", lambda r: _flat(r))
-             for p in sorted((ROOT / "bench").glob("*.py")) if p.name not in HELPERS and f"bench/{p.name}" not in known]
-    return [b for b in BENCHES if (ROOT / b.command[0]).exists()] + extra
-
+# -- running and writing -------------------------------------------------------------------------------------
 
 def parse_json(stdout: str) -> dict:
     """The JSON object a bench printed (the last top-level one; some print a log line before it)."""
     start = stdout.rfind("\n{")
-    text = stdout[start + 1:] if start >= 0 else stdout[stdout.find("{"):]
-    return json.loads(text)
+    return json.loads(stdout[start + 1:] if start >= 0 else stdout[stdout.find("{"):])
 
 
-def run_bench(bench: Bench, timeout: float) -> dict:
+def run_bench(bench: Bench, timeout: float, model_lock: Path | None) -> dict:
+    command = [sys.executable, *bench.command]
+    if bench.model and model_lock is not None:
+        command = ["flock", str(model_lock), *command]
     started = time.perf_counter()
-    done = subprocess.run([sys.executable, *bench.command], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if done.returncode != 0:
         raise RuntimeError(f"{bench.name} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     result = parse_json(done.stdout)
-    result.setdefault("wall_seconds", round(time.perf_counter() - started, 1))
+    result["wall_seconds"] = round(time.perf_counter() - started, 1)
     return result
 
 
-def collect(benches: list[Bench], source: Path | None, save: Path, timeout: float, log, *,
-            saved_only: bool = False) -> dict[str, dict]:
+def collect(benches: list[Bench], results_dir: Path, rerun: set[str], timeout: float,
+            model_lock: Path | None, log, *, saved_only: bool = False) -> dict[str, dict]:
     results: dict[str, dict] = {}
-    save.mkdir(parents=True, exist_ok=True)
+    results_dir.mkdir(parents=True, exist_ok=True)
     for bench in benches:
-        saved = source / f"{bench.name}.json" if source else None
-        if saved and saved.exists():
-            results[bench.name] = json.loads(saved.read_text(encoding="utf-8"))
+        path = results_dir / f"{bench.name}.json"
+        if saved_only or (bench.saved and bench.name not in rerun):
+            results[bench.name] = ({**json.loads(path.read_text(encoding="utf-8")), "_saved": True}
+                                   if path.exists() else {"error": "not measured: no saved result"})
             continue
-        if saved_only:
-            results[bench.name] = {"error": "no saved result yet"}
-            continue
-        log(f"running {bench.name}: python {' '.join(bench.command)}")
+        log(f"{time.strftime('%H:%M:%S')} running {bench.name}: python {' '.join(bench.command)}")
         try:
-            results[bench.name] = run_bench(bench, timeout)
+            results[bench.name] = run_bench(bench, timeout, model_lock)
         except (RuntimeError, subprocess.TimeoutExpired, json.JSONDecodeError) as exc:
-            results[bench.name] = {"error": str(exc)[:300]}
+            results[bench.name] = {"error": f"not measured: {str(exc)[:300]}"}
             continue
-        (save / f"{bench.name}.json").write_text(json.dumps(results[bench.name], indent=1), encoding="utf-8")
+        path.write_text(json.dumps(results[bench.name], indent=1), encoding="utf-8")
     return results
 
 
-def render(benches: list[Bench], results: dict[str, dict], machine: str) -> str:
-    lines = ["# Benchmarks", "",
-             f"Generated by `python -m bench.run_all` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}.",
-             f"Machine: {machine}. Shared with other work while measured: treat absolute times as upper bounds.",
-             "Each bench measures its baseline in the same run; raw JSON sits next to the command that made it.", "",
-             "| benchmark | result | target | verdict | measured | reproduce |", "|---|---|---|---|---|---|"]
+VERDICT = {True: "pass", False: "**miss**", None: "—"}
+
+
+def render(benches: list[Bench], results: dict[str, dict], header: dict) -> str:
+    run = (f"Saved results rendered by `python -m bench.run_all --saved-only` at commit {header['commit']}, "
+           f"{header['started']} UTC (nothing rerun: each row's date is its own run's)" if header.get("saved_only")
+           else f"One run of `python -m bench.run_all` at commit {header['commit']}"
+           f"{' with uncommitted changes' if header['changed'] else ''}, {header['started']} to {header['ended']} "
+           f"(wall time {header['wall_minutes']} min)")
+    lines = [BEGIN, "",
+             f"{run}. Machine: {header['machine']}, shared with other work: the "
+             "load is the 1-minute load average when each bench started (2 cores: above 2, it waited for a core). "
+             "Rows marked *saved* were not rerun (a real-model bench too slow for every run): their own commit and "
+             "date are shown. How each figure is taken: the details under the table; history: bench/notes.md.", "",
+             "| benchmark | figure | target | verdict | load | date |", "|---|---|---|---|---|---|"]
+    details = []
     for bench in benches:
         result = results.get(bench.name)
         if result is None:
             continue
-        figure = f"not measured: {result['error']}" if "error" in result else bench.summary(result)
-        verdict = {True: "pass", False: "**miss**", None: "—"}[None if "error" in result else bench.passed(result)]
+        if "error" in result:
+            lines.append(f"| {bench.name} | {result['error']} | — | — | — | — |")
+            continue
         when = result.get("date", "—")
-        if result.get("commit"):
-            when += f", commit {result['commit']}" + ("+changes" if result.get("uncommitted_source_files") else "")
-        if "load_average_1m_at_start" in result:  # 2 cores: above 2, the bench shared them with other work
-            when += f", load {result['load_average_1m_at_start']}"
-        lines.append(f"| {bench.name} | {figure} | {bench.target} | {verdict} | {when} "
-                     f"| `python {' '.join(bench.command)}` |")
-    if "locomo" in results and "results" in results["locomo"]:
+        if result.get("_saved") and bench.saved:
+            when = f"*saved*, commit {result.get('commit', '?')}, {when}"
+        for row in bench.rows(result):
+            lines.append(f"| {row.label} | {row.figure} | {row.target} | {VERDICT[row.verdict]} "
+                         f"| {result.get('load_average_1m_at_start', '—')} | {when} |")
+        more = bench.details(result)
+        details.append(f"- **{bench.name}** (`python {' '.join(bench.command)}`"
+                       f"{', ' + str(result.get('wall_seconds')) + ' s' if 'wall_seconds' in result else ''}): "
+                       f"{'. '.join(x for x in (bench.about, more) if x)}")
+    lines += ["", "Details:", "", *details]
+    if "results" in results.get("locomo", {}):
         from bench.locomo import table
-        lines += ["", "## LoCoMo evidence retrieval (dev split, 5 conversations)", "", table(results["locomo"])]
-    return "\n".join(lines) + "\n"
+        lines += ["", "LoCoMo evidence retrieval (dev split, 5 conversations):", "", table(results["locomo"])]
+    return "\n".join(lines + ["", END])
+
+
+def write_page(path: Path, generated: str) -> None:
+    """Replace the generated part of the page, keeping everything outside the markers."""
+    text = path.read_text(encoding="utf-8") if path.exists() else "# Benchmarks\n\n" + BEGIN + "\n" + END + "\n"
+    if BEGIN in text and END in text:
+        before, rest = text.split(BEGIN, 1)
+        after = rest.split(END, 1)[1]
+    else:  # a page from before the markers: the generated part goes first
+        before, after = "# Benchmarks\n\n", "\n\n" + text.split("\n", 1)[1]
+    path.write_text(before + generated + after, encoding="utf-8")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--from-json", type=Path, help="reuse <bench>.json files found in this folder")
-    parser.add_argument("--save-json", type=Path, help="where fresh results are saved")
-    parser.add_argument("--only", help="comma-separated bench names to include")
+    parser.add_argument("--only", help="comma-separated bench names (the page then shows those alone)")
+    parser.add_argument("--rerun", default="", help="comma-separated saved benches to run afresh too")
+    parser.add_argument("--results", type=Path, default=ROOT / "bench" / "results")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "BENCHMARKS.md")
-    parser.add_argument("--notes", type=Path, default=ROOT / "bench" / "notes.md",
-                        help="a Markdown file appended to the page (method, why a target is missed)")
-    parser.add_argument("--saved-only", action="store_true", help="run nothing: a bench without saved JSON "
-                        "is listed as not measured")
+    parser.add_argument("--model-lock", type=Path, help="run the real-model benches under `flock` on this file")
+    parser.add_argument("--saved-only", action="store_true", help="run nothing: render the saved results")
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per bench")
     args = parser.parse_args(argv)
-    benches = discovered()
+    benches = list(BENCHES)
     if args.only:
         wanted = {n.strip() for n in args.only.split(",")}
         benches = [b for b in benches if b.name in wanted]
-    save = args.save_json or args.from_json or ROOT / "bench" / "results"
-    reuse = args.from_json or (save if args.saved_only else None)  # --saved-only reads what was saved
     log = lambda message: print(message, file=sys.stderr, flush=True)  # noqa: E731
-    results = collect(benches, reuse, save, args.timeout, log, saved_only=args.saved_only)
-    sys.path.insert(0, str(ROOT))
-    from bench.meta import machine
-    page = render(benches, results, machine())
-    if args.notes and args.notes.exists():
-        page += "\n" + args.notes.read_text(encoding="utf-8")
-    args.out.write_text(page, encoding="utf-8")
-    log(f"wrote {args.out}")
+    version, started, clock = code_version(), time.gmtime(), time.perf_counter()
+    load = load_average()
+    results = collect(benches, args.results, {n for n in args.rerun.split(",") if n}, args.timeout,
+                      args.model_lock, log, saved_only=args.saved_only)
+    wall = (time.perf_counter() - clock) / 60
+    header = {"commit": version["commit"], "changed": bool(version["uncommitted_source_files"]),
+              "started": time.strftime("%Y-%m-%d %H:%M", started), "ended": time.strftime("%H:%M UTC", time.gmtime()),
+              "wall_minutes": round(wall, 1), "machine": machine(), "load_at_start": load,
+              "saved_only": args.saved_only}
+    write_page(args.out, render(benches, results, header))
+    if not args.saved_only:  # the last whole run's commit and wall time
+        (args.results / "run_all.json").write_text(json.dumps(header, indent=1), encoding="utf-8")
+    log(f"wrote {args.out} in {wall:.1f} min")
     return 0
 
 

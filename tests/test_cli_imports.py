@@ -137,3 +137,12 @@ def test_names_kept_beside_the_parser_match_the_core_ones():
     assert cli_learning.HYPOTHESIS_STATUSES == hypotheses.STATUSES
     assert cli_jobs.JOB_STATES == job_store.JOB_STATES
     assert cli_finetune.FINETUNE == jobs.FINETUNE
+
+
+def test_listing_verbs_leave_networkx_unimported(tmp_path):
+    """`forget --preview`, `jobs list` and `finetune status` start in well under a second: networkx (~0.3 s of
+    imports) loads only where PageRank runs (issue 41.3, bench/cold.py)."""
+    data = str(tmp_path / "data")
+    loaded = _modules_after(["--data-dir", data, "forget", "--preview"], ["--data-dir", data, "jobs", "list"],
+                            ["--data-dir", data, "finetune", "status"])
+    assert "networkx" not in loaded

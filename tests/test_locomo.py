@@ -81,17 +81,18 @@ def test_the_bench_runs_end_to_end_on_a_tiny_file(tiny_file, embedder):
     assert "| engram | overall |" in locomo.table(result)
 
 
-def test_run_all_reuses_saved_json_and_writes_the_table(tmp_path):
+def test_run_all_shows_the_real_text_recall_rows_from_saved_json(tmp_path):
     saved = tmp_path / "saved"
     saved.mkdir()
     (saved / "recall-100k.json").write_text(json.dumps({
-        "bench": "recall", "date": "2026-11-22 20:00 UTC", "recall_ms": {"p50": 3.1, "p95": 4.2, "p99": 5.0},
-        "vector_knn_ms": {"p50": 1, "p95": 2, "p99": 3}, "exact_numpy_ms": {"p50": 9, "p95": 10, "p99": 11},
-        "knn_recall_at_10_vs_exact": 0.991, "ingest_rows_per_s": 1200, "embed_query_ms": 6}), encoding="utf-8")
+        "bench": "recall", "date": "2026-11-22 20:00 UTC", "load_average_1m_at_start": 0.5,
+        "recall_with_embedding_ms": {"p50": 7.1, "p95": 9.2, "p99": 11.0}, "cold_pages": True,
+        "cold_first_query_ms": {"runs": [80.0, 95.5], "median": 87.8}, "knn_recall_at_10_vs_exact": 0.991,
+        "store": {"memories": 100000, "episodes": 10000}}), encoding="utf-8")
     out = tmp_path / "BENCHMARKS.md"
-    assert run_all.main(["--from-json", str(saved), "--only", "recall-100k", "--out", str(out)]) == 0
+    assert run_all.main(["--results", str(saved), "--saved-only", "--only", "recall-100k", "--out", str(out)]) == 0
     page = out.read_text(encoding="utf-8")
-    assert "| recall-100k | with the query's embedding" in page and "recall alone 3.1/4.2/5.0 ms" in page
-    assert "0.991" in page
-    assert "`python bench/recall.py --n 100000 --json`" in page
-    assert run_all.parse_json('loading model\n{\n "a": 1\n}\n') == {"a": 1}
+    assert "| recall at 100k: p95, memories + turns, the query's embedding included | 9.2 ms | ≤ 20 ms | pass |" in page
+    assert "| recall at 100k: vector search recall@10 vs exact | 0.991 | ≥ 0.995 | **miss** |" in page
+    assert "| recall at 100k: first query of a session, cold pages | 87.8 ms |" in page
+    assert "`python bench/recall.py --n 100000 --queries 100 --json`" in page

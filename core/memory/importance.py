@@ -22,15 +22,17 @@ whose importance changed. It runs in a few seconds at 100k memories.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
-import networkx as nx
 import numpy as np
 
 from core.config import Settings
 from core.memory import hebbian
 from core.store import edges, history
 from core.store.db import Database
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 SECONDS_PER_DAY = 86400.0
 PASS_META_KEY = "importance_pass_at"
@@ -69,6 +71,7 @@ def base_importance(access: np.ndarray, protected: np.ndarray, evidence: np.ndar
 
 def pagerank_share(db: Database, ids: np.ndarray) -> np.ndarray:
     """Each memory's PageRank over the weighted edge graph, divided by the largest (0 off the graph)."""
+    import networkx as nx  # here, not at the top: ~0.3 s that `forget --preview`, `jobs list` and others never use
     graph = nx.Graph()
     for a, b, weight in edges.all_edges(db, RANKED_EDGES):
         if weight > 0:
