@@ -383,16 +383,18 @@ class TurnController(QObject):
     # -- plumbing ------------------------------------------------------------------------------------
 
     def _assistant(self, lane: str) -> Any:
-        """The assistant used on `lane`, built there on first use (and again after the model changed)."""
+        """The assistant used on `lane`, built there on first use (and again after the model or its sampling
+        changed in Models)."""
         engine = self.services.chat_engine()
+        key = (engine, self.services.generation())
         built = self._assistants.get(lane)
-        if built is None or built[0] is not engine:
+        if built is None or built[0] != key:
             if lane == "model":
                 assistant = self.services.assistant(db=self.services.learning_db,
                                                     structured=self.services.structured_model())
             else:
                 assistant = self.services.assistant()
-            built = self._assistants[lane] = (engine, assistant)
+            built = self._assistants[lane] = (key, assistant)
         return built[1]
 
     def _assistant_now(self, lane: str) -> Any:

@@ -1,0 +1,119 @@
+"""Issue 38, third round: the chat controls LM Studio and Jan users look for, clicked and typed through the window.
+
+A model's own sampling (from its generation config, changed in Models), editing a sent message with the earlier
+branch kept, highlighted code blocks with Copy, and dark file dialogs. Replies stream from the real tiny MLX model
+where the engine's use of a setting is what is tested; elsewhere from a scripted chat model.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+pytest.importorskip("pytestqt")
+
+from PySide6.QtCore import Qt  # noqa: E402
+from PySide6.QtWidgets import QDialogButtonBox, QFileDialog  # noqa: E402
+
+from app.services.wiring import Services  # noqa: E402
+from app.ui.main_window import MainWindow  # noqa: E402
+from core.model_sampling import MODEL_SETTINGS_FILENAME  # noqa: E402
+from tests.fakes import ScriptedStructuredModel  # noqa: E402
+
+TURN_MS = 180_000  # a whole turn on the tiny model, loaded from its folder on the first one
+
+
+def _nothing_learned() -> ScriptedStructuredModel:
+    return ScriptedStructuredModel({"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
+
+
+def _type_and_send(qtbot, panel, text: str):
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
+        qtbot.mouseClick(panel.composer, Qt.LeftButton)
+        qtbot.keyClicks(panel.composer, text)
+        qtbot.keyClick(panel.composer, Qt.Key_Return)
+    return finished.args[0]
+
+
+def _retype(qtbot, box, text: str) -> None:
+    """Select what the spin box shows and type over it, as a person does."""
+    qtbot.mouseClick(box, Qt.LeftButton)
+    box.selectAll()
+    qtbot.keyClicks(box, text)
+
+
+def _click_row(qtbot, table, repo_id: str) -> None:
+    row = next(r for r in range(table.rowCount()) if table.item(r, 0).data(Qt.UserRole) == repo_id)
+    rect = table.visualItemRect(table.item(row, 0))
+    qtbot.mouseClick(table.viewport(), Qt.LeftButton, pos=rect.center())
+
+
+@pytest.fixture
+def sampled_model(tmp_path, tiny_model_dir):
+    """The tiny model with a generation config of its own, as Hugging Face models ship one."""
+    folder = tmp_path / "tiny-with-config"
+    shutil.copytree(tiny_model_dir, folder)
+    (folder / "generation_config.json").write_text(json.dumps(
+        {"do_sample": True, "temperature": 0.3, "top_p": 0.85, "max_new_tokens": 200}), encoding="utf-8")
+    return folder
+
+
+def test_a_models_own_sampling_is_shown_changed_in_models_and_used_by_the_engine(qtbot, tmp_path, embedder,
+                                                                                 sampled_model, monkeypatch):
+    import mlx_lm.sample_utils as sample_utils
+    samplers = []
+    real_sampler = sample_utils.make_sampler
+    monkeypatch.setattr(sample_utils, "make_sampler",
+                        lambda **kw: samplers.append(kw) or real_sampler(**kw))  # what the engine asks MLX for
+    services = Services.from_data_dir(tmp_path / "home")
+    services._embedder = embedder
+    services.structured_model = _nothing_learned
+    window = MainWindow(services)
+    qtbot.addWidget(window)
+    window.show()
+    models = window.show_panel("models")
+    monkeypatch.setattr(QFileDialog, "getExistingDirectory", staticmethod(lambda *a, **k: str(sampled_model)))
+    with qtbot.waitSignal(models.added, timeout=60000) as added:
+        qtbot.mouseClick(models.buttons["add"], Qt.LeftButton)
+    assert added.args == [True], models.message.text()
+    repo_id = services.settings.chat_model
+    qtbot.waitUntil(lambda: repo_id in models.installed, timeout=20000)
+    _click_row(qtbot, models.table, repo_id)
+    qtbot.mouseClick(models.buttons["settings"], Qt.LeftButton)
+    dialog = models.settings_dialog
+    qtbot.waitUntil(dialog.isVisible, timeout=5000)
+    assert dialog.values() == {"temperature": 0.3, "top_p": 0.85, "max_tokens": 200, "context_tokens": 2048}
+    assert dialog.findChild(type(dialog.problem), "default_temperature").text() == "The model's default: 0.3"
+
+    _retype(qtbot, dialog.boxes["temperature"], "0")
+    _retype(qtbot, dialog.boxes["max_tokens"], "5")
+    _retype(qtbot, dialog.boxes["context_tokens"], "1024")
+    qtbot.mouseClick(dialog.buttons.button(QDialogButtonBox.Save), Qt.LeftButton)
+    assert not dialog.isVisible() and "Saved" in models.message.text()
+    kept = json.loads((services.data_dir / MODEL_SETTINGS_FILENAME).read_text())
+    assert kept == {repo_id: {"temperature": 0.0, "max_tokens": 5, "context_tokens": 1024}}  # top-p: the default
+
+    chat = window.show_panel("chat")
+    qtbot.waitUntil(lambda: not chat.banner.isVisible(), timeout=20000)
+    reply = _type_and_send(qtbot, chat, "Tell me a long story about the sea")
+    engine = services.chat_engine()
+    assert engine.context_window == 1024  # the context length the user chose
+    assert 0 < len(engine.last_reply_tokens) <= 5  # the longest reply the user chose
+    assert samplers[-1]["temp"] == 0.0  # greedy, as set
+    assert reply.status.text() == "Stopped at the length limit."
+
+    # back to the model's defaults: the file forgets the model, the next reply samples at its 0.3
+    _click_row(qtbot, models.table, repo_id)
+    window.show_panel("models")
+    qtbot.mouseClick(models.buttons["settings"], Qt.LeftButton)
+    dialog = models.settings_dialog
+    qtbot.mouseClick(dialog.reset_button, Qt.LeftButton)
+    qtbot.mouseClick(dialog.buttons.button(QDialogButtonBox.Save), Qt.LeftButton)
+    assert json.loads((services.data_dir / MODEL_SETTINGS_FILENAME).read_text()) == {}
+    window.show_panel("chat")
+    _type_and_send(qtbot, chat, "And another")
+    assert samplers[-1] == {"temp": 0.3, "top_p": 0.85} and engine.context_window == 2048
+    chat.shutdown()
+    window.runner.shutdown(wait=True)
+    services.close()
