@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QDialogButtonBox, QFileDialog  # noqa: E402
 from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.model_sampling import MODEL_SETTINGS_FILENAME  # noqa: E402
+from tests.guikit import on_db_lane  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
 
 TURN_MS = 180_000  # a whole turn on the tiny model, loaded from its folder on the first one
@@ -117,3 +118,60 @@ def test_a_models_own_sampling_is_shown_changed_in_models_and_used_by_the_engine
     chat.shutdown()
     window.runner.shutdown(wait=True)
     services.close()
+
+
+def _scripted_window(qtbot, tmp_path, embedder, replies):
+    from tests.fakes import ScriptedChatModel
+    from tests.test_gui_chat import _window
+    chat = ScriptedChatModel(replies)
+    window = _window(qtbot, tmp_path, chat=chat, embedder=embedder)
+    window.services.structured_model = _nothing_learned
+    return window, chat
+
+
+def _close(window) -> None:
+    window.panels["chat"].shutdown()
+    window.runner.shutdown(wait=True)
+    window.services.close()
+
+
+def _shown(panel) -> list[str]:
+    return [m.body.toPlainText().strip() for m in panel.message_widgets()]
+
+
+def test_an_edited_message_is_answered_again_and_the_earlier_branch_stays_one_click_away(qtbot, tmp_path, embedder):
+    window, chat = _scripted_window(qtbot, tmp_path, embedder, lambda messages: f"Answer to: {messages[-1].content}")
+    panel = window.show_panel("chat")
+    _type_and_send(qtbot, panel, "I practise scales")
+    _type_and_send(qtbot, panel, "Which key should I start in?")
+    asked = panel.message_widgets()[2]
+    assert asked.controls.edit_button.isVisibleTo(asked) and not asked.controls.older_button.isVisibleTo(asked)
+
+    qtbot.mouseClick(asked.controls.edit_button, Qt.LeftButton)
+    assert asked.controls.editor.toPlainText() == "Which key should I start in?"
+    qtbot.keyClicks(asked.controls.editor, "Which minor key should I start in?")  # typed over the selected text
+    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS):
+        qtbot.mouseClick(asked.controls.send_button, Qt.LeftButton)
+    assert _shown(panel) == ["I practise scales", "Answer to: I practise scales",
+                             "Which minor key should I start in?", "Answer to: Which minor key should I start in?"]
+    assert [m.content for m in chat.calls[-1] if m.role == "user"] == ["I practise scales",
+                                                                       "Which minor key should I start in?"]
+    qtbot.waitUntil(lambda: asked.controls.version_count.text() == "2/2", timeout=10000)
+    assert asked.controls.older_button.isVisibleTo(asked) and asked.controls.older_button.isEnabled()
+
+    qtbot.mouseClick(asked.controls.older_button, Qt.LeftButton)  # the first version, with its reply
+    qtbot.waitUntil(lambda: "Which key should I start in?" in _shown(panel), timeout=10000)
+    assert _shown(panel)[2:] == ["Which key should I start in?", "Answer to: Which key should I start in?"]
+    first = panel.message_widgets()[2]
+    assert first.controls.version_count.text() == "1/2" and not first.controls.older_button.isEnabled()
+    qtbot.mouseClick(first.controls.newer_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "Which minor key should I start in?" in _shown(panel), timeout=10000)
+
+    session_id = panel.session_id  # reopened, the conversation shows the branch last chosen
+    qtbot.mouseClick(panel.sessions.new_button, Qt.LeftButton)
+    panel.sessions.select(session_id)
+    panel.open_session(session_id)
+    qtbot.waitUntil(lambda: len(panel.message_widgets()) == 4, timeout=10000)
+    assert panel.message_widgets()[2].controls.version_count.text() == "2/2"
+    assert on_db_lane(window, lambda db: db.scalar("SELECT count(*) FROM episodes")) == 3  # every turn kept
+    _close(window)

@@ -11,7 +11,9 @@ from typing import Any, Sequence
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
+from app.ui.chat_edit import Branches
 from app.ui.chat_header import ChatHeader
+from app.ui.chat_instructions import InstructionsMixin
 from app.ui.chat_learning import JobNotes, LearnedFact, LearnNote, given_up_notes
 from app.ui.chat_memory_watch import MemoryWatch
 from app.ui.chat_reply_actions import ReplyActions
@@ -22,7 +24,7 @@ from app.ui.chat_widgets import Composer, MessageWidget
 from core.memory.conversation import earlier_turns, load_conversation
 from core.store import turn_learning
 from core.store.text import MAX_TEXT_CHARS
-from core.store.sessions import create_session, end_session, set_instructions
+from core.store.sessions import create_session, end_session
 
 FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
                 "repetition": "Stopped: the model was repeating itself.",
@@ -32,7 +34,7 @@ EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversa
               "you can change or forget it.")
 
 
-class ChatPanel(QWidget):
+class ChatPanel(InstructionsMixin, QWidget):
     reply_finished = Signal(object)  # the MessageWidget of a reply that is stored (or not, in incognito)
     learned = Signal(object)  # the LearnReport after a turn was learned from
 
@@ -55,6 +57,7 @@ class ChatPanel(QWidget):
             self.turns, self.window_, begin_reply=self._begin_reply, replies=self.replies,
             streaming=lambda: self.reply, starting=lambda: self._starting, memories_changed=self._memories_changed,
             open_turn=self.open_turn, parent=self)
+        self.branches = Branches(self)  # edit a sent message, the earlier branch kept (‹ n/m ›)
         self._build()
         self._connect()
         QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query
@@ -161,34 +164,6 @@ class ChatPanel(QWidget):
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
         return getattr(background, "model_gate", None)
 
-    # -- this conversation's instructions --------------------------------------------------------------
-
-    def _ask_instructions(self, current: str) -> tuple[str, bool]:
-        from PySide6.QtWidgets import QInputDialog
-        return QInputDialog.getMultiLineText(self, "Instructions for this conversation",
-                                             "How Engram should answer here (e.g. “Answer in Portuguese.”):",
-                                             current)
-
-    def edit_instructions(self) -> None:
-        text, ok = self.ask_instructions(self.instructions)
-        if not ok:
-            return
-        text = text.strip()
-        if self.session_id is None:  # saved with the conversation its first message makes
-            self._show_instructions(text)
-            return
-        session_id = self.session_id
-        self.runner.submit("db", set_instructions, self.services.db, session_id, text,
-                           on_done=lambda _s: self._show_instructions(text) if self.session_id == session_id
-                           else None, on_error=lambda exc: self._notice(f"Could not save the instructions: {exc}"))
-
-    def _show_instructions(self, text: str) -> None:
-        self.instructions = text
-        button = self.header.instructions_button
-        button.setText("Instructions ✓" if text else "Instructions…")
-        button.setToolTip(f"This conversation's instructions:\n{text}" if text else
-                          "Give this conversation its own instructions (a system prompt), e.g. a language or a tone")
-
     # -- the model (app/ui/chat_header.py) -----------------------------------------------------------
 
     def check_model(self) -> None:
@@ -259,6 +234,7 @@ class ChatPanel(QWidget):
         focus, self._focus_episode, shown = self._focus_episode, None, None
         for turn in conversation.turns:
             asked = self._add_message("user", turn.user_text)
+            asked.controls.set_turn(turn.episode_id, turn.version)
             shown = asked if turn.episode_id == focus else shown
             reply = self._add_message("assistant", turn.assistant_text)
             reply.set_used(turn.used)
@@ -438,6 +414,7 @@ class ChatPanel(QWidget):
                                                 "Incognito: not stored." if incognito else ""])))
         if not incognito:
             self.sessions.reload()
+            self.branches.stored(reply, record)
         self.reply_finished.emit(reply)
 
     def _reply_of(self, episode_id: int | None) -> MessageWidget | None:
@@ -517,6 +494,8 @@ class ChatPanel(QWidget):
         message = MessageWidget(role, text)
         if role == "assistant":
             self.reply_actions.attach(message)
+        else:
+            self.branches.attach(message)
         self.thread_view.add(message, after)
         self.reply_actions.offer_regenerate()
         return message

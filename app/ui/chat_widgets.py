@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSiz
 from app.ui.chat_chips import (DREW_ON_CAPTION, RECALLED_CAPTION, USED_CAPTION, MemoryChip, stored_drew_on,
                                unique_memories)
 from app.ui.chat_earlier import EarlierRow
+from app.ui.chat_edit import UserControls
 from app.ui.chat_learning import LearnedRow, LearnNote
 from app.ui.flow_layout import FlowLayout, discard
 
@@ -173,6 +174,8 @@ class MessageWidget(QFrame):
         row.addWidget(self.cancel_button)
         row.addStretch(1)
         layout.addLayout(row)
+        self.controls = UserControls(self)  # Edit, and ‹ n/m › between the message's versions (app/ui/chat_edit)
+        layout.addWidget(self.controls)
         self.set_pending(False)
 
     def _add_reply_extras(self, layout: QVBoxLayout) -> None:
