@@ -175,3 +175,61 @@ def test_an_edited_message_is_answered_again_and_the_earlier_branch_stays_one_cl
     assert panel.message_widgets()[2].controls.version_count.text() == "2/2"
     assert on_db_lane(window, lambda db: db.scalar("SELECT count(*) FROM episodes")) == 3  # every turn kept
     _close(window)
+
+
+def test_a_code_block_is_highlighted_in_light_and_dark_and_copied_with_one_click(qtbot, tmp_path, embedder):
+    from PySide6.QtGui import QGuiApplication
+    window, _chat = _scripted_window(qtbot, tmp_path, embedder, [
+        "Try this:\n\n```python\nfor note in range(4):  # each string\n    print(\"scale\")\n```\n\nfor plain words"])
+    panel = window.show_panel("chat")
+    reply = _type_and_send(qtbot, panel, "Give me a drill in code")
+
+    def colour_of(word: str) -> str:
+        """The colour the highlighter gives the word's first letter (none: the text's own)."""
+        found = reply.body.document().find(word)
+        assert not found.isNull(), word
+        block = found.block()
+        at = found.selectionStart() - block.position()
+        return next((r.format.foreground().color().name() for r in block.layout().formats()
+                     if r.start <= at < r.start + r.length), "")
+    window.theme.apply("light")
+    qtbot.waitUntil(lambda: colour_of("for note") == "#7b2fa8", timeout=5000)  # a keyword in the code block
+    assert colour_of("\"scale\"") == "#1f7a1f" and colour_of("# each") == "#6f6f6f"
+    assert colour_of("for plain") != "#7b2fa8"  # the same word outside the code block is left alone
+    window.theme.apply("dark")
+    qtbot.waitUntil(lambda: colour_of("for note") == "#d59cff", timeout=5000)  # the dark scheme's own colours
+    QGuiApplication.clipboard().setText("")
+    link = reply.body.document().find("Copy code")
+    link.setPosition(link.selectionStart() + 2)
+    qtbot.mouseClick(reply.body.viewport(), Qt.LeftButton, pos=reply.body.cursorRect(link).center())
+    qtbot.waitUntil(lambda: QGuiApplication.clipboard().text().startswith("for note in range(4)"), timeout=5000)
+    _close(window)
+
+
+def test_file_dialogs_are_dark_in_dark_mode_and_native_on_a_mac(qtbot, tmp_path):
+    from PySide6.QtGui import QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from app.ui.theme import native_dialogs_follow_scheme
+    assert native_dialogs_follow_scheme("darwin") and not native_dialogs_follow_scheme("linux")
+    window = MainWindow(Services.from_data_dir(tmp_path / "home"))
+    qtbot.addWidget(window)
+    window.show()
+    app = QApplication.instance()
+    assert app.testAttribute(Qt.AA_DontUseNativeDialogs)  # on Linux: Qt's own dialog, which follows the palette
+    shown = []
+
+    def look(dialog) -> None:  # what "Add a model…" opens, read while it is open
+        shown.append(dialog.palette().color(QPalette.Window).lightness())
+        dialog.reject()
+    for scheme in ("dark", "light"):
+        window.theme.apply(scheme)
+        dialog = QFileDialog(window, "Add a model: choose a folder of MLX weights")
+        dialog.setFileMode(QFileDialog.Directory)
+        qtbot.addWidget(dialog)
+        dialog.open()
+        qtbot.waitUntil(dialog.isVisible, timeout=5000)
+        look(dialog)
+    assert shown[0] < 90 < 170 < shown[1]  # dark in dark mode, light in light mode
+    window.runner.shutdown(wait=True)
+    window.services.close()

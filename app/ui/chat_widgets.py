@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Collection, Sequence
 
-from PySide6.QtCore import QByteArray, Qt, QTimer, QUrl, Signal
+from PySide6.QtCore import QByteArray, QEvent, Qt, QTimer, QUrl, Signal
 from PySide6.QtGui import QDesktopServices, QGuiApplication, QKeyEvent, QPalette, QTextDocument, QTextOption
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPlainTextEdit, QSizePolicy,
                                QTextBrowser, QToolButton, QVBoxLayout, QWidget)
@@ -15,6 +15,7 @@ from app.ui.chat_chips import (DREW_ON_CAPTION, RECALLED_CAPTION, USED_CAPTION, 
 from app.ui.chat_earlier import EarlierRow
 from app.ui.chat_edit import UserControls
 from app.ui.chat_learning import LearnedRow, LearnNote
+from app.ui.code_highlight import CodeHighlighter
 from app.ui.flow_layout import FlowLayout, discard
 
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
@@ -87,6 +88,12 @@ class MarkdownView(QTextBrowser):
         self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.viewport().setAutoFillBackground(False)
+        self.highlighter = CodeHighlighter(self.document(), self.palette())  # fenced code, coloured per scheme
+
+    def changeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
+        super().changeEvent(event)
+        if event.type() == QEvent.PaletteChange:  # light and dark have their own code colours
+            self.highlighter.set_palette(self.palette())
 
     def setMarkdown(self, text: str) -> None:  # noqa: N802 - Qt's name
         """GitHub Markdown without raw HTML: "<b>", "<img …>" in a reply are shown as the text they are."""
