@@ -20,7 +20,7 @@ from core.config import GenerationSettings
 from core.errors import InvalidInput
 
 MODEL_SETTINGS_FILENAME = "model_settings.json"
-MIN_CONTEXT = 512  # room for the system prompt, a few notes and a short reply
+MIN_CONTEXT = 1024  # room for the system prompt (its notes on memory), a few notes and a short reply
 MAX_TEMPERATURE = 2.0
 
 

@@ -25,7 +25,8 @@ class FailureMixin:
     def _give_back(self, reply: MessageWidget) -> bool:
         """Nothing could answer, so nothing was kept: the message goes back into an empty composer."""
         request = getattr(reply, "request", None)
-        if request is None or request.replaces is not None or self.composer.toPlainText().strip():
+        if (request is None or request.replaces is not None or getattr(request, "edits", None) is not None
+                or self.composer.toPlainText().strip()):
             return False
         self.composer.setPlainText(request.text)
         return True
