@@ -56,7 +56,7 @@ from core.memory.recall_explain import turn_text
 from core.memory.reflect import session_instructions
 from core.prompt_echo import ECHO, stopping_at_echo
 from core.protocols import ChatMessage, ChatModel, Embedder, GenerationChunk, SamplingParams, StructuredModel
-from core.store import turns
+from core.store import branches, turns
 from core.store.db import Database
 from core.store.episodes import add_episode, get_episode, list_episodes
 from core.store.memories import get_memories
@@ -127,9 +127,12 @@ class Assistant:
     # -- prepare (db lane; reads only) ---------------------------------------------------------------
 
     def prepare(self, session_id: int | None, user_text: str, *, incognito: bool = False, dial: str | None = None,
-                exclude: Sequence[int] = (), history: Sequence[tuple[str, str]] | None = None) -> PreparedTurn:
+                exclude: Sequence[int] = (), history: Sequence[tuple[str, str]] | None = None,
+                edits: int | None = None) -> PreparedTurn:
         """`history`: (user, assistant) turns kept by the caller, oldest first — an incognito conversation's
-        earlier turns, which are never stored; by default the session's stored turns (none when incognito)."""
+        earlier turns, which are never stored; by default the session's stored turns (none when incognito).
+        `edits`: the stored turn this message is an edited version of: the conversation is what was shown before
+        it, and neither it nor what followed it is recalled for this answer (core.store.branches)."""
         user_text = clean_text(user_text, "message")
         dial = self.settings.memory_dial if dial is None else dial
         if dial not in DIALS:
@@ -139,10 +142,11 @@ class Assistant:
         now = self.clock()
         k = round(self.settings.recall.k * self._dial_share(dial))
         reading = k > 0 and not incognito
-        recent = [] if incognito else self._session_episodes(session_id)
+        recent = [] if incognito else self._session_episodes(session_id, before=edits)
+        replaced = set(branches.line_from(self.db, edits)) if edits is not None else set()
         critical, intents = self._critical(user_text, excluded) if reading else ([], [])
         recalled, hits = (self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical},
-                                         {e.id for e in recent}) if reading else ([], []))
+                                         {e.id for e in recent} | replaced) if reading else ([], []))
         if history is None:
             history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
         instructions = session_instructions(self.db) if reading else ""  # what reflection learned of style
@@ -193,11 +197,17 @@ class Assistant:
                                      at=said_at.get(hit.id) if hit.kind == "episode" else None))
         return items, result.hits
 
-    def _session_episodes(self, session_id: int | None) -> list[Episode]:
-        """This session's latest turns, newest first (they go in the context as the conversation)."""
+    def _session_episodes(self, session_id: int | None, before: int | None = None) -> list[Episode]:
+        """This session's latest turns on the branch it shows, newest first (they go in the context as the
+        conversation); with `before`, only those shown before that turn (an edit of it is being answered)."""
         if session_id is None:
             return []
-        return list_episodes(self.db, session_id=session_id, limit=self.settings.generation.history_turns)
+        limit = self.settings.generation.history_turns
+        if before is None:
+            return list_episodes(self.db, session_id=session_id, limit=limit, on_path=True)
+        replaced = set(branches.line_from(self.db, before))
+        shown = list_episodes(self.db, session_id=session_id, limit=limit + len(replaced), on_path=True)
+        return [e for e in shown if e.id not in replaced][:limit]
 
     def _profile(self, instructions: str) -> list[str]:
         """Confirmed hypotheses not already spelled out in the instructions."""
@@ -228,7 +238,7 @@ class Assistant:
     # -- finish (db lane) ----------------------------------------------------------------------------
 
     def finish(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None = "stop", *,
-               replaces: int | None = None, regenerated: bool = False) -> TurnRecord:
+               replaces: int | None = None, regenerated: bool = False, edits: int | None = None) -> TurnRecord:
         used = tuple(m.id for m in prepared.used)
         if finish_reason in ("stop", "length") and goes_round(reply_text):
             finish_reason = "repetition"  # it went round before it ended: said once and labelled, as the guard's
@@ -243,7 +253,11 @@ class Assistant:
         reply_text = clean_text(reply_text, "reply", allow_empty=True)
         drew_on, drew_on_turns = _drawn_on(prepared, reply_text)
         with self.db.transaction():
-            episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces, regenerated)
+            if edits is not None:  # the edited turn's line leaves the shown path, kept as the earlier branch
+                root = branches.root_of(self.db, edits)
+                branches.hide_line(self.db, edits)
+            episode_id = self._write_episode(prepared, reply_text, finish_reason, replaces, regenerated,
+                                             edit_of=root if edits is not None else None)
             turns.record_used(self.db, episode_id, [(m.id, m.score, m.critical) for m in prepared.used], drew_on)
             recall_learning.remember_reply(self.db, episode_id, prepared.recall_terms)
             hebbian.touch(self.db, drew_on, at=prepared.at)
@@ -256,12 +270,14 @@ class Assistant:
                           tuple(drew_on), tuple(drew_on_turns))
 
     def _write_episode(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None,
-                       replaces: int | None, regenerated: bool = False) -> EpisodeId:
+                       replaces: int | None, regenerated: bool = False, edit_of: int | None = None) -> EpisodeId:
         if replaces is None:
+            metadata = {"finish_reason": finish_reason, "intents": list(prepared.intents), "dial": prepared.dial,
+                        "learning": PENDING}
+            if edit_of is not None:
+                metadata["edit_of"] = edit_of  # another version of that message (core.store.branches)
             return add_episode(self.db, prepared.user_text, reply_text, session_id=prepared.session_id,
-                               created_at=prepared.at,
-                               metadata={"finish_reason": finish_reason, "intents": list(prepared.intents),
-                                         "dial": prepared.dial, "learning": PENDING})
+                               created_at=prepared.at, metadata=metadata)
         episode = get_episode(self.db, replaces)
         turns.replace_reply(self.db, episode.id, reply_text, finish_reason, rejected=regenerated)
         return episode.id

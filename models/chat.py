@@ -55,10 +55,14 @@ class ChatEngine:
         self._owns_worker = owns_worker
         self.path = path
         self.use_prompt_cache = use_prompt_cache
-        window = int(loaded.config.get("max_position_embeddings") or context_tokens)
-        self.context_window = min(context_tokens, window)
+        self._window = int(loaded.config.get("max_position_embeddings") or context_tokens)
+        self.context_window = min(context_tokens, self._window)
         self.last_reply_tokens: list[int] = []  # token ids of the last reply, for inspection and tests
         self.last_reused_tokens = 0  # prompt tokens of the last reply served from the prompt cache
+
+    def set_context_tokens(self, tokens: int) -> None:
+        """The context length the user chose for this model (never more than its own window)."""
+        self.context_window = min(int(tokens), self._window)
 
     @classmethod
     def load(cls, folder: Path | str, *, worker: MLXWorker | None = None, context_tokens: int = 8192,

@@ -40,7 +40,11 @@ def test_sample_folder_holds_a_realistic_store(sample):
         assert {j.state for j in job_store.list_jobs(db)} == {"done", "queued"}
         assert versions.active_adapter(db) is not None
         assert db.scalar("SELECT count(*) FROM edges WHERE kind = 'hebbian'") >= 5
-        assert db.scalar("SELECT count(*) FROM reply_memories") == 7  # chips under the sample replies
+        assert db.scalar("SELECT count(*) FROM reply_memories") == 10  # chips under the sample replies
+        practice = db.scalar("SELECT id FROM sessions WHERE title = 'Practice plan'")
+        assert db.scalar("SELECT count(*) FROM episodes WHERE session_id = ?", (practice,)) == 3
+        assert db.scalar("SELECT count(*) FROM episodes WHERE session_id = ? AND "
+                         "json_extract(metadata, '$.off_path') = 1", (practice,)) == 1  # an edited message's first
     finally:
         db.close()
     with pytest.raises(InvalidInput):
@@ -59,14 +63,16 @@ def test_screenshots_writes_one_png_per_panel_light_and_dark(qtbot, sample, tmp_
     files = sorted(out.glob("*.png"))
     assert len(available_panels()) == len(PANELS) == 8
     keys = [spec.key for spec in PANELS]
-    names = keys[:keys.index("memories") + 1] + ["memories-about"] + keys[keys.index("memories") + 1:] + [FIRST_START]
+    extra = {"chat": ["chat-controls"], "memories": ["memories-about"], "models": ["model-settings"]}
+    names = [name for key in keys for name in [key, *extra.get(key, [])]] + [FIRST_START]
     expected = [f"{name}{suffix}" for _scheme, suffix in SCHEMES for name in names]
-    assert sorted(p.stem for p in files) == sorted(expected) and len(expected) == 20
+    assert sorted(p.stem for p in files) == sorted(expected) and len(expected) == 24
     for path in files:
         data = path.read_bytes()
         assert data.startswith(PNG_MAGIC) and len(data) > 10_000, path
     assert capsys.readouterr().out.split() == [str(out / f"{stem}.png") for stem in expected]
     assert (out / "memories-about.png").read_bytes() != (out / "memories.png").read_bytes()  # another view
+    assert (out / "chat-controls.png").read_bytes() != (out / "chat.png").read_bytes()  # the reply's pace, learning
     for name in names:  # each dark picture is mostly dark, its light twin mostly light
         assert _mean_lightness(out / f"{name}-dark.png") < 90 < 170 < _mean_lightness(out / f"{name}.png"), name
     assert (folder / "settings.json").read_text(encoding="utf-8") == settings  # the picture marks nothing as seen

@@ -203,7 +203,9 @@ def cmd_chat(args: argparse.Namespace, services: Any) -> int:
     _decode_stdin_leniently()
     from core.protocols import SamplingParams
     from models.chat import ChatEngine
-    generation = services.settings.generation
+    from core.model_sampling import model_sampling  # this model's own sampling, as the window uses it
+    generation = model_sampling(services.data_dir, ref, folder, services.settings.generation).applied_to(
+        services.settings.generation)
     print(f"Loading {printable(ref)} ...", file=sys.stderr)
     engine = ChatEngine.load(folder, context_tokens=generation.context_tokens, total_ram=store.total_ram,
                              worker=services.mlx_worker)  # the embedder's MLX thread too (models/worker.py)

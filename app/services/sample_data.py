@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from app.services.sample_chat import add_practice_conversation
 from core.config import DB_FILENAME, load_settings, save_settings
 from core.errors import InvalidInput
 from core.finetune import adapters as versions
@@ -146,6 +147,7 @@ def build_sample_data(folder: Path | str, embedder: Any, *, now: float | None = 
         _uses(db, clock, now, ids, settings)
         _reply_uses(db, sessions, ids)
         _beliefs(db, clock, now, sessions)
+        add_practice_conversation(db, embedder, clock, now, ids)  # the chat's controls under its turns
         _last_night(db, embedder, folder, clock, now)
         _queue_and_adapters(db, clock, now)
         counts = [db.scalar(f"SELECT count(*) FROM {t}")

@@ -125,6 +125,8 @@ class Services:
         """
         with self._locks["chat"]:
             engine = self.chat if self.chat is not None else self._chosen_engine()
+            if engine is self._loaded_chat and hasattr(engine, "set_context_tokens"):
+                engine.set_context_tokens(self.generation().context_tokens)  # the Models panel may have changed it
             if adapter_db is not None and hasattr(engine, "load_adapter"):
                 use_active_adapter(engine, adapter_db)
             return engine
@@ -136,9 +138,23 @@ class Services:
             folder = self.chat_model_folder()  # ModelError saying what to do when nothing is installed
             self._unload_chat()
             self._loaded_chat = ChatEngine.load(folder, worker=self.mlx_worker,
-                                                context_tokens=self.settings.generation.context_tokens)
+                                                context_tokens=self.generation().context_tokens)
             self._loaded_ref = ref
         return self._loaded_chat
+
+    def generation(self) -> Any:
+        """Settings.generation with the chosen model's own sampling (core.model_sampling: its generation config,
+        then what the user set for it in Models). A model handed in without a chosen one keeps Settings'."""
+        from core.model_sampling import model_sampling
+        ref = self.settings.chat_model
+        if not ref:
+            return self.settings.generation
+        try:
+            folder = self.model_store().resolve(ref)
+        except Exception:  # noqa: BLE001 - not installed: the load says so; the sampling is Settings' meanwhile
+            folder = None
+        return model_sampling(self.data_dir, ref, folder, self.settings.generation).applied_to(
+            self.settings.generation)
 
     def structured_model(self) -> Any:
         """JSON-Schema-constrained generation over the chat engine (shares its MLX thread); None without one."""
@@ -161,7 +177,8 @@ class Services:
     def assistant(self, *, db: Database | None = None, structured: Any = None) -> Any:
         """The turn pipeline over `db` (default: the main connection), the embedder and the chat model."""
         from core.assistant import Assistant
-        return Assistant(db or self.db, self.embedder, self.chat_engine(), structured, self.settings,
+        settings = self.settings.replace(generation=self.generation())  # this model's temperature, top-p, lengths
+        return Assistant(db or self.db, self.embedder, self.chat_engine(), structured, settings,
                          (db or self.db).clock)
 
     def scheduler(self, **options: Any) -> Any:

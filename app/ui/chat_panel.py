@@ -2,37 +2,38 @@
 goes when that reply ends; a first message that fails leaves no empty conversation behind; a quiet line says what
 the idle-time jobs (reflection, consolidation, forgetting) changed. Its rooms: the header (chat_header: title,
 model picker, incognito, memory dial), what is done under a reply (chat_reply_actions), keeping the memories shown
-in step with the store (chat_memory_watch). Every model and store call runs on a lane (app/ui/chat_turn.py)."""
+in step with the store (chat_memory_watch), opening a conversation (chat_conversation), a failed turn
+(chat_failures), a conversation's instructions (chat_instructions), editing a sent message (chat_edit). Every model
+and store call runs on a lane (app/ui/chat_turn.py)."""
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any, Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QPushButton, QSplitter, QVBoxLayout, QWidget
 
+from app.ui.chat_conversation import FINISH_NOTES, ConversationMixin
+from app.ui.chat_edit import Branches
+from app.ui.chat_failures import FailureMixin
 from app.ui.chat_header import ChatHeader
-from app.ui.chat_learning import JobNotes, LearnedFact, LearnNote, given_up_notes
+from app.ui.chat_instructions import InstructionsMixin
+from app.ui.chat_learning import JobNotes
 from app.ui.chat_memory_watch import MemoryWatch
 from app.ui.chat_reply_actions import ReplyActions
 from app.ui.chat_sessions import SessionList, title_from
 from app.ui.chat_thread import MessageThread
 from app.ui.chat_turn import TurnController, TurnRequest
 from app.ui.chat_widgets import Composer, MessageWidget
-from core.memory.conversation import earlier_turns, load_conversation
-from core.store import turn_learning
+from core.memory.conversation import earlier_turns
 from core.store.text import MAX_TEXT_CHARS
-from core.store.sessions import create_session, end_session, set_instructions
+from core.store.sessions import create_session
 
-FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
-                "repetition": "Stopped: the model was repeating itself.",
-                "echo": "Stopped: the model began writing out its notes instead of answering."}
 EMPTY_TEXT = ("Ask anything.\n\nEngram remembers what matters from your conversations; under each reply you see "
               "the memories and earlier conversations it recalled for it. Everything it keeps is in Memories, where "
               "you can change or forget it.")
 
 
-class ChatPanel(QWidget):
+class ChatPanel(ConversationMixin, FailureMixin, InstructionsMixin, QWidget):
     reply_finished = Signal(object)  # the MessageWidget of a reply that is stored (or not, in incognito)
     learned = Signal(object)  # the LearnReport after a turn was learned from
 
@@ -55,6 +56,7 @@ class ChatPanel(QWidget):
             self.turns, self.window_, begin_reply=self._begin_reply, replies=self.replies,
             streaming=lambda: self.reply, starting=lambda: self._starting, memories_changed=self._memories_changed,
             open_turn=self.open_turn, parent=self)
+        self.branches = Branches(self)  # edit a sent message, the earlier branch kept (‹ n/m ›)
         self._build()
         self._connect()
         QTimer.singleShot(0, self._first_load)  # once the event loop runs: the window shows before any query
@@ -161,34 +163,6 @@ class ChatPanel(QWidget):
         background = getattr(self.window_, "background", None)  # the idle-time loop, when the app runs one
         return getattr(background, "model_gate", None)
 
-    # -- this conversation's instructions --------------------------------------------------------------
-
-    def _ask_instructions(self, current: str) -> tuple[str, bool]:
-        from PySide6.QtWidgets import QInputDialog
-        return QInputDialog.getMultiLineText(self, "Instructions for this conversation",
-                                             "How Engram should answer here (e.g. “Answer in Portuguese.”):",
-                                             current)
-
-    def edit_instructions(self) -> None:
-        text, ok = self.ask_instructions(self.instructions)
-        if not ok:
-            return
-        text = text.strip()
-        if self.session_id is None:  # saved with the conversation its first message makes
-            self._show_instructions(text)
-            return
-        session_id = self.session_id
-        self.runner.submit("db", set_instructions, self.services.db, session_id, text,
-                           on_done=lambda _s: self._show_instructions(text) if self.session_id == session_id
-                           else None, on_error=lambda exc: self._notice(f"Could not save the instructions: {exc}"))
-
-    def _show_instructions(self, text: str) -> None:
-        self.instructions = text
-        button = self.header.instructions_button
-        button.setText("Instructions ✓" if text else "Instructions…")
-        button.setToolTip(f"This conversation's instructions:\n{text}" if text else
-                          "Give this conversation its own instructions (a system prompt), e.g. a language or a tone")
-
     # -- the model (app/ui/chat_header.py) -----------------------------------------------------------
 
     def check_model(self) -> None:
@@ -227,71 +201,6 @@ class ChatPanel(QWidget):
         self._show_instructions("")
         self.title.setText("New conversation")
         self.composer.setFocus()
-
-    def open_session(self, session_id: int | None) -> None:
-        if session_id is None:
-            self.new_conversation()
-            return
-        if self.turns.busy:
-            self.turns.stop()
-        if session_id != self.session_id:
-            self._end_conversation()
-        self.session_id = session_id
-        self._clear_messages()
-        def load(db: Any) -> tuple[Any, dict[int, Any]]:
-            conversation = load_conversation(db, session_id)
-            return conversation, given_up_notes(db, [t.episode_id for t in conversation.turns])
-        self.runner.submit("db", load, self.services.db, on_done=self._show_conversation,
-                           on_error=lambda exc: self._notice(str(exc)))
-
-    def _end_conversation(self) -> None:
-        """The user left this conversation: idle-time reflection may review it (a quiet one ends by itself)."""
-        if self.session_id is not None:
-            session_id = self.session_id
-            self.runner.submit("db", lambda: end_session(self.services.db, session_id))
-
-    def _show_conversation(self, loaded: tuple[Any, dict[int, Any]]) -> None:
-        conversation, given_up = loaded  # and the notes of turns Engram stopped trying to learn
-        if conversation.session.id != self.session_id:
-            return  # the user moved on while it loaded
-        self.title.setText(conversation.session.title or "New conversation")
-        self._show_instructions(conversation.session.instructions)
-        focus, self._focus_episode, shown = self._focus_episode, None, None
-        for turn in conversation.turns:
-            asked = self._add_message("user", turn.user_text)
-            shown = asked if turn.episode_id == focus else shown
-            reply = self._add_message("assistant", turn.assistant_text)
-            reply.set_used(turn.used)
-            reply.set_earlier_answers(turn.earlier_replies)
-            reply.earlier.set_turns(turn.earlier)
-            reply.set_episode(turn.episode_id, turn.rating)
-            reply.request = TurnRequest(self.session_id, turn.user_text, dial=self.dial.currentText())
-            self._show_turn_learning(reply, turn, given_up.get(turn.episode_id))
-        self.turns.resume_learning([t.episode_id for t in conversation.turns if t.learning == turn_learning.PENDING])
-        self.reply_actions.offer_regenerate()
-        if shown is not None:
-            self.thread_view.reveal(shown)
-        else:
-            self._scroll_to_end()
-
-    @staticmethod
-    def _show_turn_learning(reply: MessageWidget, turn: Any, given_up: Any) -> None:
-        """What the turn taught (with Undo, or Restore once undone), why its reply stopped, and whether it is still
-        to be learned: the turn's own, shown whenever its conversation is."""
-        facts = tuple(LearnedFact(f.memory_id, f.statement, True, f.replaces) for f in turn.taught)
-        note = given_up or LearnNote(turn.episode_id)
-        reply.show_learned(replace(note, facts=facts, skipped=turn.learning == turn_learning.SKIPPED))
-        for fact in turn.taught:
-            if fact.deleted:
-                reply.learned_row(fact.memory_id).set_undone(True)
-        reply.set_status(FINISH_NOTES.get(turn.finish_reason or "", ""))
-        reply.set_learning(turn.learning == turn_learning.PENDING)
-
-    def open_turn(self, session_id: int, episode_id: int) -> None:
-        """An earlier turn a reply quoted: its conversation opens at that turn."""
-        self._focus_episode = episode_id
-        self.sessions.select(session_id)
-        self.open_session(session_id)
 
     def focus_search(self) -> None:
         self.sessions.focus_search()
@@ -438,6 +347,7 @@ class ChatPanel(QWidget):
                                                 "Incognito: not stored." if incognito else ""])))
         if not incognito:
             self.sessions.reload()
+            self.branches.stored(reply, record)
         self.reply_finished.emit(reply)
 
     def _reply_of(self, episode_id: int | None) -> MessageWidget | None:
@@ -473,50 +383,14 @@ class ChatPanel(QWidget):
         if changed is not None:
             changed.emit()
 
-    def _on_failed(self, message: str, no_model: bool) -> None:
-        if no_model:
-            self.model.show_missing(message)
-        target = self.reply
-        if no_model and target is not None and self._give_back(target):
-            message += " Your message is back in the box below, to send once a model is ready."
-        if target is not None:
-            target.set_status(message)
-            if not target.text:  # "…" would read as still thinking; the reason is in the status line
-                target.set_text("_No reply: there is no chat model to answer with._" if no_model else "_No reply._")
-        else:
-            self._notice(message)
-        if self._fresh_session is not None:  # set only until the conversation's first turn is stored
-            self._discard_fresh_session()
-
-    def _give_back(self, reply: MessageWidget) -> bool:
-        """Nothing could answer, so nothing was kept: the message goes back into an empty composer."""
-        request = getattr(reply, "request", None)
-        if request is None or request.replaces is not None or self.composer.toPlainText().strip():
-            return False
-        self.composer.setPlainText(request.text)
-        return True
-
-    def _discard_fresh_session(self) -> None:
-        """The first message of a new conversation failed: no empty conversation is left in the list."""
-        session_id, self._fresh_session = self._fresh_session, None
-        if session_id is None:
-            return
-
-        def done(removed: bool) -> None:
-            if not removed or self._closed:
-                return
-            if self.session_id == session_id:
-                self.session_id = None
-                self.title.setText("New conversation")
-            self.sessions.drop(session_id)
-        self.turns.discard_if_empty(session_id, on_done=done)
-
     # -- helpers -------------------------------------------------------------------------------------
 
     def _add_message(self, role: str, text: str = "", after: MessageWidget | None = None) -> MessageWidget:
         message = MessageWidget(role, text)
         if role == "assistant":
             self.reply_actions.attach(message)
+        else:
+            self.branches.attach(message)
         self.thread_view.add(message, after)
         self.reply_actions.offer_regenerate()
         return message

@@ -55,6 +55,7 @@ class TurnRequest:
     exclude: tuple[int, ...] = ()
     replaces: int | None = None  # a re-answer (after a veto) rewrites this stored reply instead of adding one
     regenerate: bool = False  # the user asked for another answer: the replaced one is kept as the one they rejected
+    edits: int | None = None  # an edited message: the stored turn it is another version of (core.store.branches)
 
 
 @dataclass
@@ -141,7 +142,7 @@ class TurnController(QObject):
 
         def work() -> Any:
             return self._assistant("db").prepare(r.session_id, r.text, incognito=r.incognito, dial=r.dial,
-                                                 exclude=r.exclude)
+                                                 exclude=r.exclude, edits=r.edits)
         self.runner.submit("db", work, on_done=lambda p: self._stream(turn, p), on_error=lambda e: self._fail(turn, e))
 
     def _stream(self, turn: _Turn, prepared: Any) -> None:
@@ -323,7 +324,7 @@ class TurnController(QObject):
     def _store(self, turn: _Turn, reason: str) -> Any:
         return self._assistant("db").finish(turn.prepared, "".join(turn.streamed), reason,
                                             replaces=turn.request.replaces,
-                                            regenerated=turn.request.regenerate)
+                                            regenerated=turn.request.regenerate, edits=turn.request.edits)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         """The app is quitting: stop the reply and store what was said so far, waiting for both (learning from
@@ -383,16 +384,18 @@ class TurnController(QObject):
     # -- plumbing ------------------------------------------------------------------------------------
 
     def _assistant(self, lane: str) -> Any:
-        """The assistant used on `lane`, built there on first use (and again after the model changed)."""
+        """The assistant used on `lane`, built there on first use (and again after the model or its sampling
+        changed in Models)."""
         engine = self.services.chat_engine()
+        key = (engine, self.services.generation())
         built = self._assistants.get(lane)
-        if built is None or built[0] is not engine:
+        if built is None or built[0] != key:
             if lane == "model":
                 assistant = self.services.assistant(db=self.services.learning_db,
                                                     structured=self.services.structured_model())
             else:
                 assistant = self.services.assistant()
-            built = self._assistants[lane] = (engine, assistant)
+            built = self._assistants[lane] = (key, assistant)
         return built[1]
 
     def _assistant_now(self, lane: str) -> Any:

@@ -69,8 +69,8 @@ class ModelsPanel(QWidget):
         self.buttons = {}
         row = QHBoxLayout()
         for name, label in (("download", "Download"), ("pause", "Pause"), ("resume", "Resume"),
-                            ("cancel", "Cancel download"), ("use", "Use this model"), ("remove", "Remove"),
-                            ("add", "Add a model…")):
+                            ("cancel", "Cancel download"), ("use", "Use this model"),
+                            ("settings", "Model settings…"), ("remove", "Remove"), ("add", "Add a model…")):
             button = QPushButton(label)
             button.clicked.connect(getattr(self, f"on_{name}"))
             self.buttons[name] = button
@@ -83,6 +83,8 @@ class ModelsPanel(QWidget):
         for name in ("pause", "resume", "cancel"):
             self.buttons[name].setEnabled(False)
         self.buttons["resume"].setVisible(False)
+        self.buttons["settings"].setToolTip("Temperature, top-p, the longest reply and the context length of the "
+                                            "selected model (its own defaults until you change them)")
         self.progress = QProgressBar()
         self.progress.setVisible(False)
         self.message = QLabel("")
@@ -242,6 +244,18 @@ class ModelsPanel(QWidget):
         else:
             self.services.settings = settings
 
+    def on_settings(self) -> None:
+        """The selected installed model's sampling (app/ui/model_settings.py)."""
+        repo_id = self.selected_repo()
+        if repo_id not in self.installed:
+            self.message.setText("Download or add the model before changing its settings.")
+            return
+        from app.ui.model_settings import ModelSettingsDialog
+        self.settings_dialog = ModelSettingsDialog(self.services, repo_id, Path(self.installed[repo_id].path), self)
+        self.settings_dialog.accepted.connect(lambda: self.message.setText(
+            f"Saved {repo_id}'s settings: its next reply uses them."))
+        self.settings_dialog.open()
+
     def on_remove(self) -> None:
         repo_id = self.selected_repo()
         if repo_id not in self.installed:
@@ -339,6 +353,8 @@ class ModelsPanel(QWidget):
         self.buttons["pause"].setEnabled(active)
         self.buttons["resume"].setEnabled(False)
         self.buttons["resume"].setVisible(False)
+        self.buttons["settings"].setToolTip("Temperature, top-p, the longest reply and the context length of the "
+                                            "selected model (its own defaults until you change them)")
         self.buttons["pause"].setVisible(True)
         self.progress.setVisible(active)
         if active:

@@ -1,6 +1,7 @@
 """`engram --screenshots DIR [--data-dir FOLDER]`: open every panel on a seeded sample data folder and save one
 PNG per panel (DIR/<panel>.png; the Memories panel twice: the full table, then the simple "About you" view in
-DIR/memories-about.png), then the first-start screen (DIR/first-start.png); then all of them again in dark mode
+DIR/memories-about.png; the chat's controls in DIR/chat-controls.png, a model's settings in DIR/model-settings.png),
+then the first-start screen (DIR/first-start.png); then all of them again in dark mode
 (DIR/<panel>-dark.png, DIR/memories-about-dark.png, DIR/first-start-dark.png). Without --data-dir a fresh sample
 folder is built (app/services/sample_data.py).
 
@@ -74,16 +75,18 @@ def _shoot(app: Any, services: Any, out_dir: Path, embedder: Any) -> list[Path]:
             for spec in window.specs:
                 panel = _open(app, window, spec.key)
                 for name, scene in _pictures(spec.key):
-                    scene(panel, services, app)
+                    shown = scene(panel, services, app) or window  # a scene may open a dialog to picture
                     _spin(app, SETTLE_SECONDS)
-                    written.append(_save(window, out_dir / f"{name}{suffix}.png"))
+                    written.append(_save(shown, out_dir / f"{name}{suffix}.png"))
+                    if shown is not window:
+                        shown.close()
             written.append(_shoot_first_start(app, window, out_dir / f"{FIRST_START}{suffix}.png"))
     finally:
         window.close()
     return written
 
 
-def _pictures(key: str) -> list[tuple[str, Callable[[Any, Any, Any], None]]]:
+def _pictures(key: str) -> list[tuple[str, Callable[[Any, Any, Any], Any]]]:
     """A panel's pictures in order, each with its file name and the scene that sets it up."""
     return [(key, SCENES.get(key, lambda *_: None)), *EXTRA_PICTURES.get(key, ())]
 
@@ -143,6 +146,7 @@ def _spin(app: Any, seconds: float, until: Optional[Callable[[], bool]] = None) 
 
 
 # -- what each panel shows in its picture (public methods only) ------------------------------------------
+from app.ui.screenshot_scenes import chat_controls_scene, model_settings_scene  # noqa: E402 - after the helpers
 def _chat_scene(panel: Any, services: Any, _app: Any) -> None:
     latest = services.db.scalar("SELECT id FROM sessions WHERE deleted_at IS NULL ORDER BY updated_at DESC LIMIT 1")
     if latest is not None:
@@ -186,5 +190,7 @@ SCENES: dict[str, Callable[[Any, Any, Any], None]] = {"chat": _chat_scene, "memo
                                                  "graph": _graph_scene, "hypotheses": _hypotheses_scene,
                                                  "timeline": _timeline_scene}
 # a panel's further pictures, taken after its own: (file name, scene)
-EXTRA_PICTURES: dict[str, tuple[tuple[str, Callable[[Any, Any, Any], None]], ...]] = {
-    "memories": (("memories-about", _memories_about_scene),)}
+EXTRA_PICTURES: dict[str, tuple[tuple[str, Callable[[Any, Any, Any], Any]], ...]] = {
+    "chat": (("chat-controls", chat_controls_scene),),
+    "memories": (("memories-about", _memories_about_scene),),
+    "models": (("model-settings", model_settings_scene),)}

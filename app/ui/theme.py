@@ -7,6 +7,7 @@ muted), which picks the light or dark variant from the palette it is given. Ever
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -209,6 +210,13 @@ QToolTip {{ background: {scheme.tooltip_base}; color: {scheme.tooltip_text}; bor
 """
 
 
+def native_dialogs_follow_scheme(platform: str) -> bool:
+    """Whether the platform's own file dialogs match the app's light or dark scheme. On a Mac the native panel
+    follows the appearance the app tells the system (Theme._tell_platform), and Mac users expect it; elsewhere a
+    GTK or portal dialog stays light in a dark Engram, so Qt's own dialogs are used: they follow the palette."""
+    return platform == "darwin"
+
+
 class Theme(QObject):
     """Applies an appearance to the whole application and keeps it applied: under 'system' it follows the OS's
     light/dark switch live (QStyleHints.colorSchemeChanged, macOS and the Linux desktops that report one)."""
@@ -221,6 +229,7 @@ class Theme(QObject):
         self.scheme = ""
         self.base_font = QFont(app.font())  # the type scale is relative to the platform's own body font
         app.styleHints().colorSchemeChanged.connect(self._system_changed)
+        app.setAttribute(Qt.AA_DontUseNativeDialogs, not native_dialogs_follow_scheme(sys.platform))
         self.apply()
 
     def set_appearance(self, appearance: str) -> None:

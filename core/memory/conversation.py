@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterator, Sequence
 
+from core.store import branches
 from core.store.db import Database
 from core.store.episodes import list_episodes
 from core.store.sessions import get_session
@@ -60,6 +61,7 @@ class ConversationTurn:
     finish_reason: str | None = None  # why the reply ended ("repetition": stopped going round in a loop)
     learning: str | None = None  # core.store.turn_learning's state: pending, done, failed, skipped
     earlier_replies: tuple[str, ...] = ()  # what it answered before Regenerate, oldest first
+    version: tuple[int, int] = (1, 1)  # which version of an edited message this is, of how many (core.store.branches)
 
 
 @dataclass(frozen=True)
@@ -70,14 +72,16 @@ class Conversation:
 
 def load_conversation(db: Database, session_id: int, *, limit: int = MAX_TURNS) -> Conversation:
     session = get_session(db, session_id)
-    episodes = list(reversed(list_episodes(db, session_id=session_id, limit=limit)))
+    episodes = list(reversed(list_episodes(db, session_id=session_id, limit=limit, on_path=True)))
+    versions = branches.version_counts(db, [e.id for e in episodes])
     used = used_memories(db, [e.id for e in episodes])
     earlier = quoted_turns(db, [e.id for e in episodes])
     taught = taught_facts(db, [e.id for e in episodes])
     turns = [ConversationTurn(e.id, e.user_text, e.assistant_text, e.rating, tuple(used.get(e.id, ())),
                               tuple(earlier.get(e.id, ())), tuple(taught.get(e.id, ())),
                               e.metadata.get("finish_reason"), e.metadata.get("learning"),
-                              tuple(e.metadata.get("earlier_replies", ()))) for e in episodes]
+                              tuple(e.metadata.get("earlier_replies", ())), versions.get(e.id, (1, 1)))
+             for e in episodes]
     return Conversation(session, turns)
 
 

@@ -87,9 +87,13 @@ def restore_episode(db: Database, episode_id: int) -> Episode:
 
 
 def list_episodes(db: Database, *, session_id: int | None = None, status: str | None = "active",
-                  protected: bool | None = None, limit: int = 100, offset: int = 0) -> list[Episode]:
-    """Episodes matching every given filter, newest first; status None means all of them."""
+                  protected: bool | None = None, limit: int = 100, offset: int = 0,
+                  on_path: bool = False) -> list[Episode]:
+    """Episodes matching every given filter, newest first; status None means all of them. `on_path`: only the
+    turns of the branch the conversation shows (core.store.branches)."""
     clauses, params = ["1"], []
+    if on_path:
+        clauses.append("json_extract(metadata, '$.off_path') IS NULL")
     if status is not None:
         if status not in _STATUS_SQL:
             raise InvalidInput(f"status must be one of {', '.join(EPISODE_STATUSES)}, not {status!r}")
