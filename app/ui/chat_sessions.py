@@ -7,7 +7,7 @@ from typing import Any, Sequence
 from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QMessageBox, QPushButton, QVBoxLayout, QWidget)
+                               QMessageBox, QPushButton, QStyledItemDelegate, QVBoxLayout, QWidget)
 
 from core.importers.batches import session_import_labels
 from core.store import sessions as store
@@ -15,6 +15,7 @@ from core.store import sessions as store
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 250
 TITLE_CHARS = 60
+ORIGIN_ROLE = Qt.UserRole + 1  # 'imported from ChatGPT, 2024-05-02' on an imported conversation's item
 
 
 def title_from(text: str) -> str:
@@ -35,6 +36,17 @@ def empty_text() -> str:
 def when_label(timestamp: float) -> str:
     same_day = time.localtime(timestamp)[:3] == time.localtime()[:3]
     return time.strftime("%H:%M" if same_day else "%d %b", time.localtime(timestamp))
+
+
+class OriginLine(QStyledItemDelegate):
+    """An imported conversation shows where it came from on a second line under its title ("imported from ChatGPT,
+    2024-05-02"). Only what is drawn gets the line: renaming edits the title alone."""
+
+    def initStyleOption(self, option: Any, index: Any) -> None:  # noqa: N802 - Qt's name
+        super().initStyleOption(option, index)
+        origin = index.data(ORIGIN_ROLE)
+        if origin:
+            option.text = f"{option.text}\n{origin}"
 
 
 class SessionList(QWidget):
@@ -65,6 +77,7 @@ class SessionList(QWidget):
         self.list.setObjectName("conversations")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # long titles are elided instead
         self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setItemDelegate(OriginLine(self.list))  # an imported conversation's second line
         self.list.currentItemChanged.connect(self._on_current)
         self.list.itemChanged.connect(self._on_edited)
         self.empty = QLabel(empty_text())
@@ -114,7 +127,7 @@ class SessionList(QWidget):
             origin = origins.get(int(session.id))  # 'imported from ChatGPT, 2024-05-02'
             item.setToolTip(f"{session.title or UNTITLED}\n{origin + chr(10) if origin else ''}"
                             f"last message {when_label(session.updated_at)}")
-            item.setData(Qt.UserRole + 1, origin)
+            item.setData(ORIGIN_ROLE, origin)
             item.setFlags(item.flags() | Qt.ItemIsEditable)
             self.list.addItem(item)
             if session.id == wanted:
