@@ -4,10 +4,11 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QMessageBox, QPushButton, QStyledItemDelegate, QVBoxLayout, QWidget)
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QMessageBox, QPushButton, QStyle, QStyledItemDelegate,
+                               QStyleOptionViewItem, QVBoxLayout, QWidget)
 
 from core.importers.batches import session_import_labels
 from core.store import sessions as store
@@ -16,6 +17,7 @@ UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 250
 TITLE_CHARS = 60
 ORIGIN_ROLE = Qt.UserRole + 1  # 'imported from ChatGPT, 2024-05-02' on an imported conversation's item
+ORIGIN_INDENT = 4  # pixels: the origin line starts about where the title's text does
 
 
 def title_from(text: str) -> str:
@@ -39,14 +41,49 @@ def when_label(timestamp: float) -> str:
 
 
 class OriginLine(QStyledItemDelegate):
-    """An imported conversation shows where it came from on a second line under its title ("imported from ChatGPT,
-    2024-05-02"). Only what is drawn gets the line: renaming edits the title alone."""
+    """An imported conversation shows where it came from on a second, smaller line under its title ("imported from
+    ChatGPT, 2024-05-02"). Only what is drawn gets the line: renaming edits the title alone."""
 
-    def initStyleOption(self, option: Any, index: Any) -> None:  # noqa: N802 - Qt's name
-        super().initStyleOption(option, index)
+    def paint(self, painter: Any, option: Any, index: Any) -> None:
         origin = index.data(ORIGIN_ROLE)
-        if origin:
-            option.text = f"{option.text}\n{origin}"
+        if not origin:
+            super().paint(painter, option, index)
+            return
+        title = QStyleOptionViewItem(option)
+        title.rect = option.rect.adjusted(0, 0, 0, -self._line(option))  # the title on the first line
+        self._background(painter, option)
+        super().paint(painter, title, index)
+        painter.save()
+        font = self._font(option)
+        painter.setFont(font)
+        selected = bool(option.state & QStyle.State_Selected)
+        painter.setPen(option.palette.color(QPalette.HighlightedText if selected else QPalette.PlaceholderText))
+        line = option.rect.adjusted(ORIGIN_INDENT, option.rect.height() - self._line(option), -ORIGIN_INDENT, 0)
+        painter.drawText(line, Qt.AlignLeft | Qt.AlignVCenter,
+                         QFontMetrics(font).elidedText(origin, Qt.ElideRight, line.width()))
+        painter.restore()
+
+    def sizeHint(self, option: Any, index: Any) -> QSize:  # noqa: N802 - Qt's name
+        size = super().sizeHint(option, index)
+        return QSize(size.width(), size.height() + self._line(option)) if index.data(ORIGIN_ROLE) else size
+
+    @staticmethod
+    def _font(option: Any) -> QFont:
+        font = QFont(option.font)
+        if font.pointSizeF() > 0:
+            font.setPointSizeF(max(font.pointSizeF() * 0.85, 8.0))
+        return font
+
+    def _line(self, option: Any) -> int:
+        return QFontMetrics(self._font(option)).height() + 2
+
+    @staticmethod
+    def _background(painter: Any, option: Any) -> None:
+        """The row's selection or hover background over both lines, as the style draws it."""
+        whole = QStyleOptionViewItem(option)
+        whole.text = ""
+        style = option.widget.style() if option.widget is not None else QApplication.style()
+        style.drawPrimitive(QStyle.PE_PanelItemViewItem, whole, painter, option.widget)
 
 
 class SessionList(QWidget):
