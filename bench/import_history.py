@@ -5,19 +5,22 @@ point, as ChatGPT writes it) of --conversations conversations and --turns turns.
 the LoCoMo and BEAM turns in ../shared/data, recombined — each user message is one real turn with a second one's
 sentence appended, and each reply another real turn — so 100,000 distinct turns exist from a few thousand.
 Then, in a fresh process (so its peak resident memory is the import's own): `engram import chatgpt` through the
-CLI, whole, on a fresh data folder. Reported: turns/s and the wall time, the child's peak RSS, the store's size,
-then recall as a turn runs it (memories and turns, the query's embedding included) on the imported store, p50/p95
-over --queries questions, against the same recall on an empty store as the baseline measured in the same run.
+CLI on a fresh data folder, whole, or stopped with Ctrl-C after --minutes (what it wrote stays; the same command
+resumes). Reported: turns/s and the wall time (the reading of the export apart), the child's peak RSS, the store's
+size, then recall as the window's turn runs it (memories and turns, k = 10) on the imported store, with the query's
+embedding and alone, p50/p95 over --queries questions, against the same recall on an empty store bound to the same
+embedder as the baseline measured in the same run.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import random
-import resource
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import zipfile
 from pathlib import Path
@@ -93,35 +96,64 @@ def _conversation(c: int, count: int, lines: list[str], rng: random.Random) -> d
             "mapping": mapping, "current_node": parent, "conversation_id": f"bench-{c}"}
 
 
-def import_in_child(data_dir: Path, export: Path) -> dict:
+def import_in_child(data_dir: Path, export: Path, minutes: float | None) -> dict:
+    """`engram import chatgpt` in a fresh process; stopped with Ctrl-C (SIGINT, as a person would) after
+    `minutes`, when given: what it imported by then stays, and the same command resumes it."""
     script = ("import resource, sys, time\nfrom app.cli.main import run_cli\nstart = time.perf_counter()\n"
               "code = run_cli(sys.argv[1:])\nprint('SECONDS', time.perf_counter() - start)\n"
               "print('PEAK_KB', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\nsys.exit(code)\n")
-    done = subprocess.run([sys.executable, "-c", script, "--data-dir", str(data_dir), "import", "chatgpt",
-                           str(export)], cwd=ROOT, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(f"import failed: {done.stderr[-2000:]}")
-    values = dict(line.split(" ", 1) for line in done.stdout.splitlines() if line.startswith(("SECONDS", "PEAK")))
+    start = time.perf_counter()
+    child = subprocess.Popen([sys.executable, "-c", script, "--data-dir", str(data_dir), "import", "chatgpt",
+                              str(export)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if minutes is not None:
+        timer = threading.Timer(minutes * 60, child.send_signal, (signal.SIGINT,))
+        timer.start()
+    lines, read_at = [], None
+    for line in child.stdout:  # the CLI says "read …" once the whole export is parsed and checked
+        lines.append(line.rstrip("\n"))
+        if line.startswith("read ") and read_at is None:
+            read_at = time.perf_counter() - start
+    error = child.stderr.read()
+    code = child.wait()
+    if minutes is not None:
+        timer.cancel()
+    if code not in (0, 130):
+        raise SystemExit(f"import failed: {error[-2000:]}")
+    values = dict(line.split(" ", 1) for line in lines if line.startswith(("SECONDS", "PEAK")))
     return {"seconds": float(values["SECONDS"]), "peak_rss_mb": round(int(values["PEAK_KB"]) / 1024, 1),
-            "said": [line for line in done.stdout.splitlines() if line.startswith("imported")]}
+            "read_seconds": round(read_at or 0.0, 1), "stopped": code == 130,
+            "said": [line for line in lines if line.startswith(("read", "imported", "stopped"))]}
 
 
-def recall_times(data_dir: Path, questions: list[str]) -> dict:
+def recall_times(stores: dict[str, Path], questions: list[str], embedder) -> dict:
+    """Recall as the window's turn runs it (memories and turns, k = 10) on each store, a question at a time on each
+    in turn (a busy machine's drift falls on both alike): with the query's embedding, and alone (the questions
+    embedded beforehand), p50/p95 in ms."""
+    from core.memory.index import Precomputed
     from core.memory.recall import recall
     from core.store.db import open_db
-    from models.embeddings import load_embedder
-    embedder = load_embedder("all-MiniLM-L6-v2")
-    db = open_db(data_dir / "engram.db")
+    ready = Precomputed.of(embedder, questions)
+    dbs = {name: open_db(folder / "engram.db") for name, folder in stores.items()}
+    timed: dict[str, dict[str, list[float]]] = {name: {"with_embedding": [], "alone": []} for name in stores}
     try:
-        times = []
+        for question in questions[:5]:  # warm: the stores' pages, the encoder's weights
+            for db in dbs.values():
+                recall(db, embedder, question, k=10)
         for question in questions:
-            start = time.perf_counter()
-            recall(db, embedder, question, k=10)  # memories and turns; the query embedded each time
-            times.append((time.perf_counter() - start) * 1000)
+            for name, db in dbs.items():
+                for way, used in (("with_embedding", embedder), ("alone", ready)):
+                    start = time.perf_counter()
+                    recall(db, used, question, k=10)
+                    timed[name][way].append((time.perf_counter() - start) * 1000)
     finally:
-        db.close()
-    times.sort()
-    return {"p50_ms": round(times[len(times) // 2], 2), "p95_ms": round(times[int(len(times) * 0.95) - 1], 2)}
+        for db in dbs.values():
+            db.close()
+    return {name: {way: _percentiles(times) for way, times in ways.items()} for name, ways in timed.items()}
+
+
+def _percentiles(times: list[float]) -> dict:
+    times = sorted(times)
+    return {"p50_ms": round(times[len(times) // 2], 2), "p95_ms": round(times[max(0, int(len(times) * 0.95) - 1)], 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--conversations", type=int, default=5_000)
     parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--minutes", type=float, help="stop the import (Ctrl-C) after this long; what it wrote stays")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
     result = {**stamp("import_history"), "turns_asked": args.turns, "conversations": args.conversations}
@@ -137,24 +170,52 @@ def main(argv: list[str] | None = None) -> int:
         export = work / "chatgpt-export.zip"
         result["turns"] = build_export(export, args.conversations, args.turns)
         result["export_mb"] = round(export.stat().st_size / 2**20, 1)
-        child = import_in_child(work / "data", export)
-        result.update(import_seconds=round(child["seconds"], 1), peak_rss_mb=child["peak_rss_mb"],
-                      turns_per_s=round(result["turns"] / child["seconds"], 1), cli_said=child["said"])
-        store = work / "data" / "engram.db"
-        result["store_mb"] = round(sum(p.stat().st_size for p in store.parent.glob("engram.db*")) / 2**20, 1)
+        child = import_in_child(work / "data", export, args.minutes)
+        result.update(_imported(work / "data", result["turns"], child))
         questions = [line.split(". ")[0][:200] for line in random.Random(3).sample(real_turns(), args.queries)]
-        empty = work / "empty"
-        empty.mkdir()
-        from core.store.db import open_db
-        open_db(empty / "engram.db").close()
-        result["recall_empty_store"] = recall_times(empty, questions)
-        result["recall_imported_store"] = recall_times(work / "data", questions)
+        result["recall_empty_store"], result["recall_imported_store"] = _recall_both(work, questions)
     result["load_average_1m_at_end"] = load_average()
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:
         args.out.write_text(text + "\n", encoding="utf-8")
     return 0
+
+
+def _imported(data_dir: Path, turns: int, child: dict) -> dict:
+    from core.store import vectors
+    from core.store.db import open_db
+    db = open_db(data_dir / "engram.db")
+    try:
+        done = int(db.scalar("SELECT count(*) FROM episodes"))
+        with_vectors = done - len(vectors.ids_without_vectors(db, "episode"))
+    finally:
+        db.close()
+    writing = max(child["seconds"] - child["read_seconds"], 1e-9)
+    return {"complete": done == turns, "turns_imported": done, "turns_with_vectors": with_vectors,
+            "import_seconds": round(child["seconds"], 1), "read_seconds": child["read_seconds"],
+            "turns_per_s": round(done / child["seconds"], 1), "turns_per_s_writing": round(done / writing, 1),
+            "projected_seconds_for_all": round(child["read_seconds"] + turns / (done / writing), 0) if done else None,
+            "peak_rss_mb": child["peak_rss_mb"], "stopped_after_minutes": child["stopped"], "cli_said": child["said"],
+            "store_mb": round(sum(p.stat().st_size for p in data_dir.glob("engram.db*")) / 2**20, 1)}
+
+
+def _recall_both(work: Path, questions: list[str]) -> tuple[dict, dict]:
+    """Recall on an empty store bound to the same embedder (the baseline: the query's embedding and recall's fixed
+    cost), then on the imported store."""
+    from core.memory.index import ensure_bound
+    from core.store.db import open_db
+    from models.embeddings import load_embedder
+    embedder = load_embedder("all-MiniLM-L6-v2", lasting=True)  # the window's: a turn's recall runs in the app
+    empty = work / "empty"
+    empty.mkdir()
+    db = open_db(empty / "engram.db")
+    try:
+        ensure_bound(db, embedder)
+    finally:
+        db.close()
+    times = recall_times({"empty": empty, "imported": work / "data"}, questions, embedder)
+    return times["empty"], times["imported"]
 
 
 if __name__ == "__main__":

@@ -143,6 +143,8 @@ class Settings:
     memory_dial: str = "normal"  # off / light / normal / eager
     appearance: str = "system"  # system (follow the OS's light/dark mode) / light / dark
     memories_view: str = "simple"  # the Memories panel: "simple" (what Engram believes about you) / "full" (the table)
+    serve_api: bool = False  # the window serves the OpenAI-compatible API (app.serve.in_app); off until switched on
+    serve_port: int = 8741  # on 127.0.0.1, as `engram serve --port` defaults
     recall: RecallSettings = field(default_factory=RecallSettings)
     hebbian: HebbianSettings = field(default_factory=HebbianSettings)
     importance: ImportanceWeights = field(default_factory=ImportanceWeights)

@@ -85,3 +85,29 @@ def test_about_you_groups_what_an_import_brought_under_its_source(qtbot, window,
     heading = shown.index("## From your Claude history")
     assert set(shown[heading + 1:]) == {"Works as a nurse at the children's hospital", "Prefers metric units",
                                         "Is learning German."}
+
+
+def test_an_imported_conversation_shows_where_it_came_from_under_its_title(qtbot, window, tmp_path):
+    from core.store.sessions import create_session
+    window.show()
+    chat = window.show_panel("chat")
+    on_db_lane(window, lambda db: create_session(db, "My own talk"))
+    _import(qtbot, window, lambda: _drop(window, fx.claude_zip(tmp_path)))
+    qtbot.waitUntil(lambda: chat.sessions.list.count() == 3, timeout=10_000)
+    listing = chat.sessions.list
+    items = {listing.item(i).text(): listing.item(i) for i in range(3)}
+    assert items["Trip planning"].data(Qt.UserRole + 1) == "imported from Claude, 2024-05-02"
+    assert items["My own talk"].data(Qt.UserRole + 1) is None
+    imported, own = (listing.visualItemRect(items[t]) for t in ("Trip planning", "My own talk"))
+    assert imported.height() > own.height() * 1.5  # a second line under the title
+
+    def inked(rect):  # whether anything but the row's background is drawn in the row's lower part
+        image = listing.viewport().grab(rect).toImage()
+        band = range(image.height() * 3 // 5, image.height() - 1)
+        return any(image.pixelColor(x, y) != image.pixelColor(image.width() - 2, y)
+                   for y in band for x in range(2, image.width() // 2))
+    assert inked(imported)
+    chat.sessions.rename(int(items["Trip planning"].data(Qt.UserRole)), "Trip to Lisbon")  # the title only
+    qtbot.waitUntil(lambda: "Trip to Lisbon" in [listing.item(i).text() for i in range(listing.count())],
+                    timeout=10_000)
+    assert on_db_lane(window, lambda db: db.scalar("SELECT count(*) FROM sessions WHERE title = 'Trip to Lisbon'")) == 1

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import json
 import queue
+import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -327,9 +329,44 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def make_server(service: ChatService, port: int = 0) -> ThreadingHTTPServer:
+class LoopbackServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that knows its open connections: stopping it ends them too. A client's kept-alive
+    connection would otherwise go on being answered after the switch was turned off, and hold the port."""
+    daemon_threads = True
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.connections: set[Any] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def get_request(self) -> tuple[Any, Any]:
+        request, address = super().get_request()
+        with self._connections_lock:
+            self.connections.add(request)
+        return request, address
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self.connections.discard(request)
+        super().shutdown_request(request)
+
+    def close_connections(self, wait: float = 2.0) -> None:
+        """End every open connection, and wait up to `wait` seconds for their handlers to let go of them (a reply
+        being written finishes first)."""
+        with self._connections_lock:
+            open_now = list(self.connections)
+        for request in open_now:
+            try:  # closed with a reset when its handler lets go: no half-closed socket keeps the port a minute
+                request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                request.shutdown(socket.SHUT_RDWR)  # its handler's next read ends, and the handler with it
+            except OSError:
+                pass
+        deadline = time.monotonic() + wait
+        while self.connections and time.monotonic() < deadline:
+            time.sleep(0.02)
+
+
+def make_server(service: ChatService, port: int = 0) -> LoopbackServer:
     """A server bound to 127.0.0.1 only (port 0: any free port; server.server_address says which)."""
     handler = type("EngramHandler", (Handler,), {"service": service})
-    server = ThreadingHTTPServer((HOST, port), handler)
-    server.daemon_threads = True
-    return server
+    return LoopbackServer((HOST, port), handler)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import time
 from typing import Any, Sequence
 
-from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QLabel, QLineEdit, QListWidget, QListWidgetItem,
-                               QMessageBox, QPushButton, QVBoxLayout, QWidget)
+from PySide6.QtCore import QSize, Qt, QTimer, Signal
+from PySide6.QtGui import QFont, QFontMetrics, QKeySequence, QPalette
+from PySide6.QtWidgets import (QAbstractItemView, QApplication, QHBoxLayout, QLabel, QLineEdit, QListWidget,
+                               QListWidgetItem, QMessageBox, QPushButton, QStyle, QStyledItemDelegate,
+                               QStyleOptionViewItem, QVBoxLayout, QWidget)
 
 from core.importers.batches import session_import_labels
 from core.store import sessions as store
@@ -15,6 +16,8 @@ from core.store import sessions as store
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 250
 TITLE_CHARS = 60
+ORIGIN_ROLE = Qt.UserRole + 1  # 'imported from ChatGPT, 2024-05-02' on an imported conversation's item
+ORIGIN_INDENT = 4  # pixels: the origin line starts about where the title's text does
 
 
 def title_from(text: str) -> str:
@@ -35,6 +38,52 @@ def empty_text() -> str:
 def when_label(timestamp: float) -> str:
     same_day = time.localtime(timestamp)[:3] == time.localtime()[:3]
     return time.strftime("%H:%M" if same_day else "%d %b", time.localtime(timestamp))
+
+
+class OriginLine(QStyledItemDelegate):
+    """An imported conversation shows where it came from on a second, smaller line under its title ("imported from
+    ChatGPT, 2024-05-02"). Only what is drawn gets the line: renaming edits the title alone."""
+
+    def paint(self, painter: Any, option: Any, index: Any) -> None:
+        origin = index.data(ORIGIN_ROLE)
+        if not origin:
+            super().paint(painter, option, index)
+            return
+        title = QStyleOptionViewItem(option)
+        title.rect = option.rect.adjusted(0, 0, 0, -self._line(option))  # the title on the first line
+        self._background(painter, option)
+        super().paint(painter, title, index)
+        painter.save()
+        font = self._font(option)
+        painter.setFont(font)
+        selected = bool(option.state & QStyle.State_Selected)
+        painter.setPen(option.palette.color(QPalette.HighlightedText if selected else QPalette.PlaceholderText))
+        line = option.rect.adjusted(ORIGIN_INDENT, option.rect.height() - self._line(option), -ORIGIN_INDENT, 0)
+        painter.drawText(line, Qt.AlignLeft | Qt.AlignVCenter,
+                         QFontMetrics(font).elidedText(origin, Qt.ElideRight, line.width()))
+        painter.restore()
+
+    def sizeHint(self, option: Any, index: Any) -> QSize:  # noqa: N802 - Qt's name
+        size = super().sizeHint(option, index)
+        return QSize(size.width(), size.height() + self._line(option)) if index.data(ORIGIN_ROLE) else size
+
+    @staticmethod
+    def _font(option: Any) -> QFont:
+        font = QFont(option.font)
+        if font.pointSizeF() > 0:
+            font.setPointSizeF(max(font.pointSizeF() * 0.85, 8.0))
+        return font
+
+    def _line(self, option: Any) -> int:
+        return QFontMetrics(self._font(option)).height() + 2
+
+    @staticmethod
+    def _background(painter: Any, option: Any) -> None:
+        """The row's selection or hover background over both lines, as the style draws it."""
+        whole = QStyleOptionViewItem(option)
+        whole.text = ""
+        style = option.widget.style() if option.widget is not None else QApplication.style()
+        style.drawPrimitive(QStyle.PE_PanelItemViewItem, whole, painter, option.widget)
 
 
 class SessionList(QWidget):
@@ -65,6 +114,7 @@ class SessionList(QWidget):
         self.list.setObjectName("conversations")
         self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # long titles are elided instead
         self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setItemDelegate(OriginLine(self.list))  # an imported conversation's second line
         self.list.currentItemChanged.connect(self._on_current)
         self.list.itemChanged.connect(self._on_edited)
         self.empty = QLabel(empty_text())
@@ -114,7 +164,7 @@ class SessionList(QWidget):
             origin = origins.get(int(session.id))  # 'imported from ChatGPT, 2024-05-02'
             item.setToolTip(f"{session.title or UNTITLED}\n{origin + chr(10) if origin else ''}"
                             f"last message {when_label(session.updated_at)}")
-            item.setData(Qt.UserRole + 1, origin)
+            item.setData(ORIGIN_ROLE, origin)
             item.setFlags(item.flags() | Qt.ItemIsEditable)
             self.list.addItem(item)
             if session.id == wanted:

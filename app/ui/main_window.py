@@ -84,6 +84,7 @@ class MainWindow(QMainWindow):
         QTimer.singleShot(0, self, self.store_watch.start)
         self.settings_watcher = SettingsWatcher(services.data_dir, self)
         self.settings_watcher.changed.connect(self.apply_settings)
+        QTimer.singleShot(0, self, self._serve_if_switched_on)  # Settings' switch survives a restart (app.serve.in_app)
         if self.specs:
             self.show_panel(self.specs[0].key)
 
@@ -277,8 +278,19 @@ class MainWindow(QMainWindow):
     def set_status(self, text: str) -> None:
         self.status.setText(text)
 
+    def _serve_if_switched_on(self) -> None:
+        if self.services.settings.serve_api and self.isVisible():  # a window closed before the loop ran serves none
+            from app.serve.in_app import attach
+            try:
+                attach(self).start(self.services.settings.serve_port)
+            except OSError as exc:
+                self.set_status(f"Not serving your memory to other apps: port {self.services.settings.serve_port} "
+                                f"is taken ({exc.strerror or exc})")
+
     def closeEvent(self, event: Any) -> None:
         self.store_watch.stop()
+        if getattr(self, "api_server", None) is not None:
+            self.api_server.stop()  # before the store and the models close: no other app's chat is left using them
         if self.background is not None:
             self.background.stop()  # its running job checkpoints before the store and the models close
         for panel in self.panels.values():

@@ -56,6 +56,12 @@ def source_version() -> str:
     return f"{version} (source)"
 
 
+def _api_server(context: Any) -> Any:
+    """The window's in-app server (app.serve.in_app), None for a panel without a window."""
+    from app.serve.in_app import attach
+    return attach(context.window) if getattr(context, "window", None) is not None else None
+
+
 def check_models(services: Any, changes: dict[str, Any]) -> None:
     """Raises a ModelError naming the problem when a chat or embedding model the user chose is not on this machine."""
     if changes.get("chat_model"):
@@ -88,7 +94,8 @@ class SettingsPanel(QWidget):
             "What recall learnt from you", lambda: self._show_recall_learned(reset=True))
         layout.addWidget(forgetting_box)
         layout.addWidget(recall_box)
-        self.connected_apps = ConnectedApps(self.services.data_dir)  # app.ui.connected_apps: grants and their log
+        # app.ui.connected_apps: the switch that serves the memory (app.serve.in_app), the grants and their log
+        self.connected_apps = ConnectedApps(self.services.data_dir, _api_server(context), self.services)
         layout.addWidget(self.connected_apps)
         self.save_button = QPushButton("Save settings")
         self.save_button.clicked.connect(self.save)

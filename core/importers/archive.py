@@ -15,6 +15,7 @@ from typing import Any, Callable
 from core.errors import InvalidInput
 from core.importers import chatgpt, claude, gemini, memory_list
 from core.importers.conversations import Parsed
+from core.importers.json_stream import json_items
 
 MAX_JSON_BYTES = 512 * 1024 * 1024  # Python holds a parsed JSON at several times its size: more would not fit
 MAX_TEXT_BYTES = 4 * 1024 * 1024  # a pasted memory list
@@ -49,8 +50,8 @@ def read_export(source: str, path: Path | str) -> Parsed:
         return _from_zip(source, path)
     if path.stat().st_size > MAX_JSON_BYTES:
         raise InvalidInput(f"{path.name} is larger than {MAX_JSON_BYTES // 2**20} MB; refusing to import it")
-    data = _json(path.name, _bounded(path.open("rb"), MAX_JSON_BYTES, path.name))
-    return _parser(source)(data)
+    with path.open("rb") as stream:
+        return _parser(source)(json_items(path.name, stream, MAX_JSON_BYTES))
 
 
 def detect_source(path: Path | str) -> str:
@@ -100,15 +101,16 @@ def _from_zip(source: str, path: Path) -> Parsed:
             if member is None:
                 raise InvalidInput(f"{path.name} is not a {_name(source)} export: it holds no "
                                    f"{CONVERSATIONS[source].names[0]}")
-            data = _json(member.filename, _bounded(archive.open(member), MAX_JSON_BYTES, member.filename))
             extra = None
             if source == "claude":
                 found = _find(members, Wanted(("memories.json",)))
                 extra = _json(found.filename, _bounded(archive.open(found), MAX_TEXT_BYTES * 4, found.filename)) \
                     if found is not None else None
+            with archive.open(member) as stream:  # parsed as it inflates: the ZIP stays open until the end
+                data = json_items(member.filename, stream, MAX_JSON_BYTES)
+                return claude.parse(data, extra) if source == "claude" else _parser(source)(data)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, EOFError, OSError) as exc:
         raise InvalidInput(f"{path.name} is a damaged ZIP file ({exc})") from None
-    return claude.parse(data, extra) if source == "claude" else _parser(source)(data)
 
 
 def _find(members: list[zipfile.ZipInfo], wanted: Wanted) -> zipfile.ZipInfo | None:

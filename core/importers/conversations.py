@@ -11,7 +11,7 @@ import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from core.errors import InvalidInput
 
@@ -117,7 +117,7 @@ def epoch(value: object, fallback: float | None = None) -> float | None:
     return fallback
 
 
-def collect(parsed: "Parsed", items: list, is_conversation: Callable[[Mapping[str, Any]], bool],
+def collect(parsed: "Parsed", items: Iterable, is_conversation: Callable[[Mapping[str, Any]], bool],
             read: Callable[[Mapping[str, Any], int, Counter], "ImportedConversation"]) -> "Parsed":
     """Each item `is_conversation` accepts, read into `parsed`; the rest, and conversations with no message of the
     person's, counted as skipped (what ChatGPT's and Claude's lists of conversations share)."""
@@ -133,8 +133,10 @@ def collect(parsed: "Parsed", items: list, is_conversation: Callable[[Mapping[st
     return parsed
 
 
-def expect_list(data: object, what: str) -> list:
-    if not isinstance(data, list):
+def expect_list(data: object, what: str) -> Iterable:
+    """A list of entries, or an iterator over them (core.importers.json_stream reads a large export item by
+    item)."""
+    if not isinstance(data, (list, Iterator)):
         raise InvalidInput(f"this is not {what}: expected a list of conversations, found {type(data).__name__}")
     return data
 

@@ -46,15 +46,6 @@ def quote_fts(term: str) -> str:
     return '"' + term.replace('"', '""') + '"'
 
 
-def words_of(text: str) -> set[str]:
-    """Lower-cased words of a text, each also under a crude stem, to say which query words matched."""
-    found = set()
-    for word in WORD.findall(text.lower()):
-        found.add(word)
-        found.add(stem(word))
-    return found
-
-
 def stem(word: str) -> str:
     """A crude English stem, only to name the matched words (FTS5's porter stemmer does the real matching)."""
     for suffix in ("ing", "ed", "ies", "es", "s"):

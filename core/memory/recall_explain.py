@@ -3,11 +3,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.memory.query import QueryAnalysis, stem, words_of
+from core.memory.query import WORD, QueryAnalysis, stem
 from core.memory.recall_sources import Candidate
 from core.memory.time_query import TimeWindow
 
 QUOTED_CHARS = 80  # a matching sentence is quoted up to this long: the reason stays one readable line
+# Which query words a hit shares is read from its first this many characters: an imported turn can hold 200,000,
+# and reading all of a long hit's words cost more than the rest of its recall (BM25 has matched the words anyway).
+SCANNED_CHARS = 20_000
 
 
 def hit_text(candidate: Candidate) -> str:
@@ -68,7 +71,13 @@ def quoted(sentence: str, limit: int = QUOTED_CHARS) -> str:
 
 
 def _matched_terms(analysis: QueryAnalysis, text: str) -> list[str]:
-    words = words_of(text)
+    """The query's terms the text holds, as written or under the crude stem (query.stem) on either side. Only the
+    text's words that could match are stemmed: a stem keeps its word's first three letters."""
+    if not analysis.terms:
+        return []
+    words = set(WORD.findall(text[:SCANNED_CHARS].lower()))
+    heads = {form[:3] for term in analysis.terms for form in (term, stem(term))}
+    words.update(stem(word) for word in [w for w in words if w[:3] in heads])
     return [t for t in analysis.terms if t in words or stem(t) in words]
 
 
