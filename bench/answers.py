@@ -81,8 +81,8 @@ def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str 
     records: list[dict[str, Any]] = []
     ingest_seconds: dict[str, float] = {}
     done, complete = done or {}, True
-    for dialogue in dialogues:
-        probes = spread(dialogue.probes, limit)
+    for turn, dialogue in enumerate(dialogues):
+        probes = spread(dialogue.probes, limit, turn)
         records += [done[p.id] for p in probes if p.id in done]
         asking = [p for p in probes if p.id not in done]
         if not asking:

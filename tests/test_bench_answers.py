@@ -105,6 +105,7 @@ def test_readers_of_the_data(data):
     assert beam.turns[0].user == "My sprint ends on March 29." and beam.turns[0].ids == ("0", "1")
     assert {p.category for p in beam.probes if p.update} == {"knowledge_update"}
     assert [p.category for p in spread(conversation.probes, 3)] == ["single-hop", "multi-hop", "adversarial"]
+    assert [p.category for p in spread(conversation.probes, 2, turn=1)] == ["multi-hop", "adversarial"]
 
 
 def test_the_scripted_reader_answers_from_the_prompt_only():
