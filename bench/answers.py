@@ -43,6 +43,7 @@ from bench.answers_store import MutableClock, StoreCache, ingested  # noqa: E402
 from bench.answers_summary import failure_causes, summarise  # noqa: E402
 from bench.meta import load_average, stamp  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
+from core.prompts.answer import MEMORY_CLOSING  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CONDITIONS = ("engram", "none", "truncated", "gold")
@@ -195,7 +196,8 @@ def extractive_reply(messages: list[Any]) -> str:
     """The scripted reader: the context line sharing most content words with the question, else "I don't know"."""
     question = scoring._content(messages[-1].content)
     lines = [re.sub(r"^\[[em]\d+[^\]]*\]\s*", "", line) for m in messages[:-1]
-             for line in m.content.splitlines() if line.strip() and not line.startswith(("<<<", "You are Engram"))]
+             for line in m.content.splitlines()
+             if line.strip() and not line.startswith(("<<<", "You are Engram", "Said on ", MEMORY_CLOSING))]
     best = max(lines, key=lambda line: len(question & scoring._content(line)), default="")
     return best if best and question & scoring._content(best) else "I don't know."
 
