@@ -43,6 +43,7 @@ from bench.answers_store import MutableClock, StoreCache, ingested  # noqa: E402
 from bench.answers_summary import failure_causes, summarise  # noqa: E402
 from bench.meta import load_average, stamp  # noqa: E402
 from core.config import GenerationSettings, Settings  # noqa: E402
+from core.prompts.answer import MEMORY_CLOSING  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CONDITIONS = ("engram", "none", "truncated", "gold")
@@ -67,15 +68,29 @@ def settings_for(dataset: str, context_tokens: int) -> Settings:
 def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str = "patterns", limit: int = 0,
         conditions: tuple[str, ...] = CONDITIONS, cache: StoreCache, context_tokens: int = 4096,
         log: Callable[[str], None] = lambda _: None,
-        on_record: Callable[[list[dict[str, Any]]], None] = lambda _: None) -> dict[str, Any]:
+        on_record: Callable[[list[dict[str, Any]]], None] = lambda _: None,
+        done: dict[str, dict[str, Any]] | None = None, stop_at: float | None = None,
+        tag: dict[str, Any] | None = None) -> dict[str, Any]:
     """Ingest (or reuse) each dialogue's store, ask its questions in every condition, score and summarise;
-    `on_record` sees the records so far after each question (a long run saves as it goes)."""
+    `on_record` sees the records so far after each question (a long run saves as it goes). A question in `done`
+    (records of an earlier run with the same settings, by id) is kept, not asked again; once time.monotonic()
+    passes `stop_at` no new question is asked and the result says it is not complete (a later run resumes it).
+    `tag` is written into each new record (e.g. the commit that answered it)."""
     from core.assistant import Assistant
     from core.store.sessions import create_session
 
     records: list[dict[str, Any]] = []
     ingest_seconds: dict[str, float] = {}
-    for dialogue in dialogues:
+    done, complete = done or {}, True
+    for turn, dialogue in enumerate(dialogues):
+        probes = spread(dialogue.probes, limit, turn)
+        records += [done[p.id] for p in probes if p.id in done]
+        asking = [p for p in probes if p.id not in done]
+        if not asking:
+            continue
+        if stop_at is not None and time.monotonic() > stop_at:
+            complete = False
+            continue
         settings = settings_for(dialogue.dataset, context_tokens)
         learner = reader.structured if learn == "model" else None
         began = time.perf_counter()
@@ -86,8 +101,11 @@ def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str 
         try:
             assistant = Assistant(db, embedder, reader.chat, None, settings, clock)
             session = create_session(db, "questions", created_at=clock())
-            for probe in spread(dialogue.probes, limit):
-                record = _ask(assistant, session, dialogue, probe, store, conditions)
+            for probe in asking:
+                if stop_at is not None and time.monotonic() > stop_at:
+                    complete = False
+                    break
+                record = {**_ask(assistant, session, dialogue, probe, store, conditions), **(tag or {})}
                 records.append(record)
                 on_record(records)
                 log(f"{probe.id} [{probe.category}] " + "; ".join(
@@ -95,7 +113,8 @@ def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str 
         finally:
             db.close()
     return {"learn": learn, "model": reader.name, "conditions": list(conditions), "limit_per_conversation": limit,
-            "context_tokens": context_tokens, "ingest_seconds": ingest_seconds,
+            "context_tokens": context_tokens, "ingest_seconds": ingest_seconds, "complete": complete,
+            "resumed": sum(1 for r in records if r["id"] in done),
             "summary": summarise(records, conditions),
             "engram_failures": failure_causes(records) if "engram" in conditions else {}, "questions": records}
 
@@ -177,7 +196,8 @@ def extractive_reply(messages: list[Any]) -> str:
     """The scripted reader: the context line sharing most content words with the question, else "I don't know"."""
     question = scoring._content(messages[-1].content)
     lines = [re.sub(r"^\[[em]\d+[^\]]*\]\s*", "", line) for m in messages[:-1]
-             for line in m.content.splitlines() if line.strip() and not line.startswith(("<<<", "You are Engram"))]
+             for line in m.content.splitlines()
+             if line.strip() and not line.startswith(("<<<", "You are Engram", "Said on ", MEMORY_CLOSING))]
     best = max(lines, key=lambda line: len(question & scoring._content(line)), default="")
     return best if best and question & scoring._content(best) else "I don't know."
 
@@ -222,6 +242,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--context-tokens", type=int, default=4096, help="the reader's window (all conditions)")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="where ingested stores are kept")
     parser.add_argument("--save", action="store_true", help="write bench/results/answers-<model>-<dataset>.json")
+    parser.add_argument("--resume", action="store_true", help="keep the questions the saved result (same model, "
+                                                               "data set, learn mode, conditions, window) answered")
+    parser.add_argument("--minutes", type=float, default=0.0, help="ask no new question after this many minutes "
+                                                                   "(0: no limit); --resume goes on from there")
+    parser.add_argument("--out", type=Path, default=None, help="the result file (default bench/results/"
+                                                               "answers-<model>-<dataset>.json)")
     args = parser.parse_args(argv)
     conditions = tuple(c for c in args.conditions.split(",") if c)
     if not conditions or any(c not in CONDITIONS for c in conditions):
@@ -237,9 +263,13 @@ def main(argv: list[str] | None = None) -> int:
     cache = StoreCache(args.cache.expanduser())
     reader = load_reader(args.model, args.context_tokens, cache.folder)
     slug = re.sub(r"[^a-z0-9.]+", "-", reader.name.lower()).strip("-")
-    target = RESULTS / f"answers-{slug}-{args.dataset}.json"
+    target = args.out or RESULTS / f"answers-{slug}-{args.dataset}.json"
     extra = {"dataset": args.dataset, "learn": args.learn, "model": reader.name, "conditions": list(conditions),
              "context_tokens": args.context_tokens}
+    done = resumable(target, extra) if args.resume else {}
+    if done:
+        log(f"resuming: {len(done)} questions already answered in {target.name}")
+    stop_at = time.monotonic() + 60.0 * args.minutes if args.minutes > 0 else None
 
     def partial(records: list[dict[str, Any]]) -> None:
         if args.save:  # what a run cut short had measured stays readable
@@ -248,14 +278,26 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run(load_dialogues(args.dataset, args.data, args.conversations), reader, embedder,
                      learn=args.learn, limit=args.limit, conditions=conditions, cache=cache,
-                     context_tokens=args.context_tokens, log=log, on_record=partial)
+                     context_tokens=args.context_tokens, log=log, on_record=partial, done=done, stop_at=stop_at,
+                     tag={"commit": header["commit"]})
     finally:
         reader.close()
-    result = {**header, "dataset": args.dataset, "load_average_1m_at_end": load_average(), **result}
+    result = {**header, "dataset": args.dataset, "load_average_1m_at_end": load_average(), **result,
+              **({} if result["complete"] else {"partial": True})}
     if args.save:
         _write(target, result)
     print(json.dumps({k: v for k, v in result.items() if k != "questions"}, indent=1))
     return 0
+
+
+def resumable(path: Path, settings: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The questions a saved result answered, by id, when it was run with the same settings; else none."""
+    if not path.is_file():
+        return {}
+    saved = json.loads(path.read_text(encoding="utf-8"))
+    if any(saved.get(key) != value for key, value in settings.items()):
+        return {}
+    return {record["id"]: record for record in saved.get("questions", [])}
 
 
 def _write(path: Path, result: dict[str, Any]) -> None:

@@ -163,14 +163,18 @@ def _ids(value: object):
 
 # ---- choosing a subset ----------------------------------------------------------------------------------
 
-def spread(probes: tuple[Probe, ...], limit: int) -> list[Probe]:
-    """At most `limit` probes taken round-robin over the categories in their order of first appearance, so a small
-    subset still asks every kind of question; 0 or less: all of them."""
+def spread(probes: tuple[Probe, ...], limit: int, turn: int = 0) -> list[Probe]:
+    """At most `limit` probes taken round-robin over the categories in their order of first appearance, starting
+    `turn` categories further on (the n-th conversation starts at its n-th category, so a few questions from each
+    of several conversations still ask every kind); 0 or less: all of them."""
     if limit <= 0 or limit >= len(probes):
         return list(probes)
-    by_category: dict[str, list[Probe]] = defaultdict(list)
+    grouped: dict[str, list[Probe]] = defaultdict(list)
     for probe in probes:
-        by_category[probe.category].append(probe)
+        grouped[probe.category].append(probe)
+    names = list(grouped)
+    start = turn % len(names)
+    by_category = {name: grouped[name] for name in names[start:] + names[:start]}
     chosen: list[Probe] = []
     depth = 0
     while len(chosen) < limit:

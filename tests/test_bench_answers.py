@@ -105,6 +105,7 @@ def test_readers_of_the_data(data):
     assert beam.turns[0].user == "My sprint ends on March 29." and beam.turns[0].ids == ("0", "1")
     assert {p.category for p in beam.probes if p.update} == {"knowledge_update"}
     assert [p.category for p in spread(conversation.probes, 3)] == ["single-hop", "multi-hop", "adversarial"]
+    assert [p.category for p in spread(conversation.probes, 2, turn=1)] == ["multi-hop", "adversarial"]
 
 
 def test_the_scripted_reader_answers_from_the_prompt_only():
@@ -174,3 +175,35 @@ def test_wrong_answers_are_sorted_by_cause():
                                  "invented where the conversation does not say": ["invented"],
                                  "said it does not know where the conversation says": ["refused"]}
     assert found["ignored_but_gold_right"] == 1
+
+
+def test_a_run_cut_short_is_resumed_without_asking_again(data, tmp_path):
+    """A hold on the model lock is short: a run stops asking at its time limit, and the next one keeps what the
+    saved result answered (same settings) and asks only the rest."""
+    import time
+
+    from bench.answers import resumable
+    from models.embeddings import load_embedder
+    from tests.fakes import ScriptedChatModel
+    embedder, cache = load_embedder(), StoreCache(tmp_path / "cache")
+    asked: list[str] = []
+
+    def reader_reply(messages):
+        asked.append(messages[-1].content)
+        return extractive_reply(messages)
+    reader = Reader("scripted", ScriptedChatModel(reader_reply), None)
+    stopped = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048,
+                  stop_at=time.monotonic() - 1)
+    assert stopped["complete"] is False and stopped["questions"] == [] and asked == []
+    first = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048, limit=2,
+                tag={"commit": "abc"})
+    assert first["complete"] and [q["commit"] for q in first["questions"]] == ["abc", "abc"]
+    saved = tmp_path / "saved.json"
+    settings = {"model": "scripted", "context_tokens": 2048}
+    saved.write_text(json.dumps({**settings, "questions": first["questions"]}))
+    assert resumable(saved, {**settings, "context_tokens": 4096}) == {}  # other settings: nothing kept
+    done = resumable(saved, settings)
+    asked.clear()
+    whole = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048, done=done)
+    assert whole["complete"] and whole["resumed"] == 2 and len(whole["questions"]) == 4
+    assert len(asked) == 2 * len(CONDITIONS)  # only the two questions not answered before, in every condition

@@ -40,10 +40,10 @@ def test_a_turn_keeps_its_words_and_gains_the_dates():
     assert dated_text("We moved last month.", month_end) == "We moved last month (December 2023)."
 
 
-def test_a_quoted_turn_shows_its_day_and_an_undated_one_is_unchanged():
+def test_a_quoted_turn_stands_under_its_day_and_an_undated_one_is_unchanged():
     assert said_day(MONDAY) == "8 May 2023"
     dated = ContextItem("episode", 9, "user: I adopted Toby yesterday", "matched", at=MONDAY)
-    assert dated.line() == "[e9, said 8 May 2023] user: I adopted Toby yesterday (7 May 2023)"
+    assert dated.line() == "[e9] user: I adopted Toby yesterday (7 May 2023)" and dated.day() == "8 May 2023"
     assert ContextItem("episode", 9, "user: hi", "matched").line() == "[e9] user: hi"
     assert ContextItem("memory", 3, "The user adopted Toby yesterday.", "m").line() == \
         "[m3] The user adopted Toby yesterday."  # a fact's own date is its own (core.memory.engram)
@@ -58,4 +58,28 @@ def test_the_assistant_quotes_a_recalled_turn_with_its_day(db, embedder, clock):
     assistant = Assistant(db, embedder, ScriptedChatModel(["ok"]), None, Settings(), clock)
     prepared = assistant.prepare(create_session(db, "now"), "When did I adopt Toby?")
     system = prepared.messages[0].content
-    assert f"[e{episode}, said 8 May 2023] user: I adopted a puppy called Toby yesterday (7 May 2023)." in system
+    assert (f"Said on 8 May 2023:\n[e{episode}] user: I adopted a puppy called Toby yesterday (7 May 2023)."
+            in system)
+
+
+def test_turns_of_one_day_share_its_heading_and_the_notes_end_asking_for_an_answer():
+    """The day stands on its own line, once for neighbours of the same day: quoted in each turn's tag, greedy
+    SmolLM2 copied the whole block instead of answering (tests/integration/test_real_model.py)."""
+    from core.memory.context import ContextParts, assemble, note_lines
+    from core.prompts.answer import MEMORY_CLOSING
+    later = MONDAY + 12 * 86400
+    items = [ContextItem("episode", 1, "user: I adopted Toby yesterday", "m", at=MONDAY),
+             ContextItem("episode", 2, "user: Toby chewed my shoe", "m", at=MONDAY + 60),
+             ContextItem("memory", 7, "The user has a dog called Toby.", "m"),
+             ContextItem("episode", 3, "user: Toby is at the vet", "m", at=later),
+             ContextItem("episode", 4, "user: the vet said he is fine", "m", at=MONDAY)]
+    assert note_lines(items) == ["Said on 8 May 2023:", "[e1] user: I adopted Toby yesterday (7 May 2023)",
+                                 "[e2] user: Toby chewed my shoe", "[m7] The user has a dog called Toby.",
+                                 "Said on 20 May 2023:", "[e3] user: Toby is at the vet",
+                                 "Said on 8 May 2023:", "[e4] user: the vet said he is fine"]
+    built = assemble(ContextParts("Where is Toby?", "2023-05-21", recalled=items), lambda t: len(t.split()), 10_000)
+    system = built.messages[0].content
+    assert system.endswith("MEMORIES>>>\n" + MEMORY_CLOSING) and "said 8 May" not in system
+    tight = assemble(ContextParts("Where is Toby?", "2023-05-21", recalled=items), lambda t: len(t.split()),
+                     built.tokens - 1)
+    assert tight.tokens <= built.tokens - 1  # a heading is counted in the budget with its turn

@@ -35,9 +35,27 @@ class ContextItem:
     def line(self) -> str:
         if self.kind == "memory":
             return answer.NoteLine(self.id, self.text, self.label).render()
-        if self.at is None:
-            return f"[e{self.id}] {' '.join(self.text.split())}"
-        return f"[e{self.id}, said {said_day(self.at)}] {dated_text(' '.join(self.text.split()), self.at)}"
+        text = " ".join(self.text.split())
+        return f"[e{self.id}] {text if self.at is None else dated_text(text, self.at)}"
+
+    def day(self) -> str | None:
+        """The day a quoted turn was said, shown as its group's heading; None for a memory or an undated turn."""
+        return said_day(self.at) if self.kind == "episode" and self.at is not None else None
+
+
+def note_lines(items: Sequence[ContextItem]) -> list[str]:
+    """Each item's line, a quoted turn under a heading naming the day it was said (once for neighbours of the same
+    day). The day stands on its own line: quoted as '[e1, said 28 November 2026] user: …' (or with the day after
+    the text) greedy SmolLM2 began its replies by copying the whole notes block."""
+    lines: list[str] = []
+    shown = None
+    for item in items:
+        day = item.day()
+        if day is not None and day != shown:
+            lines.append(answer.said_on(day))
+        shown = day
+        lines.append(item.line())
+    return lines
 
 
 @dataclass(frozen=True)
@@ -90,7 +108,7 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
                 answer.critical_section([i.line() for i in critical]) if critical else "",
                 answer.style_section(instructions) if instructions else "",
                 answer.profile_section(profile) if profile else "",
-                answer.memory_section([i.line() for i in recalled]) if recalled else "",
+                answer.memory_section(note_lines(recalled)) if recalled else "",
                 answer.NOTHING_RECALLED if parts.memory_read and not recalled else ""]
     messages = [ChatMessage("system", answer.system_prompt(sections, parts.today))]
     for user, assistant in history:
@@ -104,7 +122,9 @@ def _admit(items: Sequence[ContextItem], budget: _Budget) -> tuple[list[ContextI
     kept: list[ContextItem] = []
     cut: list[ContextItem] = []
     for item in items:
-        (kept if budget.take(item.line(), 2 + (SECTION_OVERHEAD_TOKENS if not kept else 0)) else cut).append(item)
+        day = item.day()
+        text = item.line() if day is None else f"{answer.said_on(day)}\n{item.line()}"  # its heading, at most
+        (kept if budget.take(text, 2 + (SECTION_OVERHEAD_TOKENS if not kept else 0)) else cut).append(item)
     return kept, cut
 
 
