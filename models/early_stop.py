@@ -4,7 +4,9 @@ Every `every` steps the model as trained so far is scored as the gate will score
 perplexity, known facts. The weights with the lowest probe loss that keep plain text and known facts within the
 gate's margins of the base model are kept; training stops once the margins are crossed (more steps only damage
 more) or the probes have not improved for PATIENCE readings. The base is scored before the first step (LoRA starts
-as an exact no-op) and kept in the run folder, so a resumed run compares with the same figures.
+as an exact no-op) and kept in the run folder, so a resumed run compares with the same figures; so are the kept
+weights' scores, which the gate then reads instead of loading the model again to score the same weights on the
+same sets (models.finetune).
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ class EarlyStop:
     emit: Callable[..., None]
     base: Optional[dict] = None
     best: Optional[dict] = None
+    last: Optional[dict] = None  # the latest reading: the weights kept when no reading was inside the margins
     misses: int = 0
     history: list = field(default_factory=list)
 
@@ -46,6 +49,7 @@ class EarlyStop:
         if state.exists():
             saved = json.loads(state.read_text())
             self.base, self.best, self.misses = saved["base"], saved.get("best"), saved.get("misses", 0)
+            self.last = saved.get("last")
             return
         self.base = self._score(model, tokenizer)
         self.emit("evaluated", step=0, scores=self.base, verdict="base")
@@ -55,6 +59,7 @@ class EarlyStop:
         """Score the weights after `step` steps; True when training should stop here."""
         scores = self._score(model, tokenizer)
         assert self.base is not None
+        self.last = {**scores, "step": step}
         ppl_ok = scores["general_ppl"] <= self.base["general_ppl"] * (1 + self.config["max_general_ppl_rise"])
         known_ok = (scores["known_fact_loss"] is None or self.base["known_fact_loss"] is None
                     or scores["known_fact_loss"] <= self.base["known_fact_loss"]
@@ -75,4 +80,14 @@ class EarlyStop:
 
     def _save(self) -> None:
         (self.folder / "early_stop.json").write_text(json.dumps({"base": self.base, "best": self.best,
-                                                                 "misses": self.misses}))
+                                                                 "last": self.last, "misses": self.misses}))
+
+
+def kept_scores(folder: Path) -> tuple[Optional[dict], Optional[dict]]:
+    """(base, kept) as a finished run's early stop measured them: the base model's scores and those of the weights
+    the run kept (the best reading inside the margins, else the last). (None, None) without an early stop."""
+    state = folder / "early_stop.json"
+    if not state.exists():
+        return None, None
+    saved = json.loads(state.read_text())
+    return saved.get("base"), saved.get("best") or saved.get("last")

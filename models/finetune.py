@@ -30,6 +30,7 @@ from core.finetune.recipe import MIN_EXAMPLES, readiness, recipe_for
 from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS, GateSettings, Scores, decide
 from core.scheduler import YIELDED, JobContext
 from core.store.db import Database
+from models.early_stop import kept_scores
 from models.parent_guard import child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -226,18 +227,24 @@ class FineTuner:
         evaluation = {"probes": probes, "general": list(GENERAL_TEXT),
                       "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS]}
         key = baseline_key(self.model_path, active.path if active else None, evaluation)
-        known = scored_baseline(self.db, key)  # the same weights on the same sets: scored by an earlier run
-        self.make_room()
-        result = run_worker("evaluate", {"model": self.model_path, **evaluation,
-                                         "adapters": ([] if known else [active.path if active else None])
-                                         + [candidate_path]},
-                            run_dir, should_stop=ctx.should_yield, python=self.python)
-        if result.exit_code == EXIT_CANCELLED:
-            return YIELDED  # the user came back while it scored (a minute or more on a large model)
-        scores = result.last("scores")
-        if result.exit_code != 0 or scores is None:
-            raise ModelError(f"evaluating the new adapter failed: {result.error()}")
-        results = ([known] if known else []) + scores["results"]
+        reused = scored_baseline(self.db, key)  # the same weights on the same sets: scored by an earlier run
+        # The early stop scored the base before the first step and the kept weights as it kept them, on these sets.
+        trained_base, kept = kept_scores(run_dir / "adapter")
+        known = reused or (trained_base if active is None else None)
+        measured: list[dict] = []
+        if known is None or kept is None:
+            self.make_room()
+            result = run_worker("evaluate", {"model": self.model_path, **evaluation,
+                                             "adapters": ([] if known else [active.path if active else None])
+                                             + ([] if kept else [candidate_path])},
+                                run_dir, should_stop=ctx.should_yield, python=self.python)
+            if result.exit_code == EXIT_CANCELLED:
+                return YIELDED  # the user came back while it scored (a minute or more on a large model)
+            scores = result.last("scores")
+            if result.exit_code != 0 or scores is None:
+                raise ModelError(f"evaluating the new adapter failed: {result.error()}")
+            measured = scores["results"]
+        results = ([known] if known else []) + measured + ([kept] if kept else [])
         baseline, candidate = (Scores(r["probe_loss"], r["general_ppl"], r.get("known_fact_loss")) for r in results)
         decision = decide(baseline, candidate, self.gate)
         sources = json.loads((run_dir / "sources.json").read_text(encoding="utf-8"))
@@ -251,7 +258,8 @@ class FineTuner:
                          "probe_loss_by_kind": {"baseline": results[0].get("probe_loss_by_kind"),
                                                 "candidate": results[1].get("probe_loss_by_kind")},
                          "baseline_adapter": active.id if active else None, "baseline_key": key,
-                         "baseline_reused": known is not None, "iters": state["iters"],
+                         "baseline_reused": reused is not None, "scored_while_training": kept is not None,
+                         "iters": state["iters"],
                          "examples": state.get("examples"), "pairs": state.get("pairs"),
                          "preference_margin": {"baseline": results[0].get("preference_margin"),
                                                "candidate": results[1].get("preference_margin")}},

@@ -39,3 +39,9 @@ def test_the_cases_span_the_dev_topics_and_both_beam_categories():
     assert all(c["rubric"] for c in beam)
     assert len(prefs.style_cases()) == 2 * len(STYLES)
     assert len(prefs.filler()) == 2 * prefs.FILLER_PAIRS
+
+
+def test_a_limited_style_subset_spans_every_style_before_repeating_one():
+    first = prefs.style_cases(len(STYLES))
+    assert sorted(c["style"] for c in first) == sorted(s.name for s in STYLES)
+    assert prefs.style_cases(len(STYLES) + 1)[-1]["style"] == STYLES[0].name

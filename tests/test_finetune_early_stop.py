@@ -51,3 +51,17 @@ def test_it_stops_when_the_probes_stop_improving_and_a_resumed_run_keeps_the_bas
     again = EarlyStop(MARGINS, tmp_path, lambda event, **data: None)
     again.start(Model(), None)
     assert again.base["probe_loss"] == 3.0 and again.best["step"] == 2
+
+
+def test_the_gate_reads_the_kept_weights_scores_the_best_inside_the_margins_else_the_last(tmp_path, monkeypatch):
+    from models.early_stop import kept_scores
+    assert kept_scores(tmp_path) == (None, None)  # no early stop in this run: the gate scores the adapter itself
+    scripted(monkeypatch, [(3.0, 50.0, 1.0), (2.5, 51.0, 1.0), (2.0, 60.0, 1.0)])
+    run(tmp_path, [2, 4])
+    base, kept = kept_scores(tmp_path)
+    assert base["probe_loss"] == 3.0 and (kept["step"], kept["probe_loss"]) == (2, 2.5)
+    never = tmp_path / "never"
+    never.mkdir()
+    scripted(monkeypatch, [(3.0, 50.0, 1.0), (2.0, 70.0, 1.0)])  # the first reading already broke the margin
+    run(never, [2])
+    assert kept_scores(never)[1]["step"] == 2 and kept_scores(never)[1]["general_ppl"] == 70.0

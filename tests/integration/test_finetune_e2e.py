@@ -100,6 +100,32 @@ def _kill_worker_once_training(db, job_id, killed):
         time.sleep(0.05)
 
 
+def test_a_recipe_run_is_judged_on_the_scores_its_early_stop_measured(db, tiny_model_dir, tmp_path):
+    """The recipe's run scores the base before its first step and the weights it keeps, on the gate's own sets: the
+    gate reads those figures instead of loading the model again, and they are what a separate scoring measures."""
+    from core.finetune.dataset import build_training_set
+    from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS
+    from models.finetune import run_worker
+    add_facts(db)
+    sched = scheduler(db, FineTuner(db, str(tiny_model_dir), tmp_path / "adapters"))  # None: the recipe's config
+    final = sched.run_job(sched.enqueue("finetune", run_now=True).id)
+    assert final.state == "done", final.last_error
+    [adapter] = versions.list_adapters(db)
+    run_dir = Path(adapter.path).parent
+    assert adapter.config["eval_every"] and adapter.metrics["scored_while_training"]
+    assert not (run_dir / "evaluate.log").exists()  # no scoring process was started
+    probes = [{"question": p.question, "answer": p.answer, "kind": p.kind, "rejected": p.rejected}
+              for p in build_training_set(db).probes]
+    check = run_worker("evaluate", {"model": str(tiny_model_dir), "adapters": [None, adapter.path], "probes": probes,
+                                    "general": list(GENERAL_TEXT),
+                                    "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS]},
+                       tmp_path / "check")
+    separate = check.last("scores")["results"]
+    for recorded, measured in ((adapter.metrics["baseline"], separate[0]), (adapter.metrics["candidate"], separate[1])):
+        for name in ("probe_loss", "general_ppl", "known_fact_loss"):
+            assert recorded[name] == pytest.approx(measured[name], rel=1e-3), name
+
+
 def test_a_killed_training_process_leaves_the_previous_adapter_and_store(tmp_path, tiny_model_dir):
     from core.store.db import open_db
     db = open_db(tmp_path / "e.db")

@@ -82,16 +82,16 @@ def test_fuse_writes_a_standalone_model(tiny_model_dir, adapters, tmp_path, tiny
         fuse_adapter(tiny_model_dir, adapters[0], fused_dir)
 
 
-def test_scoring_probes_through_their_shared_template_head_gives_the_uncached_figures(tiny_model_dir, adapters):
-    """The evaluation worker reads the probes' common chat-template head once (a KV cache); each probe's answer
-    loss must equal reading the probe whole, on the base and under an adapter."""
+def test_scoring_probes_in_one_padded_batch_gives_the_figures_of_reading_each_alone(tiny_model_dir, adapters):
+    """The gate reads its probes several to a forward pass, padded on the right; each probe's answer loss must equal
+    reading the probe alone, on the base and under an adapter (more probes than one batch holds)."""
     from mlx_lm import load
     from mlx_lm.tuner.utils import load_adapters, remove_lora_layers
     from models.adapter_scores import _probe_nlls, _token_nll
     model, tokenizer = load(str(tiny_model_dir))
     probes = [{"question": "What is the capital of France?", "answer": "Paris."},
               {"question": "How many legs does a spider have?", "answer": "A spider has eight legs."},
-              {"question": "Remind me, what do I prefer?", "answer": "Short answers."}]
+              {"question": "Remind me, what do I prefer?", "answer": "Short answers."}] * 4  # 12 > BATCH
 
     def whole(probe):
         turn = [{"role": "user", "content": probe["question"]}]
