@@ -98,15 +98,30 @@ def composed(parts: list[tuple[int, ...]], pool: np.ndarray) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def build(n: int, *, embedder=None, log=print) -> RealStore:
-    """The cached store for n memories, built first if it is not there."""
+def cached(n: int, embedder_name: str) -> RealStore | None:
+    """The store for n memories if it was built already (building 1M takes about half an hour here)."""
+    folder = CACHE / f"realtext-{n}-{key(n, embedder_name)}"
+    if not (folder / "store.json").exists():
+        return None
+    info = json.loads((folder / "store.json").read_text(encoding="utf-8"))
+    return RealStore(folder, info["memories"], info["episodes"])
+
+
+class NotBuilt(RuntimeError):
+    pass
+
+
+def build(n: int, *, embedder=None, log=print, cached_only: bool = False) -> RealStore:
+    """The cached store for n memories, built first if it is not there (`cached_only`: NotBuilt instead)."""
     if embedder is None:
         from models.embeddings import load_embedder
         embedder = load_embedder(lasting=True)
+    found = cached(n, embedder.name)
+    if found is not None:
+        return found
+    if cached_only:
+        raise NotBuilt(f"the real-text store of {n:,} memories is not built yet: python -m bench.realstore --n {n}")
     folder = CACHE / f"realtext-{n}-{key(n, embedder.name)}"
-    if (folder / "store.json").exists():
-        info = json.loads((folder / "store.json").read_text(encoding="utf-8"))
-        return RealStore(folder, info["memories"], info["episodes"])
     episodes = n // 10
     pool = pool_vectors(embedder, log)
     parts = realtext.turns(n + episodes)
