@@ -278,12 +278,14 @@ def parse_json(stdout: str) -> dict:
     return json.loads(stdout[start + 1:] if start >= 0 else stdout[stdout.find("{"):])
 
 
-def run_bench(bench: Bench, timeout: float, model_lock: Path | None) -> dict:
+def run_bench(bench: Bench, timeout: float, model_lock: Path | None, lock_wait: float = 600.0) -> dict:
     command = [sys.executable, *bench.command]
-    if bench.model and model_lock is not None:
-        command = ["flock", str(model_lock), *command]
+    if bench.model and model_lock is not None:  # waits at most lock_wait for the lock, then gives up
+        command = ["flock", "-E", "75", "-w", str(int(lock_wait)), str(model_lock), *command]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
+    if done.returncode == 75 and bench.model and model_lock is not None:
+        raise RuntimeError(f"the model lock ({model_lock}) stayed busy for {int(lock_wait)} s")
     if done.returncode != 0:
         raise RuntimeError(f"{bench.name} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
     result = parse_json(done.stdout)
