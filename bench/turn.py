@@ -72,14 +72,15 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(sizes: list[int], turns: int, *, passes_at: int = 100_000, log=print, cached_only: bool = False) -> dict:
+def run(sizes: list[int], turns: int, *, passes_at: int = 100_000, log=print, cached_only: bool = False,
+        cache: Path = realstore.CACHE) -> dict:
     from models.embeddings import load_embedder
     embedder = load_embedder(lasting=True)  # the window's embedder: the turn happens in a process that lasts
     count_tokens, counted_with = token_counter()
     result = {**stamp("turn"), "turns": turns, "tokens_counted_with": counted_with, "sizes": {}}
     for n in sizes:
         try:
-            store = realstore.build(n, embedder=embedder, log=log, cached_only=cached_only)
+            store = realstore.build(n, embedder=embedder, log=log, cached_only=cached_only, cache=cache)
         except realstore.NotBuilt as exc:
             result.setdefault("not_measured", {})[str(n)] = str(exc)
             continue

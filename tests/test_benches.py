@@ -21,7 +21,7 @@ def test_generate_bench_times_engram_and_plain_mlx_lm_and_the_grammar(tiny_engin
 
 
 def test_turn_bench_on_a_small_store(tmp_path):
-    result = turn.run([300], turns=6, cache=tmp_path, log=lambda *_: None)
+    result = turn.run([300], turns=6, passes_at=300, cache=tmp_path, log=lambda *_: None)  # real text, 300 turns
     size = result["sizes"]["300"]
     assert 0 < size["overhead_ms"]["p50"] <= size["overhead_ms"]["p95"] <= size["overhead_ms"]["p99"]
     assert 0 < size["overhead_cpu_ms"]["p50"] and size["recall_alone_ms"]["p50"] > 0
@@ -29,6 +29,7 @@ def test_turn_bench_on_a_small_store(tmp_path):
     assert result["idle_pass_at_n"] == 300 and result["idle_pass"]["scored"] > 0
     aged = result["after_idle_pass"]  # recall timed again on the store the idle pass aged
     assert aged["active_memories"] <= 304 and aged["recall_alone_ms"]["p50"] > 0
+    assert (size["store"]["memories"], size["store"]["episodes"]) == (300, 30)  # bench/realstore.py's real text
     assert result["bench"] == "turn" and "commit" in result  # None outside a git checkout
     assert result["tokens_counted_with"].endswith("tokenizer")  # as the product counts a prompt, not len // 4
 
