@@ -55,11 +55,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def run(n: int, query_count: int, cold_runs: int = 3, *, log=print, cached_only: bool = False) -> dict:
+def run(n: int, query_count: int, cold_runs: int = 3, *, log=print, cached_only: bool = False,
+        cache: Path = realstore.CACHE) -> dict:
     from models.embeddings import load_embedder
     header = stamp("recall")
     embedder = load_embedder(lasting=True)  # the window's embedder: recall happens in the app
-    store = realstore.build(n, embedder=embedder, log=log, cached_only=cached_only)
+    store = realstore.build(n, embedder=embedder, log=log, cached_only=cached_only, cache=cache)
     asked = realtext.questions(query_count + cold_runs)
     cold, asked = asked[:cold_runs], asked[cold_runs:]
     with tempfile.TemporaryDirectory(prefix="engram-recall-") as folder:
@@ -76,7 +77,7 @@ def run(n: int, query_count: int, cold_runs: int = 3, *, log=print, cached_only:
             "queries": len(asked), "k": K, "embedder": f"{embedder.name} on {getattr(embedder, 'backend', '?')}",
             "kinds": "memories and turns, in a session", "cold_pages": dropped,
             "cold_first_query_ms": {"runs": [round(x, 1) for x in cold_ms],
-                                    "median": round(float(np.median(cold_ms)), 1)},
+                                    "median": round(float(np.median(cold_ms)), 1) if cold_ms else None},
             **timed, "vector_knn_ms": _percentiles(knn_ms), "exact_numpy_one_thread_ms": _percentiles(exact_ms),
             "knn_recall_at_10_vs_exact": round(overlap, 4), "load_average_1m_at_end": load_average()}
 

@@ -61,3 +61,13 @@ def test_graph_bench_times_pan_and_zoom_frames_against_an_empty_plot(qapp):
     for frames in (result["frame_ms"], result["baseline_empty_plot_frame_ms"]):
         for kind in ("pan", "zoom"):
             assert 0 < frames[kind]["p50"] <= frames[kind]["p95"] <= frames[kind]["max"]
+
+
+def test_recall_bench_times_memories_and_turns_with_the_query_embedding_on_real_text(tmp_path):
+    from bench import recall
+    result = recall.run(300, 8, 0, cache=tmp_path, log=lambda *_: None)  # no cold run: it drops the page cache
+    assert (result["store"]["memories"], result["store"]["episodes"]) == (300, 30)
+    assert result["queries"] == 8 and result["kinds"] == "memories and turns, in a session"
+    for key in ("recall_with_embedding_ms", "embed_query_ms", "recall_ms", "vector_knn_ms"):
+        assert 0 < result[key]["p50"] <= result[key]["p95"]
+    assert 0.0 <= result["knn_recall_at_10_vs_exact"] <= 1.0
