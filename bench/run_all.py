@@ -286,8 +286,9 @@ def run_bench(bench: Bench, timeout: float, model_lock: Path | None, lock_wait: 
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
     if done.returncode == 75 and bench.model and model_lock is not None:
         raise RuntimeError(f"the model lock ({model_lock}) stayed busy for {int(lock_wait)} s")
-    if done.returncode != 0:
-        raise RuntimeError(f"{bench.name} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    if done.returncode != 0:  # the error's last line: a table cell holds one line
+        last = next((line.strip() for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
+        raise RuntimeError(f"{bench.name} failed ({done.returncode}): {last[-300:]}")
     result = parse_json(done.stdout)
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     return result
