@@ -74,19 +74,26 @@ def key(n: int, embedder_name: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:12]
 
 
-def pool_vectors(embedder, log) -> np.ndarray:
-    """Every pool sentence's vector, embedded once by the product's embedder (cached by the pool's contents)."""
+def pool_vectors(embedder, log, cache: Path = CACHE, needed: set[int] | None = None) -> np.ndarray:
+    """Every pool sentence's vector, embedded once by the product's embedder (cached by the pool's contents). A
+    small store (`needed`: the sentences its turns use, under half the pool) without that cache embeds only those:
+    the other rows stay zero and nothing is cached."""
     pool, _names = realtext.sentence_pool()
     texts = [sentence for _source, sentence in pool]
     digest = hashlib.sha1(json.dumps([embedder.name, texts]).encode("utf-8")).hexdigest()[:12]
-    path = CACHE / f"pool-{digest}.npy"
+    path = cache / f"pool-{digest}.npy"
     if path.exists():
         return np.load(path)
+    if needed is not None and len(needed) < len(texts) // 2:
+        order = sorted(needed)
+        matrix = np.zeros((len(texts), embedder.dimension), dtype=np.float32)
+        matrix[order] = embedder.embed([texts[i] for i in order])
+        return matrix
     log(f"embedding {len(texts)} pool sentences with {embedder.name} on {embedder.backend}")
     started = time.perf_counter()
     matrix = np.concatenate([embedder.embed(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])
     log(f"  {len(texts) / (time.perf_counter() - started):.1f} sentences/s")
-    CACHE.mkdir(parents=True, exist_ok=True)
+    cache.mkdir(parents=True, exist_ok=True)
     np.save(path, matrix)
     return matrix
 
@@ -98,18 +105,33 @@ def composed(parts: list[tuple[int, ...]], pool: np.ndarray) -> np.ndarray:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
-def build(n: int, *, embedder=None, log=print) -> RealStore:
-    """The cached store for n memories, built first if it is not there."""
+def cached(n: int, embedder_name: str, cache: Path = CACHE) -> RealStore | None:
+    """The store for n memories if it was built already (building 1M takes about half an hour here)."""
+    folder = cache / f"realtext-{n}-{key(n, embedder_name)}"
+    if not (folder / "store.json").exists():
+        return None
+    info = json.loads((folder / "store.json").read_text(encoding="utf-8"))
+    return RealStore(folder, info["memories"], info["episodes"])
+
+
+class NotBuilt(RuntimeError):
+    pass
+
+
+def build(n: int, *, embedder=None, log=print, cached_only: bool = False, cache: Path = CACHE) -> RealStore:
+    """The cached store for n memories, built first if it is not there (`cached_only`: NotBuilt instead)."""
     if embedder is None:
         from models.embeddings import load_embedder
         embedder = load_embedder(lasting=True)
-    folder = CACHE / f"realtext-{n}-{key(n, embedder.name)}"
-    if (folder / "store.json").exists():
-        info = json.loads((folder / "store.json").read_text(encoding="utf-8"))
-        return RealStore(folder, info["memories"], info["episodes"])
+    found = cached(n, embedder.name, cache)
+    if found is not None:
+        return found
+    if cached_only:
+        raise NotBuilt(f"the real-text store of {n:,} memories is not built yet: python -m bench.realstore --n {n}")
+    folder = cache / f"realtext-{n}-{key(n, embedder.name)}"
     episodes = n // 10
-    pool = pool_vectors(embedder, log)
     parts = realtext.turns(n + episodes)
+    pool = pool_vectors(embedder, log, cache, {i for places in parts for i in places})
     building = folder.with_name(folder.name + ".building")
     shutil.rmtree(building, ignore_errors=True)
     building.mkdir(parents=True)

@@ -42,18 +42,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--cold", type=int, default=3, help="fresh openings on cold pages")
+    parser.add_argument("--cached-only", action="store_true", help="use the store only if it is built already")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args(argv)
-    result = run(args.n, args.queries, args.cold, log=(lambda *_: None) if args.json else _log)
+    try:
+        result = run(args.n, args.queries, args.cold, log=(lambda *_: None) if args.json else _log,
+                     cached_only=args.cached_only)
+    except realstore.NotBuilt as exc:
+        print(f"recall: {exc}", file=sys.stderr)
+        return 2
     print(json.dumps(result, indent=1))
     return 0
 
 
-def run(n: int, query_count: int, cold_runs: int = 3, *, log=print) -> dict:
+def run(n: int, query_count: int, cold_runs: int = 3, *, log=print, cached_only: bool = False,
+        cache: Path = realstore.CACHE) -> dict:
     from models.embeddings import load_embedder
     header = stamp("recall")
     embedder = load_embedder(lasting=True)  # the window's embedder: recall happens in the app
-    store = realstore.build(n, embedder=embedder, log=log)
+    store = realstore.build(n, embedder=embedder, log=log, cached_only=cached_only, cache=cache)
     asked = realtext.questions(query_count + cold_runs)
     cold, asked = asked[:cold_runs], asked[cold_runs:]
     with tempfile.TemporaryDirectory(prefix="engram-recall-") as folder:
@@ -70,7 +77,7 @@ def run(n: int, query_count: int, cold_runs: int = 3, *, log=print) -> dict:
             "queries": len(asked), "k": K, "embedder": f"{embedder.name} on {getattr(embedder, 'backend', '?')}",
             "kinds": "memories and turns, in a session", "cold_pages": dropped,
             "cold_first_query_ms": {"runs": [round(x, 1) for x in cold_ms],
-                                    "median": round(float(np.median(cold_ms)), 1)},
+                                    "median": round(float(np.median(cold_ms)), 1) if cold_ms else None},
             **timed, "vector_knn_ms": _percentiles(knn_ms), "exact_numpy_one_thread_ms": _percentiles(exact_ms),
             "knn_recall_at_10_vs_exact": round(overlap, 4), "load_average_1m_at_end": load_average()}
 

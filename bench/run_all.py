@@ -121,6 +121,8 @@ def turn_rows(r: dict) -> list[Row]:
         target = "≤ 20 ms" if n == "100000" else "— (the target is at 100k)"
         rows.append(Row(f"turn at {int(n):,}: p95 with the query's embedding", ms(p95), target,
                         at_most(p95, 20.0) if n == "100000" else None))
+    for n, why in (r.get("not_measured") or {}).items():
+        rows.append(Row(f"turn at {int(n):,}: p95 with the query's embedding", f"not measured: {why}"))
     if "idle_pass" in r:
         total = get(r, "idle_pass", "total_s")
         rows.append(Row(f"consolidation + forgetting over {num(r.get('idle_pass_at_n'))}", f"{total} s", "≤ 60 s",
@@ -220,13 +222,13 @@ BENCHES = (
           recall_rows("100k", 20.0, 0.995),
           "a copy of the real-text store (bench/realstore.py); the data's own questions; recall as a turn runs it",
           details=recall_details),
-    Bench("turn", ["bench/turn.py", "--turns", "60", "--json"], turn_rows,
+    Bench("turn", ["bench/turn.py", "--turns", "60", "--cached-only", "--json"], turn_rows,
           "Assistant.prepare + finish + graph update with a scripted model, the query's embedding added",
           details=turn_details),
     Bench("cold", ["bench/cold.py", "--repeats", "3"], cold_rows,
           "each verb a fresh process through app.__main__.main, median of 3, then one round on cold pages",
           details=cold_details),
-    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--queries", "100", "--json"],
+    Bench("recall-1m", ["bench/recall.py", "--n", "1000000", "--queries", "100", "--cached-only", "--json"],
           recall_rows("1M", 25.0, 0.98),
           "the same at 1,000,000 memories", details=recall_details),
     Bench("turn-window", ["bench/turn_window.py", "--turns", "6", "--json"], turn_window_rows,
@@ -276,14 +278,17 @@ def parse_json(stdout: str) -> dict:
     return json.loads(stdout[start + 1:] if start >= 0 else stdout[stdout.find("{"):])
 
 
-def run_bench(bench: Bench, timeout: float, model_lock: Path | None) -> dict:
+def run_bench(bench: Bench, timeout: float, model_lock: Path | None, lock_wait: float = 600.0) -> dict:
     command = [sys.executable, *bench.command]
-    if bench.model and model_lock is not None:
-        command = ["flock", str(model_lock), *command]
+    if bench.model and model_lock is not None:  # waits at most lock_wait for the lock, then gives up
+        command = ["flock", "-E", "75", "-w", str(int(lock_wait)), str(model_lock), *command]
     started = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=timeout)
-    if done.returncode != 0:
-        raise RuntimeError(f"{bench.name} failed ({done.returncode}): {done.stderr.strip()[-500:]}")
+    if done.returncode == 75 and bench.model and model_lock is not None:
+        raise RuntimeError(f"the model lock ({model_lock}) stayed busy for {int(lock_wait)} s")
+    if done.returncode != 0:  # the error's last line: a table cell holds one line
+        last = next((line.strip() for line in reversed(done.stderr.splitlines()) if line.strip()), "no message")
+        raise RuntimeError(f"{bench.name} failed ({done.returncode}): {last[-300:]}")
     result = parse_json(done.stdout)
     result["wall_seconds"] = round(time.perf_counter() - started, 1)
     return result

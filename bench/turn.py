@@ -62,22 +62,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--passes-at", type=int, default=100_000, help="the store size at which consolidation "
                         "and forgetting are timed (0: not timed)")
+    parser.add_argument("--cached-only", action="store_true", help="skip a size whose store is not built yet")
     parser.add_argument("--json", action="store_true", help="print only the JSON result")
     args = parser.parse_args(argv)
     log = (lambda *_: None) if args.json else _log
     sizes = [int(s) for s in args.n.split(",") if s.strip()]
-    result = run(sizes, args.turns, passes_at=args.passes_at, log=log)
+    result = run(sizes, args.turns, passes_at=args.passes_at, log=log, cached_only=args.cached_only)
     print(json.dumps(result, indent=1))
     return 0
 
 
-def run(sizes: list[int], turns: int, *, passes_at: int = 100_000, log=print) -> dict:
+def run(sizes: list[int], turns: int, *, passes_at: int = 100_000, log=print, cached_only: bool = False,
+        cache: Path = realstore.CACHE) -> dict:
     from models.embeddings import load_embedder
     embedder = load_embedder(lasting=True)  # the window's embedder: the turn happens in a process that lasts
     count_tokens, counted_with = token_counter()
     result = {**stamp("turn"), "turns": turns, "tokens_counted_with": counted_with, "sizes": {}}
     for n in sizes:
-        store = realstore.build(n, embedder=embedder, log=log)
+        try:
+            store = realstore.build(n, embedder=embedder, log=log, cached_only=cached_only, cache=cache)
+        except realstore.NotBuilt as exc:
+            result.setdefault("not_measured", {})[str(n)] = str(exc)
+            continue
         with tempfile.TemporaryDirectory(prefix="engram-turn-") as folder:
             db = open_db(store.copy_to(Path(folder) / "data") / "engram.db")
             result["sizes"][str(n)] = {"store": {"memories": store.memories, "episodes": store.episodes,
@@ -88,7 +94,8 @@ def run(sizes: list[int], turns: int, *, passes_at: int = 100_000, log=print) ->
                 result["idle_pass"] = _time_passes(db, embedder, log)
                 result["after_idle_pass"] = _time_aged_recall(db, embedder, turns)
             db.close()
-    at = str(100_000) if "100000" in result["sizes"] else (str(max(sizes)) if sizes else None)
+    measured = [int(n) for n in result["sizes"]]
+    at = "100000" if "100000" in result["sizes"] else (str(max(measured)) if measured else None)
     if at:  # what a user waits for: the new message's embedding is part of the turn
         runtime = getattr(embedder, "backend", "sentence-transformers")
         result["headline"] = {"n": int(at), "target_ms": 20.0, "embedder": f"{embedder.name} on {runtime}",

@@ -21,7 +21,7 @@ def test_generate_bench_times_engram_and_plain_mlx_lm_and_the_grammar(tiny_engin
 
 
 def test_turn_bench_on_a_small_store(tmp_path):
-    result = turn.run([300], turns=6, cache=tmp_path, log=lambda *_: None)
+    result = turn.run([300], turns=6, passes_at=300, cache=tmp_path, log=lambda *_: None)  # real text, 300 turns
     size = result["sizes"]["300"]
     assert 0 < size["overhead_ms"]["p50"] <= size["overhead_ms"]["p95"] <= size["overhead_ms"]["p99"]
     assert 0 < size["overhead_cpu_ms"]["p50"] and size["recall_alone_ms"]["p50"] > 0
@@ -29,6 +29,7 @@ def test_turn_bench_on_a_small_store(tmp_path):
     assert result["idle_pass_at_n"] == 300 and result["idle_pass"]["scored"] > 0
     aged = result["after_idle_pass"]  # recall timed again on the store the idle pass aged
     assert aged["active_memories"] <= 304 and aged["recall_alone_ms"]["p50"] > 0
+    assert (size["store"]["memories"], size["store"]["episodes"]) == (300, 30)  # bench/realstore.py's real text
     assert result["bench"] == "turn" and "commit" in result  # None outside a git checkout
     assert result["tokens_counted_with"].endswith("tokenizer")  # as the product counts a prompt, not len // 4
 
@@ -60,3 +61,13 @@ def test_graph_bench_times_pan_and_zoom_frames_against_an_empty_plot(qapp):
     for frames in (result["frame_ms"], result["baseline_empty_plot_frame_ms"]):
         for kind in ("pan", "zoom"):
             assert 0 < frames[kind]["p50"] <= frames[kind]["p95"] <= frames[kind]["max"]
+
+
+def test_recall_bench_times_memories_and_turns_with_the_query_embedding_on_real_text(tmp_path):
+    from bench import recall
+    result = recall.run(300, 8, 0, cache=tmp_path, log=lambda *_: None)  # no cold run: it drops the page cache
+    assert (result["store"]["memories"], result["store"]["episodes"]) == (300, 30)
+    assert result["queries"] == 8 and result["kinds"] == "memories and turns, in a session"
+    for key in ("recall_with_embedding_ms", "embed_query_ms", "recall_ms", "vector_knn_ms"):
+        assert 0 < result[key]["p50"] <= result[key]["p95"]
+    assert 0.0 <= result["knn_recall_at_10_vs_exact"] <= 1.0
