@@ -27,19 +27,30 @@ def root_of(db: Database, episode_id: int) -> int:
 def versions(db: Database, episode_id: int) -> list[int]:
     """Every version of this turn's message, oldest first (one when it was never edited)."""
     root = root_of(db, episode_id)
-    later = [int(r[0]) for r in db.execute(
-        "SELECT id FROM episodes WHERE json_extract(metadata, '$.edit_of') = ? AND deleted_at IS NULL ORDER BY id",
-        (root,))]
+    later = [int(r[0]) for r in db.execute(  # within the conversation: its index, not a scan of every turn
+        "SELECT id FROM episodes WHERE session_id = (SELECT session_id FROM episodes WHERE id = ?) AND "
+        "json_extract(metadata, '$.edit_of') = ? AND deleted_at IS NULL ORDER BY id", (root, root))]
     return [root, *later]
 
 
 def version_counts(db: Database, episode_ids: list[int]) -> dict[int, tuple[int, int]]:
-    """For each turn that has other versions: (its position from 1, how many there are)."""
+    """For each turn that has other versions: (its position from 1, how many there are). One read per
+    conversation the turns are in, however many turns."""
+    wanted = {int(i) for i in episode_ids}
+    sessions = {r[0] for r in db.execute(
+        f"SELECT DISTINCT session_id FROM episodes WHERE id IN ({','.join('?' * len(wanted)) or 'NULL'})",
+        sorted(wanted)) if r[0] is not None}
+    groups: dict[int, list[int]] = {}
+    for session_id in sessions:
+        for episode_id, root in db.execute(
+                "SELECT id, json_extract(metadata, '$.edit_of') FROM episodes WHERE session_id = ? AND "
+                "json_extract(metadata, '$.edit_of') IS NOT NULL AND deleted_at IS NULL ORDER BY id", (session_id,)):
+            groups.setdefault(int(root), [int(root)]).append(int(episode_id))
     found = {}
-    for episode_id in episode_ids:
-        group = versions(db, episode_id)
-        if len(group) > 1:
-            found[int(episode_id)] = (group.index(int(episode_id)) + 1, len(group))
+    for group in groups.values():
+        for position, episode_id in enumerate(group, 1):
+            if episode_id in wanted:
+                found[episode_id] = (position, len(group))
     return found
 
 
@@ -72,4 +83,5 @@ def show_version(db: Database, shown_id: int, chosen_id: int) -> None:
     with db.transaction():
         hide_line(db, shown_id)
         db.execute("UPDATE episodes SET metadata = json_remove(metadata, '$.off_path', '$.hidden_with') "
-                   "WHERE json_extract(metadata, '$.hidden_with') = ?", (int(chosen_id),))
+                   "WHERE session_id = (SELECT session_id FROM episodes WHERE id = ?) AND "
+                   "json_extract(metadata, '$.hidden_with') = ?", (int(chosen_id), int(chosen_id)))
