@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import tempfile
 import time
 from dataclasses import asdict
@@ -162,9 +163,11 @@ def answer_all(model_dir: str, cases: list[dict], adapter: str | None) -> dict[s
     conditions = (("no_memory", False), ("memory", True))
     prompts = [list(tokenizer.apply_chat_template(prompt(case, with_memory, tail), add_generation_prompt=True))
                for case in cases for _, with_memory in conditions]
-    replies = []
+    replies, started = [], time.perf_counter()
     for start in range(0, len(prompts), BATCH):
         replies += batch_generate(model, tokenizer, prompts[start:start + BATCH], max_tokens=MAX_TOKENS).texts
+        print(f"{'adapter' if adapter else 'base'}: {len(replies)}/{len(prompts)} replies, "
+              f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)  # a long run shows it moves
     return {name: replies[n::len(conditions)] for n, (name, _) in enumerate(conditions)}
 
 
@@ -224,6 +227,8 @@ def run(model_dir: str, label: str, prefeval: int, beam: int, *, styles: int | N
                              "probe_loss": {"base": m["baseline"]["probe_loss"],
                                             "adapter": m["candidate"]["probe_loss"]},
                              "preference_margin": m.get("preference_margin")}
+        print(f"adapter {adapter.status} after {trained['seconds']} s: " + "; ".join(m["gate"]["reasons"]),
+              file=sys.stderr, flush=True)
         if sft:
             result["plain_sft_same_recipe"] = sft_comparison(db, model_dir, Path(tmp) / "sft", training)
         started = time.perf_counter()
