@@ -39,7 +39,6 @@ Recall's blend learns from vetoes, thumbs and pins with the terms finish stored 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
@@ -120,7 +119,7 @@ class Assistant:
         self.chat = chat
         self.structured = structured
         self.settings = settings or Settings()
-        self.clock = clock or db.clock or time.time
+        self.clock = clock or db.clock
         self.intents = IntentClassifier(embedder, threshold=self.settings.generation.intent_threshold)
         self._counted: tuple[ChatModel, CountedTokens] | None = None  # the model whose counts are remembered
 

@@ -4,7 +4,7 @@ plain-text perplexity and the known facts' answer loss. Shared by the scoring ru
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from models.prompt_cache import common_prefix
 from models.prompt_text import control_markers, neutralise
@@ -36,7 +36,7 @@ def _token_nll(model: Any, tokens: list[int], first_target: int, cache: Any = No
     targets = mx.array(tokens[1:])[None]
     logits = model(inputs, cache=cache) if cache is not None else model(inputs)
     losses = nn.losses.cross_entropy(logits.astype(mx.float32), targets)[0, first_target - 1:]
-    return float(losses.sum().item()), int(losses.shape[0])
+    return cast(float, losses.sum().item()), int(losses.shape[0])  # a float32 array's item
 
 
 def _probe_nlls(model: Any, tokenizer: Any, probes: list[dict]) -> list[tuple[float, int]]:
