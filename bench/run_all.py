@@ -248,7 +248,8 @@ def _learning_summary(r: dict) -> str:
                 f"{run.get('precision')}, recall {run.get('recall')}, junk rate {run.get('junk_rate')}, "
                 f"reconciliation accuracy {run.get('reconciliation_accuracy')}; {run.get('seconds_per_statement')} s "
                 f"a statement; hypotheses {run.get('hypotheses', '—')} kept, {run.get('hypotheses_dropped', '—')} "
-                f"dropped, precision {run.get('hypothesis_precision', '—')}, recall {run.get('hypothesis_recall', '—')}, "
+                f"dropped, precision {run.get('hypothesis_precision', '—')}, "
+                f"recall {run.get('hypothesis_recall', '—')}, "
                 f"injected {run.get('hypotheses_injected', '—')}")
     return "; ".join(one(name, run) for name, run in (r.get("runs") or {}).items()) or _flat(r)
 
