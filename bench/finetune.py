@@ -198,7 +198,7 @@ def preferences_model(args: argparse.Namespace) -> tuple[str, str]:
         try:
             gguf = packaged_gguf(args.pypi)
         except ModelError as exc:  # its wheels are not on this machine: one line saying how to get them
-            raise SystemExit(f"engram: {exc}")
+            raise SystemExit(f"engram: {exc}") from None
         packaged = PYPI_MODELS[args.pypi]
         return (str(build_real_model(gguf_path=gguf, q_bits=32)),
                 f"{packaged.file_name} (PyPI {packaged.package.format(n='1..')}=={packaged.version}), "

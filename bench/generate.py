@@ -123,7 +123,7 @@ def next_turn_bench(engine: ChatEngine, repeats: int, reply_tokens: int = 24) ->
         reused.append(engine.last_reused_tokens)
         prompt = engine.render(following)
         prompt_tokens = len(prompt)
-        plain.append(engine.run(lambda model, tokenizer: first_token_seconds(
+        plain.append(engine.run(lambda model, tokenizer, prompt=prompt: first_token_seconds(
             stream_generate(model, tokenizer, mx.array(prompt), max_tokens=1))))
         list(engine.stream(PROMPT, SamplingParams.greedy(1)))  # another conversation: the cache moves on
     return {"prompt_tokens": prompt_tokens, "reused_from_cache_tokens": statistics.median(reused),
@@ -177,8 +177,8 @@ def structured_bench(engine: ChatEngine, repeats: int) -> dict:
             constrained.append(elapsed / produced)
             # the same number of unconstrained tokens, prompt processing included in both
             start = time.perf_counter()
-            engine.run(lambda model, tokenizer: [r for r in stream_generate(model, tokenizer, mx.array(prompt),
-                                                                              max_tokens=produced)])
+            engine.run(lambda model, tokenizer, produced=produced: list(
+                stream_generate(model, tokenizer, mx.array(prompt), max_tokens=produced)))
             free.append((time.perf_counter() - start) / produced)
     constrained_ms, free_ms = statistics.median(constrained) * 1e3, statistics.median(free) * 1e3
     return {"vocab_size": BIG_VOCAB, "tokens_per_object": produced,

@@ -50,7 +50,8 @@ def frame_times(app, panel, frames: int) -> dict:
     for i in range(frames):
         sign = 1 if i % 2 else -1
         factor = 0.97 if i % 2 else 1 / 0.97
-        steps = (("pan", lambda: view.translateBy(x=0.02 * sign)), ("zoom", lambda: view.scaleBy(x=factor, y=factor)))
+        steps = (("pan", lambda sign=sign: view.translateBy(x=0.02 * sign)),
+                 ("zoom", lambda factor=factor: view.scaleBy(x=factor, y=factor)))
         for kind, step in steps:
             started = time.perf_counter()
             step()

@@ -5,7 +5,9 @@ way, `python3 -m venv .venv && .venv/bin/pip install -e .` (no extras), with pip
 none). Reported per ref: the install's wall time, the size on disk of the venv's site-packages, the number of
 distributions installed, the largest ones, and whether torch or sentence-transformers came with it. Refs are measured
 one after another in one run, so a baseline (e.g. the commit before a dependency change) shares the machine's load.
-The target: no torch in a plain install (issue 41.7). Prints JSON; --out saves it (bench/results/install.json).
+The target: no torch in a plain install (issue 41.7); the exit status is 1 when the last ref misses it. Prints
+JSON; --out saves it (bench/results/install.json). The header's uncommitted_source_files are the checkout's the
+bench ran from: each install is of its ref's committed tree.
 """
 from __future__ import annotations
 

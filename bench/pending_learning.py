@@ -56,8 +56,8 @@ def timed(work, repeats: int) -> dict:
         found = work()
         runs.append((time.perf_counter() - began) * 1000)
     runs.sort()
-    return {"first_ms": round(first, 3), "median_ms": round(statistics.median(runs), 3), "p95_ms": round(runs[int(0.95 * (len(runs) - 1))], 3),
-            "found": len(found)}
+    return {"first_ms": round(first, 3), "median_ms": round(statistics.median(runs), 3),
+            "p95_ms": round(runs[int(0.95 * (len(runs) - 1))], 3), "found": len(found)}
 
 
 def main(argv: list[str] | None = None) -> dict:

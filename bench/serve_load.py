@@ -102,7 +102,7 @@ def run_clients(url: str, tokens: dict, clients: int, requests: int,
             else:
                 stream = client.chat.completions.create(model="engram/tiny", max_tokens=12, stream=True,
                                                         messages=messages)
-                for piece in stream:
+                for _ in stream:
                     if kind == "abandon":
                         break
                 stream.close()
@@ -201,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
         window_longest_stall_ms=round(stall, 1), load_average_1m_at_end=load_average())
     result["http_overhead_p50_ms"] = round(result["solo_chat_p50_ms"] - result["direct_p50_ms"], 1)
     result["note"] = ("solo_chat_* is one client alone through HTTP, direct_* the same chat through the Assistant in "
-                      "the server's process (neither stores the turn: a read-only client): their difference is the HTTP path's overhead; chat_* (several clients at "
-                      "once) include waiting behind the other replies for the one model")
+                      "the server's process (neither stores the turn: a read-only client): their difference is the "
+                      "HTTP path's overhead; chat_* (several clients at once) include waiting behind the other replies "
+                      "for the one model")
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

@@ -39,7 +39,6 @@ Recall's blend learns from vetoes, thumbs and pins with the terms finish stored 
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
 
@@ -120,7 +119,7 @@ class Assistant:
         self.chat = chat
         self.structured = structured
         self.settings = settings or Settings()
-        self.clock = clock or db.clock or time.time
+        self.clock = clock or db.clock
         self.intents = IntentClassifier(embedder, threshold=self.settings.generation.intent_threshold)
         self._counted: tuple[ChatModel, CountedTokens] | None = None  # the model whose counts are remembered
 
@@ -272,8 +271,8 @@ class Assistant:
     def _write_episode(self, prepared: PreparedTurn, reply_text: str, finish_reason: str | None,
                        replaces: int | None, regenerated: bool = False, edit_of: int | None = None) -> EpisodeId:
         if replaces is None:
-            metadata = {"finish_reason": finish_reason, "intents": list(prepared.intents), "dial": prepared.dial,
-                        "learning": PENDING}
+            metadata: dict[str, object] = {"finish_reason": finish_reason, "intents": list(prepared.intents),
+                                           "dial": prepared.dial, "learning": PENDING}
             if edit_of is not None:
                 metadata["edit_of"] = edit_of  # another version of that message (core.store.branches)
             return add_episode(self.db, prepared.user_text, reply_text, session_id=prepared.session_id,

@@ -44,8 +44,11 @@ class GenerationChunk:
 @runtime_checkable
 class Embedder(Protocol):
     """Sentence embeddings, L2-normalised float32 rows."""
-    name: str
-    dimension: int
+    @property
+    def name(self) -> str: ...  # read-only here: a wrapper (core.memory.index.Precomputed) passes its inner one's
+
+    @property
+    def dimension(self) -> int: ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 

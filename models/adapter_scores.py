@@ -4,7 +4,7 @@ plain-text perplexity and the known facts' answer loss. Shared by the scoring ru
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from models.prompt_text import control_markers, neutralise
 
@@ -35,7 +35,7 @@ def _token_nll(model: Any, tokens: list[int], first_target: int) -> tuple[float,
     import mlx.nn as nn
     logits = model(mx.array(tokens[:-1])[None])
     losses = nn.losses.cross_entropy(logits.astype(mx.float32), mx.array(tokens[1:])[None])[0, first_target - 1:]
-    return float(losses.sum().item()), int(losses.shape[0])
+    return cast(float, losses.sum().item()), int(losses.shape[0])  # a float32 array's item
 
 
 def _probe_nlls(model: Any, tokenizer: Any, probes: list[dict]) -> list[tuple[float, int]]:
@@ -68,7 +68,7 @@ def _batched_nlls(model: Any, rows: list[tuple[list[int], int]]) -> list[tuple[f
         losses = nn.losses.cross_entropy(model(padded[:, :-1]).astype(mx.float32), padded[:, 1:])
         for n, (tokens, first) in enumerate(part):
             row = losses[n, first - 1:len(tokens) - 1]
-            out.append((float(row.sum().item()), int(row.shape[0])))
+            out.append((cast(float, row.sum().item()), int(row.shape[0])))  # a float32 array's item
     return out
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -92,11 +92,11 @@ class BertDenseNorm(nn.Module):
 class BertAttention(nn.Module):
     def __init__(self, config: BertConfig) -> None:
         super().__init__()
-        setattr(self, "self", BertSelfAttention(config))  # the checkpoint's name: attention.self.query...
+        self.self = BertSelfAttention(config)  # the checkpoint's name: attention.self.query...
         self.output = BertDenseNorm(config.hidden_size, config)
 
     def __call__(self, x: mx.array, mask: mx.array | None) -> mx.array:
-        return self.output(getattr(self, "self")(x, mask), x)
+        return self.output(self.self(x, mask), x)
 
 
 class BertIntermediate(nn.Module):
@@ -182,7 +182,7 @@ def load_bert(folder: Path) -> BertModel:
     config = BertConfig.from_file(folder / "config.json")
     model = BertModel(config)
     check_safetensors(folder / "model.safetensors")  # a folder the user named: MLX's reader trusts its shapes
-    weights = encoder_weights(mx.load(str(folder / "model.safetensors")))
+    weights = encoder_weights(cast(dict, mx.load(str(folder / "model.safetensors"))))  # a .safetensors file: a dict
     model.load_weights(list(weights.items()), strict=True)
     model.eval()  # no Dropout modules here, but eval() keeps any later-added one from firing (0.92 cosine if not)
     mx.eval(model.parameters())

@@ -187,6 +187,7 @@ class ChatEngine:
         sampler = make_sampler(temp=sampling.temperature, top_p=sampling.top_p if sampling.temperature else 0.0)
         generated: list[int] = []
         shown = ThinkFilter() if loaded.thinks else None
+        assert loaded.cache is not None  # _reuse_cache and _fresh_cache leave one
         steps = stream_pieces(loaded.model, loaded.tokenizer, mx.array(suffix), cache=loaded.cache,
                               stream=loaded.stream, max_tokens=max_tokens, sampler=sampler)
         started = time.perf_counter()
@@ -268,9 +269,10 @@ def _reuse_cache(loaded: _Loaded, prompt: list[int]) -> list[int]:
 def _sync_mirror(loaded: _Loaded, seen: list[int]) -> None:
     """Record which tokens the cache now holds (the cache may run one token past what was yielded)."""
     from mlx_lm.models.cache import trim_prompt_cache
-    offset = loaded.cache[0].offset if loaded.cache else 0
+    cache = loaded.cache or []
+    offset = cache[0].offset if cache else 0
     if offset > len(seen):
-        trim_prompt_cache(loaded.cache, offset - len(seen))
+        trim_prompt_cache(cache, offset - len(seen))
         offset = len(seen)
     loaded.cached_tokens = seen[:offset]
 

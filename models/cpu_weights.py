@@ -103,8 +103,8 @@ def _as_float(layer: Any, half: bool = False) -> Any:
         swapped = nn.Embedding(rows, columns)
         swapped.weight = weight
         return swapped
-    swapped = nn.Linear(columns, rows, bias="bias" in layer)
-    swapped.weight = weight
+    linear = nn.Linear(columns, rows, bias="bias" in layer)
+    linear.weight = weight
     if "bias" in layer:
-        swapped.bias = layer.bias.astype(mx.float32)
-    return swapped
+        linear.bias = layer.bias.astype(mx.float32)
+    return linear

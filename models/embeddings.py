@@ -119,6 +119,9 @@ def load_sentence_transformer(name_or_path: str = DEFAULT_EMBEDDER, *,
         raise ModelError(f"cannot load embedding model {name_or_path!r}: {why}. Give a local sentence-transformers "
                          "folder, or a model already in the Hugging Face cache.") from exc
     get_dimension = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
-    dimension = int(get_dimension())
+    dimension = get_dimension()  # None from a model whose last module does not say its output's size
+    if not isinstance(dimension, int) or dimension <= 0:
+        raise ModelError(f"cannot load embedding model {name_or_path!r}: it does not say how long its embeddings are. "
+                         "Give a sentence-transformers folder that ends in a pooling or dense module.")
     name = DEFAULT_EMBEDDER if name_or_path.lower() in _BUNDLED_ALIASES else name_or_path
     return SentenceEmbedder(model=model, name=name, dimension=dimension)

@@ -150,9 +150,10 @@ class FineTuner:
     def __call__(self, ctx: JobContext) -> Optional[str]:
         state = dict(ctx.resume or {})
         if "run_dir" not in state:
-            state = self._prepare(ctx)
-            if state is None:
+            prepared = self._prepare(ctx)
+            if prepared is None:
                 return None
+            state = prepared
         run_dir = Path(state["run_dir"])
         if state["phase"] == "train":
             # Always resume: the worker continues from its last checkpoint when there is one, which after a crash

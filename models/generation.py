@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Generator, Iterator, Sequence
 
 from core.errors import ModelError
 
@@ -30,7 +30,7 @@ def new_stream() -> Any:
 
 def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_tokens: int,
                     sampler: Callable | None = None,
-                    logits_processors: Sequence[Callable] = ()) -> Iterator[int]:
+                    logits_processors: Sequence[Callable] = ()) -> Generator[int, None, None]:
     """Token ids after `prompt` (an mx.array of the ids the cache has not read yet), at most max_tokens."""
     import mlx.core as mx
     check_ids_fit(model, prompt)
@@ -101,7 +101,8 @@ def embedding_rows(model: Any) -> int | None:
 
 
 def stream_pieces(model: Any, tokenizer: Any, prompt: Any, *, cache: list, stream: Any, max_tokens: int,
-                  sampler: Callable | None = None, logits_processors: Sequence[Callable] = ()) -> Iterator[Piece]:
+                  sampler: Callable | None = None,
+                  logits_processors: Sequence[Callable] = ()) -> Generator[Piece, None, None]:
     """What mlx_lm.stream_generate yields, token and text: generation stops at an eos token (yielded last, with no
     text, finish "stop") or after max_tokens (finish "length")."""
     detokenizer = tokenizer.detokenizer
@@ -134,7 +135,7 @@ def _wired_limit(model: Any, stream: Any) -> Iterator[None]:
     if limit is None:
         yield
         return
-    old = mx.set_wired_limit(limit)
+    old = mx.set_wired_limit(int(limit))
     try:
         yield
     finally:

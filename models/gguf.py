@@ -25,7 +25,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, cast
 
 from core.errors import ModelError
 from models.gguf_families import FAMILIES, family_config, shift_norms
@@ -118,7 +118,7 @@ def read_gguf(path: Path, *, progress: Callable[[float], None] | None = None,
         return _read_dequantized(path, progress or (lambda done: None), header), header.meta
     import mlx.core as mx
     try:
-        return mx.load(str(path)), header.meta
+        return cast(dict[str, Any], mx.load(str(path))), header.meta  # a .gguf file: a dict of arrays
     except (RuntimeError, ValueError) as exc:
         raise ModelError(f"{path.name} could not be read as GGUF: {exc}") from exc
 

@@ -99,9 +99,9 @@ def _check_shapes(header: Header, config: dict, path: Path) -> None:
         "blk.0.ffn_up.weight": (config["intermediate_size"], config["hidden_size"]),
     }
     for name, shape in expected.items():
-        info = header.tensors.get(name)
-        if info is None or info.shape != shape:
-            held = info.shape if info else "nothing"
+        found = header.tensors.get(name)
+        if found is None or found.shape != shape:
+            held = found.shape if found else "nothing"
             raise ModelError(f"{path.name} describes a model its weights do not fit ({name} should be {shape}, the "
                              f"file holds {held}); the file is damaged or its metadata was edited.")
 

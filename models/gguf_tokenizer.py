@@ -77,7 +77,7 @@ def add_special_tokens(tokenizer: Any, meta: dict) -> Any:
     the file asks for."""
     from tokenizers import AddedToken, processors
     tokens = list(meta["tokenizer.ggml.tokens"])
-    kinds = meta.get("tokenizer.ggml.token_type")
+    kinds: Any = meta.get("tokenizer.ggml.token_type")  # a numpy array or a list, or absent
     kinds = kinds.tolist() if hasattr(kinds, "tolist") else list(kinds or [])
     # 3 = control (special), 4 = user-defined (added, matched whole but printed as text)
     specials = [AddedToken(t, special=True, normalized=False) for t, k in zip(tokens, kinds) if k == 3]
@@ -122,7 +122,7 @@ def build_spm_tokenizer(meta: dict) -> Any:
     unknown_id = int(scalar(meta, "tokenizer.ggml.unknown_token_id", 0))
     tokenizer = Tokenizer(models.BPE({t: i for i, t in enumerate(tokens)}, merges(tokens, scores, kinds),
                                      unk_token=tokens[unknown_id], fuse_unk=True, byte_fallback=True))
-    steps = [normalizers.Replace(" ", "▁")]
+    steps: list[normalizers.Normalizer] = [normalizers.Replace(" ", "▁")]
     if scalar(meta, "tokenizer.ggml.add_space_prefix", False):
         steps.insert(0, normalizers.Prepend("▁"))
     tokenizer.normalizer = normalizers.Sequence(steps)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, TextIO
+from typing import IO, Any
 
 from core.errors import ModelError
 from models.gguf import Converted, Progress, convert
@@ -60,7 +60,7 @@ def crash_message(name: str, code: int, last_words: str = "") -> str:
             "nothing was installed.")
 
 
-def _follow(stream: TextIO | None, report: Progress) -> dict[str, Any]:
+def _follow(stream: IO[str] | None, report: Progress) -> dict[str, Any]:
     """Forward progress events; the last done or error event (an empty dict if the worker said neither)."""
     outcome: dict[str, Any] = {}
     for line in stream or ():

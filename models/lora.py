@@ -57,7 +57,8 @@ def fuse_adapter(base_dir: Path | str, adapter_dir: Path | str, output_dir: Path
     check_adapter_folder(adapter_dir)
     if output_dir.exists():
         raise ModelError(f"{output_dir} already exists; choose a new folder for the fused model.")
-    model, tokenizer, config = load(str(base_dir), adapter_path=str(adapter_dir), return_config=True)
+    loaded: Any = load(str(base_dir), adapter_path=str(adapter_dir), return_config=True)  # a triple, with config
+    model, tokenizer, config = loaded
     fused = [(name, module.fuse()) for name, module in model.named_modules() if hasattr(module, "fuse")]
     if fused:
         model.update_modules(tree_unflatten(fused))

@@ -27,8 +27,9 @@ def install() -> ModuleType:
     if spec is None or spec.loader is None:
         raise ImportError(f"{PACKAGE} is not installed")
     module = importlib.util.module_from_spec(spec)  # sets __path__, so submodules resolve
-    code = spec.loader.get_code(PACKAGE)  # the frozen importer of a PyInstaller bundle offers it too
-    module.__getattr__ = _run_init_on_demand(module, code, init_names(code))
+    loader: Any = spec.loader  # a source loader, or a PyInstaller bundle's frozen importer: both have get_code
+    code = loader.get_code(PACKAGE)
+    module.__dict__["__getattr__"] = _run_init_on_demand(module, code, init_names(code))
     sys.modules[PACKAGE] = module
     return module
 

@@ -14,7 +14,7 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from models import mlx_lm_package
 
@@ -42,7 +42,7 @@ DELEGATED_METHODS = ("bitnet", "awq", "gptq")
 _FLOAT_TAGS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 
-def model_classes(config: dict) -> tuple[type, type]:
+def model_classes(config: dict) -> tuple[Any, Any]:
     """(Model, ModelArgs) for a config, by its model_type and the remappings; ValueError if none."""
     model_type = config["model_type"]
     architectures = config.get("architectures") or ()
@@ -97,7 +97,7 @@ def load_model(folder: Path | str, *, lazy: bool = False) -> tuple[Any, dict]:
         return mlx_lm_load_model(folder, lazy)
     weights: dict = {}
     for path in weight_files:
-        weights.update(mx.load(path))
+        weights.update(cast(dict[str, Any], mx.load(path)))  # a .safetensors file: a dict
     model_class, args_class = model_classes(config)
     model = model_class(args_class.from_dict(config))
     if hasattr(model, "sanitize"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, cast
 
 
 def quantize(model: Any, config: dict, *, group_size: int, bits: int) -> dict:
@@ -48,12 +48,13 @@ def _parameter_count(model: Any) -> int:
     """Parameters as mlx-lm counts them: a quantized matrix by its unpacked size (get_total_parameters)."""
     import mlx.nn as nn
     from mlx.utils import tree_flatten
+    flat = cast(Callable[..., list[tuple[str, Any]]], tree_flatten)  # a list, without `destination`
 
     def count(module: Any) -> int:
         if hasattr(module, "bits"):
             bias = module.bias.size if hasattr(module, "bias") else 0
             return bias + module.weight.size * 32 // module.bits
-        return sum(v.size for _, v in tree_flatten(module.parameters()))
+        return sum(v.size for _, v in flat(module.parameters()))
 
-    leaves = tree_flatten(model.leaf_modules(), is_leaf=lambda m: isinstance(m, nn.Module))
+    leaves = flat(model.leaf_modules(), is_leaf=lambda m: isinstance(m, nn.Module))
     return sum(count(module) for _, module in leaves)

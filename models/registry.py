@@ -69,8 +69,8 @@ def training_need(weights_bytes: int, hidden_size: int, layers: int, *, trained_
 
 def training_need_for_folder(folder: Path, *, trained_layers: int = 16, batch_size: int = 4) -> int:
     """training_need for a model folder (its config.json's sizes; a config without them counts as 4096 × 32)."""
-    text = _read_config(folder)
-    text = text.get("text_config") if isinstance(text.get("text_config"), dict) else text
+    config = _read_config(folder)
+    text = nested if isinstance(nested := config.get("text_config"), dict) else config
     hidden, layers = text.get("hidden_size"), text.get("num_hidden_layers")
     return training_need(folder_weights_bytes(folder), hidden if isinstance(hidden, int) else 4096,
                          layers if isinstance(layers, int) else 32, trained_layers=trained_layers,
@@ -98,14 +98,14 @@ def need_estimate(weights_bytes: int, kv_per_token: int | None, context_length: 
 
 def kv_bytes_per_token(config: dict) -> int | None:
     """KV cache bytes one token costs, from a model's config.json (multimodal configs nest it in text_config)."""
-    text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    text = nested if isinstance(nested := config.get("text_config"), dict) else config
     layers, heads = text.get("num_hidden_layers"), text.get("num_attention_heads")
     kv_heads = text.get("num_key_value_heads") or heads
     head_dim = text.get("head_dim")
     if not head_dim and isinstance(text.get("hidden_size"), int) and isinstance(heads, int) and heads > 0:
         head_dim = text["hidden_size"] // heads
-    values = (layers, kv_heads, head_dim)
-    if not all(isinstance(value, int) and value > 0 for value in values):
+    if not (isinstance(layers, int) and isinstance(kv_heads, int) and isinstance(head_dim, int)
+            and min(layers, kv_heads, head_dim) > 0):
         return None
     return 2 * layers * kv_heads * head_dim * KV_BYTES_PER_VALUE
 

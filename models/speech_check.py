@@ -27,7 +27,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from core.errors import ModelError
 
@@ -99,7 +99,7 @@ def score_model(model: Any, tokenizer: Any, text: str = PLAIN_ENGLISH) -> Speech
     logits = model(mx.array([ids]))[0].astype(mx.float32)
     log_probs = logits[:-1] - mx.logsumexp(logits[:-1], axis=-1, keepdims=True)
     chosen = mx.take_along_axis(log_probs, mx.array(ids[1:])[:, None], axis=-1)
-    mean = -mx.mean(chosen).item()
+    mean = -cast(float, mx.mean(chosen).item())  # a float32 array's item
     perplexity = mean if math.isnan(mean) else math.exp(min(mean, 700.0))  # exp(700): the float's top
     vocabulary = int(logits.shape[-1])
     parameters = parameter_count(model)
@@ -111,9 +111,9 @@ def parameter_count(model: Any) -> int:
     """The weights the model stands for (a quantized matrix counts the values it holds, not its packed words)."""
     from mlx.utils import tree_flatten
     total = 0
-    for path, module in model.named_modules():
+    for _, module in model.named_modules():
         bits = getattr(module, "bits", None)
-        for name, value in tree_flatten(module.parameters()):
+        for name, value in cast(list[tuple[str, Any]], tree_flatten(module.parameters())):  # no `destination`
             if "." in name or name in ("scales", "biases"):
                 continue  # a child's own parameters are counted with the child
             total += value.size * (32 // bits if bits and name == "weight" else 1)

@@ -64,6 +64,8 @@ def _environment() -> Any:
 
     class Bounded(ImmutableSandboxedEnvironment):
         intercepted_binops = frozenset({"*", "**", "+", "%"})
+        sizes: Sizes
+        concat = staticmethod(_bounded_concat)  # the output, and every macro's and block's
 
         def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
             problem = binop_problem(operator, left, right, self.sizes)
@@ -84,7 +86,6 @@ def _environment() -> Any:
     env.filters = {name: _guarded(name, f, env.sizes) for name, f in env.filters.items()}
     env.globals["raise_exception"] = _raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
-    env.concat = _bounded_concat  # the output, and every macro's and block's
     return env
 
 
@@ -204,6 +205,7 @@ def checked_result(name: str, result: Any, sizes: "Sizes") -> Any:
 def _predicted(name: str, values: list[Any], kwargs: Mapping[str, Any], sizes: "Sizes") -> int:
     """The size some calls reach from small arguments: replacing, joining, indenting, wrapping, expanding tabs,
     formatting, writing JSON."""
+    first: Any
     first, rest = (values[0], values[1:]) if values else (None, [])
     if name == "|join":  # (items, separator)
         separator = rest[0] if rest else kwargs.get("d", "")

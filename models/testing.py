@@ -12,6 +12,7 @@ import random
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 EOS_TOKEN = "<|im_end|>"
@@ -181,12 +182,14 @@ def write_random_adapter(model_dir: Path | str, adapter_dir: Path | str, *, rank
     from mlx_lm import load
     from mlx_lm.tuner.utils import linear_to_lora_layers
 
-    model, _ = load(str(model_dir))
+    loaded: Any = load(str(model_dir))  # (model, tokenizer): mlx-lm annotates a union with return_config's triple
+    model = loaded[0]
     params = {"rank": rank, "scale": scale, "dropout": 0.0}
     linear_to_lora_layers(model, num_layers, params)
     mx.random.seed(seed)
+    flat = cast(list[tuple[str, Any]], tree_flatten(model.parameters()))  # a list, without `destination`
     weights = {name: mx.random.normal(value.shape) * 0.5
-               for name, value in tree_flatten(model.parameters()) if name.rsplit(".", 1)[-1] in ("lora_a", "lora_b")}
+               for name, value in flat if name.rsplit(".", 1)[-1] in ("lora_a", "lora_b")}
     adapter_dir = Path(adapter_dir)
     adapter_dir.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(adapter_dir / "adapters.safetensors"), weights)

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, cast
 
 from models.cpu_blas import preload_fast_blas
 from models.adapter_scores import gate_scores
@@ -52,7 +52,8 @@ def _load(config: dict):
     from mlx_lm import load
 
     from models.cpu_weights import dequantize_for_cpu
-    model, tokenizer = load(config["model"])
+    loaded: Any = load(config["model"])  # (model, tokenizer): mlx-lm annotates a union with return_config's triple
+    model, tokenizer = loaded
     dequantize_for_cpu(model)  # as the chat engine runs it: training and scoring read float32 on the CPU backend
     return model, tokenizer
 
@@ -92,7 +93,8 @@ def _restore_checkpoint(folder: Path, model: Any, optimizer: Any) -> int:
     from mlx.utils import tree_unflatten
     model.load_weights(str(folder / "adapters.safetensors"), strict=False)
     optimizer.init(model.trainable_parameters())
-    optimizer.state = tree_unflatten(list(mx.load(str(folder / "optimizer.safetensors")).items()))
+    saved = cast(dict[str, Any], mx.load(str(folder / "optimizer.safetensors")))  # a .safetensors file: a dict
+    optimizer.state = tree_unflatten(list(saved.items()))
     return int(json.loads((folder / "state.json").read_text())["step"])
 
 

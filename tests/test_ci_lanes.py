@@ -1,4 +1,5 @@
-"""CI runs the README's test command exactly, then the Mac-shaped lane (issue 36), and fails if either pass fails."""
+"""CI runs the linter and type checker (issue 41), the README's test command exactly, then the Mac-shaped lane (issue
+36), and fails if any pass fails."""
 from __future__ import annotations
 
 import os
@@ -24,7 +25,13 @@ def test_ci_runs_the_readme_command_then_the_mac_shaped_lane():
     assert all(path.is_file() for path in map(Path, mac_shaped.lane_paths(ROOT))), "a lane file is missing"
 
 
-def run_ci_with(tmp_path, main_exit: int, lane_exit: int) -> int:
+def test_ci_runs_ruff_and_mypy_before_the_tests():
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    lint = next(i for i, line in enumerate(lines) if "-m ruff check core models" in line and "-m mypy" in line)
+    assert lint < lines.index(readme_test_command())
+
+
+def run_ci_with(tmp_path, main_exit: int, lane_exit: int, lint_exit: int = 0) -> int:
     """.ci/run in a copy whose python3 and .venv are stand-ins returning the given exit codes."""
     tmp_path.mkdir()
     (tmp_path / ".ci").mkdir()
@@ -32,8 +39,8 @@ def run_ci_with(tmp_path, main_exit: int, lane_exit: int) -> int:
     bin_dir = tmp_path / ".venv" / "bin"
     bin_dir.mkdir(parents=True)
     (bin_dir / "pip").write_text("#!/bin/sh\nexit 0\n")
-    (bin_dir / "python").write_text(f'#!/bin/sh\ncase "$*" in *--mac-shaped*) exit {lane_exit};; esac\n'
-                                    f"exit {main_exit}\n")
+    (bin_dir / "python").write_text(f'#!/bin/sh\ncase "$*" in *--mac-shaped*) exit {lane_exit};; '
+                                    f"*ruff*|*mypy*) exit {lint_exit};; esac\nexit {main_exit}\n")
     fake = tmp_path / "fakebin"
     fake.mkdir()
     (fake / "python3").write_text("#!/bin/sh\nexit 0\n")
@@ -48,3 +55,4 @@ def test_ci_fails_when_either_pass_fails_and_when_the_lane_collects_nothing(tmp_
     assert run_ci_with(tmp_path / "b", 1, 0) == 1
     assert run_ci_with(tmp_path / "c", 0, 1) == 1
     assert run_ci_with(tmp_path / "d", 0, 5) == 5  # no tests collected
+    assert run_ci_with(tmp_path / "e", 0, 0, lint_exit=1) == 1  # a lint or type finding

@@ -153,6 +153,22 @@ def test_another_sentence_transformers_model_without_the_st_extra_says_what_to_i
         load_embedder("some-org/another-model", device="cpu")
 
 
+def test_a_sentence_transformers_model_that_does_not_say_its_dimension_is_a_one_line_error(monkeypatch, tmp_path):
+    # found by mypy: sentence-transformers gives None for a model whose modules do not name the size; int(None) was a
+    # TypeError's traceback where every other unusable model is a ModelError
+    class WithoutDimension:  # the real class needs torch and a model; its answer is what this test is about
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def get_embedding_dimension(self):
+            return None
+
+    sentence_transformers = pytest.importorskip("sentence_transformers")
+    monkeypatch.setattr(sentence_transformers, "SentenceTransformer", WithoutDimension)
+    with pytest.raises(ModelError, match=r"^cannot load embedding model .*: it does not say how long its embeddings"):
+        embeddings.load_sentence_transformer(str(tmp_path), device="cpu")
+
+
 def test_the_numpy_gelu_is_the_exact_erf_gelu():
     from models.bert_numpy import gelu
     x = np.linspace(-10, 10, 100_001, dtype=np.float32)

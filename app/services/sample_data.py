@@ -159,11 +159,11 @@ def build_sample_data(folder: Path | str, embedder: Any, *, now: float | None = 
 
 def _conversations(db: Any, embedder: Any, clock: SampleClock, now: float) -> dict[str, list[int]]:
     sessions: dict[str, list[int]] = {}
-    for days_ago, title, turns in CONVERSATIONS:
+    for days_ago, title, exchanges in CONVERSATIONS:
         clock.now = now - days_ago * DAY
         session = create_session(db, title)
         sessions[title] = []
-        for n, (said, answer) in enumerate(turns):
+        for n, (said, answer) in enumerate(exchanges):
             sessions[title].append(add_episode(db, said, answer, session_id=session,
                                                created_at=clock.now + n * 90))
     index_episodes(db, embedder, [e for ids in sessions.values() for e in ids])

@@ -1,8 +1,8 @@
 """One look at whether another process changed the store, shared by the window (StoreWatch), and what the chat
 does with it (MemoryWatch).
 
-MemoryWatch keeps what the chat shows about memories (the chips under a reply, its "Remembered: …" rows) in step with the
-store: a memory edited or deleted elsewhere — the Memories panel, or `engram memory …` while the app is open —
+MemoryWatch keeps what the chat shows about memories (the chips under a reply, its "Remembered: …" rows) in step with
+the store: a memory edited or deleted elsewhere — the Memories panel, or `engram memory …` while the app is open —
 shows its new words, or that it is in the trash (Restore still brings it back).
 
 Changes made in this app arrive as the window's memories_changed. A change made by another process (or by an

@@ -1,6 +1,7 @@
 """What a person can do under a reply: open a memory it used, veto it (answer again without it), rate the reply,
 answer the last message again, open or undo what the turn taught, answer the question a conflicting fact
-raised, and have Engram try again to learn a turn it had stopped trying on. The panel hands each reply in (attach); model and store work goes through the TurnController's lanes."""
+raised, and have Engram try again to learn a turn it had stopped trying on. The panel hands each reply in (attach);
+model and store work goes through the TurnController's lanes."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -1,6 +1,6 @@
-"""Memories: what Engram believes about you (the simple view, app.ui.memories_simple) beside the full table — searchable,
-sortable, filterable, with a detail pane and the hand edits — and "Forget everything". The view chosen at the top
-is remembered in settings.json.
+"""Memories: what Engram believes about you (the simple view, app.ui.memories_simple) beside the full table —
+searchable, sortable, filterable, with a detail pane and the hand edits — and "Forget everything". The view chosen at
+the top is remembered in settings.json.
 
 Every read and write runs on the database lane; the panel only redraws from the results.
 """
@@ -170,7 +170,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table.verticalHeader().setVisible(False)
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
         table.selectionModel().selectionChanged.connect(lambda *_: (self._show_detail(), self._enable_actions()))
-        self._delete_keys = DeleteKeys(table, lambda: self.buttons["delete"].isEnabled() and self.on_delete())  # the table's keys only: ⌫ in the search box edits text
+        # the table's keys only: ⌫ in the search box edits text
+        self._delete_keys = DeleteKeys(table, lambda: self.buttons["delete"].isEnabled() and self.on_delete())
         return table
 
     def _actions(self) -> QHBoxLayout:
@@ -410,7 +411,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
 
     def export_to(self, path: str) -> None:
         self.runner.submit("db", lambda: self.services.manager().export_to(path),
-                           on_done=lambda counts: self._done(f"Exported {counted(counts.get('memories', 0), 'memory')}."),
+                           on_done=lambda counts: self._done(
+                               f"Exported {counted(counts.get('memories', 0), 'memory')}."),
                            on_error=self._on_error)
 
     def on_import(self) -> None:

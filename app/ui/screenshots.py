@@ -63,7 +63,7 @@ def _shoot(app: Any, services: Any, out_dir: Path, embedder: Any) -> list[Path]:
     from app.ui.main_window import MainWindow
     if embedder is not None:
         services._embedder = embedder  # already loaded: the memory panel need not load it again
-    services.db  # opened here, before panels start reading it from the database lane
+    _ = services.db  # opened here, before panels start reading it from the database lane
     window = MainWindow(services)
     window.resize(*WINDOW_SIZE)
     window.show()

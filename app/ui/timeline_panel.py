@@ -246,11 +246,13 @@ class TimelinePanel(ReloadOnShow, QWidget):
         curve = self.selected
         if curve is None:
             return
+        item_id = curve.item_id
         if curve.item_type == "memory":
-            work: Callable[[Any], Any] = lambda db: MemoryManager(db).protect(
-                curve.item_id, "protected from the forgetting timeline")
+            def work(db: Any) -> Any:
+                return MemoryManager(db).protect(item_id, "protected from the forgetting timeline")
         else:
-            work = lambda db: MemoryManager(db).protect_episode(curve.item_id)  # noqa: E731
+            def work(db: Any) -> Any:
+                return MemoryManager(db).protect_episode(item_id)
         self._write(work, f"Protected: {curve.label}. It will not be forgotten.")
 
     def on_restore(self) -> None:

@@ -58,8 +58,9 @@ def record_adapter(db: Database, *, name: str, base_model: str, path: str, statu
                     db.now()))
         adapter_id = db.conn.last_insert_rowid()
         for item_type, ids in sources.items():
-            db.conn.executemany("INSERT OR IGNORE INTO adapter_sources(adapter_id, item_type, item_id) VALUES (?, ?, ?)",
-                                [(adapter_id, item_type, int(i)) for i in ids])
+            db.conn.executemany(
+                "INSERT OR IGNORE INTO adapter_sources(adapter_id, item_type, item_id) VALUES (?, ?, ?)",
+                [(adapter_id, item_type, int(i)) for i in ids])
     return get_adapter(db, adapter_id)
 
 

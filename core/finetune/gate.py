@@ -83,7 +83,8 @@ def decide(baseline: Scores, candidate: Scores, settings: GateSettings = GateSet
     reasons.append(f"general text: perplexity {baseline.general_ppl:.2f} -> {candidate.general_ppl:.2f} "
                    f"({'within' if general_ok else 'beyond'} the margin; ceiling {ceiling:.2f})")
     known_ok = True
-    if both_known:  # adapters scored before known facts were measured have none: nothing to compare
+    # adapters scored before known facts were measured have none: nothing to compare (both_known, spelt out for mypy)
+    if baseline.known_fact_loss is not None and candidate.known_fact_loss is not None:
         limit = baseline.known_fact_loss * (1.0 + settings.max_known_fact_loss_rise)
         known_ok = candidate.known_fact_loss <= limit
         reasons.append(f"known facts: loss {baseline.known_fact_loss:.3f} -> {candidate.known_fact_loss:.3f} "

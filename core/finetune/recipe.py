@@ -82,8 +82,9 @@ def why_not_ready(db: "Database") -> str:
 
 def readiness_key(db: "Database") -> tuple:
     """What the answer of why_not_ready depends on, read in a few aggregate scans: the same key, the same answer."""
-    episodes = db.query_one("SELECT max(id) AS m, count(*) AS n, total(rating) AS r, total(deleted_at) AS d, "
-                            "total(forgotten_at) AS f, total(length(metadata)) AS j FROM episodes")
-    other = db.query_one("SELECT (SELECT max(updated_at) FROM hypotheses) AS h, (SELECT count(*) FROM memories) AS n, "
-                         "(SELECT max(updated_at) FROM memories) AS u, (SELECT total(deleted_at) FROM sessions) AS s")
+    # aggregates: always one row each
+    episodes = db.query("SELECT max(id) AS m, count(*) AS n, total(rating) AS r, total(deleted_at) AS d, "
+                        "total(forgotten_at) AS f, total(length(metadata)) AS j FROM episodes")[0]
+    other = db.query("SELECT (SELECT max(updated_at) FROM hypotheses) AS h, (SELECT count(*) FROM memories) AS n, "
+                     "(SELECT max(updated_at) FROM memories) AS u, (SELECT total(deleted_at) FROM sessions) AS s")[0]
     return tuple(episodes.values()) + tuple(other.values())

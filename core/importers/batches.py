@@ -3,7 +3,8 @@
 An import is its batch (core.importers.write.batch_id): listing says what each brought and how much of it has been
 learned from; undoing trashes its turns and conversations, and the memories learned only from them, all in one
 transaction, each restorable from the trash like anything the user deletes. A memory that a turn of the user's
-own, outside the import, also supports stays. Protected and pinned memories stay too, and so do protected turns: the user chose them.
+own, outside the import, also supports stays. Protected and pinned memories stay too, and so do protected turns: the
+user chose them.
 """
 from __future__ import annotations
 

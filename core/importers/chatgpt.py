@@ -39,7 +39,8 @@ def _branch(mapping: Mapping[str, Any], current: Any) -> list[tuple[str, Mapping
     newest leaf's path (what the person saw last)."""
     if not isinstance(current, str) or current not in mapping:
         current = _newest_leaf(mapping)
-    path, seen = [], set()
+    path: list[tuple[str, Mapping[str, Any]]] = []
+    seen: set[str] = set()
     node_id = current
     while isinstance(node_id, str) and node_id in mapping and node_id not in seen and len(seen) < MAX_DEPTH:
         seen.add(node_id)
@@ -61,7 +62,7 @@ def _newest_leaf(mapping: Mapping[str, Any]) -> str | None:
 
 def _add(builder: TurnBuilder, key: str, message: Mapping[str, Any], created: float, skipped: Counter) -> None:
     role = (message.get("author") or {}).get("role") if isinstance(message.get("author"), Mapping) else None
-    metadata = message.get("metadata") if isinstance(message.get("metadata"), Mapping) else {}
+    metadata = message["metadata"] if isinstance(message.get("metadata"), Mapping) else {}
     if role in ("system", "tool") or metadata.get("is_visually_hidden_from_conversation"):
         skipped[f"{role or 'hidden'} messages"] += 1
         return

@@ -21,7 +21,6 @@ import hashlib
 import json
 from collections import Counter
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Callable, Iterable, Sequence
 
 from core.importers.conversations import ImportedConversation, Parsed, source_label
@@ -102,8 +101,8 @@ def _chunks(todo: Sequence[tuple[ImportedConversation, list]]) -> Iterable[list[
 
 def _write_chunk(db: Database, embedder: Embedder, source: str, batch: str,
                  chunk: list[tuple[ImportedConversation, list]], sessions_of: dict[str, int]) -> None:
-    texts = [index.episode_text(SimpleNamespace(speaker="user", user_text=turn.user_text,  # type: ignore[arg-type]
-                                                assistant_text=turn.assistant_text))
+    texts = [index.episode_text(index.UnsavedTurn(speaker="user", user_text=turn.user_text,
+                                                  assistant_text=turn.assistant_text))
              for _, new in chunk for turn in new]
     ready = index.Precomputed.of(embedder, texts)  # seconds of embedding, before the write lock
 
@@ -146,7 +145,7 @@ def _import_memories(db: Database, embedder: Embedder, parsed: Parsed, batch: st
     listing = "\n".join(f"- {line}" for line in new)
     key = "memories:" + hashlib.sha256(listing.encode("utf-8")).hexdigest()[:24]
     ready = index.Precomputed.of(embedder, [*new, *index.episode_texts(
-        SimpleNamespace(speaker="user", user_text=listing, assistant_text=""))])
+        index.UnsavedTurn(speaker="user", user_text=listing, assistant_text=""))])
 
     def write() -> int:
         with db.transaction():

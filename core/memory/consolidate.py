@@ -151,8 +151,8 @@ class Consolidator:
         model_text = grounded_summary(self._model_summary(episodes), [e["user_text"] for e in episodes],
                                       self.settings.grounding.min_summary_support, dropped)
         text = compaction.with_facts(model_text, compaction.facts_of(self.db, ids)) if model_text else None
-        summary_id = compaction.write_summary(self.db, episodes, self.db.now(), text=text,
-                                              reason=f"consolidation of {counted(len(ids), 'related conversation turn')}")
+        reason = f"consolidation of {counted(len(ids), 'related conversation turn')}"
+        summary_id = compaction.write_summary(self.db, episodes, self.db.now(), text=text, reason=reason)
         marks = ",".join("?" * len(ids))
         self.db.execute(f"UPDATE episodes SET summary_id = ? WHERE id IN ({marks})", [summary_id, *ids])
         return summary_id, len(ids)

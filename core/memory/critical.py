@@ -103,6 +103,7 @@ class IntentClassifier:
     def scores(self, vector: np.ndarray) -> list[float]:
         """Per intent, the cosine of the query with its closest example request (or its description)."""
         if self._vectors is None:
+            assert self.embedder is not None, "scores() without an embedder"  # matches() returns before
             texts = [list(i.examples) or [i.description] for i in self.intents]
             self._vectors = [self.embedder.embed(t) for t in texts]
         query = np.asarray(vector, dtype=np.float32)

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time as _time
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -275,11 +275,11 @@ def _event(row: dict) -> ForgettingEvent:
                            at=row["at"], restored_at=row["restored_at"])
 
 
-def _int(value: object) -> int:
+def _int(value: Any) -> int:
     if isinstance(value, bool):
         raise InvalidInput(f"expected an id, not {value!r}")
     try:
-        return int(value)  # type: ignore[arg-type]
+        return int(value)
     except (TypeError, ValueError):
         raise InvalidInput(f"expected a numeric id, not {value!r}") from None
 

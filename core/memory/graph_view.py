@@ -190,7 +190,8 @@ def choose_labels(screen: np.ndarray, priority: np.ndarray, sizes: np.ndarray, *
         if box is None and not placed and first and i == first[0]:
             box = _spots(screen[i], sizes[i], radii[i])[0]  # the selection is named even where it hardly fits
         if box is not None:
-            placed.append(PlacedLabel(i, tuple(float(v) for v in box)))
+            x, y, width, height = (float(v) for v in box)
+            placed.append(PlacedLabel(i, (x, y, width, height)))
             taken = np.vstack([taken, box])
     return placed
 

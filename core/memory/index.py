@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 import numpy as np
 
@@ -11,9 +10,29 @@ from core.memory.sentences import sentence_text, turn_sentences
 from core.protocols import Embedder
 from core.store import sentences, vectors
 from core.store.db import Database
-from core.types import Episode, Memory
+from core.types import Memory
 from core.store.episodes import get_episodes
 from core.store.memories import get_memories
+
+
+class TurnTexts(Protocol):
+    """What a turn's vectors are made from: a stored Episode's texts, or an UnsavedTurn's."""
+    @property
+    def speaker(self) -> str: ...
+
+    @property
+    def user_text(self) -> str: ...
+
+    @property
+    def assistant_text(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class UnsavedTurn:
+    """A turn not stored yet: an import predicts the texts it will embed before its write transaction."""
+    speaker: str
+    user_text: str
+    assistant_text: str
 
 
 def memory_text(memory: Memory) -> str:
@@ -21,7 +40,7 @@ def memory_text(memory: Memory) -> str:
     return memory.statement
 
 
-def episode_text(episode: Episode) -> str:
+def episode_text(episode: TurnTexts) -> str:
     """What an episode's vector is made from: who said it, then the exchange."""
     text = f'{episode.speaker} said, "{episode.user_text}"'
     if episode.assistant_text:
@@ -40,7 +59,7 @@ class Precomputed:
     @classmethod
     def of(cls, embedder: Embedder, texts: Sequence[str]) -> "Precomputed":
         unique = list(dict.fromkeys(texts))
-        made = embedder.embed(unique) if unique else []
+        made: Iterable[np.ndarray] = embedder.embed(unique) if unique else []
         return cls(embedder, dict(zip(unique, made)))
 
     @property
@@ -62,12 +81,12 @@ def export_texts(data: Mapping[str, Any]) -> list[str]:
     """The texts an import will index, predicted from the parsed export (so they are embedded beforehand)."""
     texts = [str(row["statement"]) for row in data.get("memories", ())]
     for row in data.get("episodes", ()):
-        texts += episode_texts(SimpleNamespace(speaker=row.get("speaker") or "user", user_text=row["user_text"],
-                                               assistant_text=row.get("assistant_text") or ""))
+        texts += episode_texts(UnsavedTurn(speaker=row.get("speaker") or "user", user_text=row["user_text"],
+                                           assistant_text=row.get("assistant_text") or ""))
     return texts
 
 
-def episode_texts(episode: Episode) -> list[str]:
+def episode_texts(episode: TurnTexts) -> list[str]:
     """Every text an episode's vectors are made from: the whole turn, then its sentences (core.memory.sentences)."""
     return [episode_text(episode), *_pieces({0: episode}, _spans({0: episode}))]
 
@@ -99,12 +118,12 @@ def index_episodes(db: Database, embedder: Embedder, ids: Sequence[int]) -> None
         sentences.write(db, spans, made[len(order):])
 
 
-def _spans(found: Mapping[int, Episode]) -> dict[int, list[tuple[int, int]]]:
+def _spans(found: Mapping[int, TurnTexts]) -> dict[int, list[tuple[int, int]]]:
     """Each turn's sentences that get vectors of their own, as offsets into its words."""
     return {i: turn_sentences(episode.user_text, episode.assistant_text) for i, episode in found.items()}
 
 
-def _pieces(found: Mapping[int, Episode], spans: Mapping[int, Sequence[tuple[int, int]]]) -> list[str]:
+def _pieces(found: Mapping[int, TurnTexts], spans: Mapping[int, Sequence[tuple[int, int]]]) -> list[str]:
     """The texts of the turns' sentences, in the order of `spans`."""
     return [sentence_text(found[i].speaker, found[i].user_text[a:b]) for i in spans for a, b in spans[i]]
 
@@ -113,7 +132,8 @@ def repair_missing_vectors(db: Database, embedder: Embedder) -> int:
     """Give every memory and episode without a vector its vector (recall cannot find a row without one; a sentence
     is written with its vector)."""
     repaired = 0
-    for table, index in (("memory", index_memories), ("episode", index_episodes)):
+    tables: list[tuple[vectors.Table, Any]] = [("memory", index_memories), ("episode", index_episodes)]
+    for table, index in tables:
         missing = vectors.ids_without_vectors(db, table)
         if missing:
             index(db, embedder, missing)

@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -119,7 +119,8 @@ def _parsed(record: object) -> LearnedRetention:
     if not (isinstance(squared, list) and len(squared) == len(NAMES)
             and all(_is_number(v) and 0 <= v < math.inf for v in squared)):
         raise ValueError("learned weights record has a damaged step history")
-    return _clipped(LearnedRetention(**{k: float(v) for k, v in weights.items()}, **counts,
+    floats: dict[str, Any] = {k: float(v) for k, v in weights.items()}
+    return _clipped(LearnedRetention(**floats, **counts,
                                      squared=tuple(float(v) for v in squared)))
 
 
@@ -201,7 +202,8 @@ def size_step(learned: LearnedRetention, terms: np.ndarray, settings: Settings) 
 
 
 def _clipped(learned: LearnedRetention) -> LearnedRetention:
-    values = {name: float(min(max(getattr(learned, name), low), high)) for name, (low, high) in BOUNDS.items()}
+    values: dict[str, Any] = {name: float(min(max(getattr(learned, name), low), high))
+                              for name, (low, high) in BOUNDS.items()}
     if not all(math.isfinite(v) for v in values.values()):
         raise ValueError("learned weights must be finite")
     return replace(learned, **values)

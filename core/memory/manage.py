@@ -5,6 +5,7 @@ so the GUI and the CLI share one set of rules.
 """
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -208,7 +209,8 @@ class MemoryManager:
         clean = self.db.scrub_wal()
         return PurgeResult(*purged, backups_removed=len(removed), scrub_pending=not clean)
 
-    def _texts_of(self, memory_ids: list[int], episode_ids: list[int]) -> list[str]:
+    # builtins.list: in this class, `list` names the method above
+    def _texts_of(self, memory_ids: Sequence[int], episode_ids: Sequence[int]) -> builtins.list[str]:
         """What a purge erases, read first so the backups can be searched for it afterwards."""
         texts = [memories.get_memory(self.db, i).statement for i in memory_ids]
         for memory_id in memory_ids:  # the earlier wordings its history kept

@@ -72,11 +72,11 @@ def labels(db: Database, now: float) -> Labels | None:
     a silence that has lasted SILENCE_DAYS; a newer forgetting still waiting for an answer leaves the earlier one
     standing)."""
     latest: dict[tuple[str, int], float] = {}
-    for _, key, kept in sorted(_answers(db, now) + _used(db), key=lambda a: a[0]):
+    for _, key, answer in sorted(_answers(db, now) + _used(db), key=lambda a: a[0]):
         latest.pop(key, None)  # re-inserted: the dict's order is the order of the latest answers
-        latest[key] = kept
+        latest[key] = answer
     newest = list(latest.items())[-LABEL_LIMIT:]
-    found = {kind: vectors.get_vectors(db, kind, [i for (k, i), _ in newest if k == kind])  # type: ignore[arg-type]
+    found = {kind: vectors.get_vectors(db, kind, [i for (k, i), _ in newest if k == kind])
              for kind in ("memory", "episode")}
     kept = [(key, y, found[key[0]][key[1]]) for key, y in newest if key[1] in found[key[0]]]
     if len(kept) < 2:

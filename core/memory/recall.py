@@ -278,7 +278,7 @@ def _episode_context(db: Database, vector: np.ndarray | None, found: dict[int, C
         found.update(added)
         neighbours.update(sources.turn_neighbours(db, list(added), include_history))
     neighbours = _both_ways(neighbours)
-    session_best: dict[int, float] = {}
+    session_best: dict[int | None, float] = {}
     for i, candidate in found.items():
         session = candidate.row.get("session_id")
         if session is not None:
@@ -393,4 +393,4 @@ def _matched_sentences(db: Database, vector: np.ndarray | None, chosen: list[_Sc
         return {}
     nearest = sentences.nearest_spans(db, vector, list(turns))
     return {i: turns[i].row["user_text"][start:end] for i, (start, end, distance) in nearest.items()
-            if distance <= turns[i].distance + SAME_DISTANCE}
+            if distance <= (turns[i].distance or 0.0) + SAME_DISTANCE}  # never None: `turns` kept those with one

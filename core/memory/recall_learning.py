@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence, TypeGuard
 
 import numpy as np
 
@@ -107,7 +107,7 @@ def factors(blend: RecallBlend, breakdowns: Sequence[Mapping[str, float]], rows:
     z = np.clip((x - x.mean(axis=0)) @ blend.vector(), -math.log(MAX_FACTOR), math.log(MAX_FACTOR))
     result = np.exp(z)
     for i in np.flatnonzero(result < 1.0):
-        if shielded(rows[i]):
+        if shielded(rows[int(i)]):
             result[i] = 1.0
     return result
 
@@ -168,7 +168,7 @@ def _json(text: object) -> object:
         return None  # a hand-edited value is no reference
 
 
-def _is_terms(value: object) -> bool:
+def _is_terms(value: object) -> TypeGuard[list[float]]:
     return (isinstance(value, list) and len(value) == len(TERMS)
             and all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in value))
 
@@ -180,8 +180,8 @@ def learn_veto(db: Database, settings: Settings, episode_id: int, memory_id: int
     if not settings.recall.learn or _is_shielded(db, memory_id):
         return False
     taken = _stored(db, episode_id)[1]
-    x = taken and taken["features"].get(str(int(memory_id)))
-    if not x:
+    x = taken["features"].get(str(int(memory_id))) if taken else None
+    if not taken or not x:
         return False
     _learn(db, [(np.array(x) - np.array(taken["reference"]), 0.0, 1.0)], vetoes=1)
     return True
@@ -232,8 +232,8 @@ def _pin_signal(db: Database, memory_id: int, at: float) -> tuple[np.ndarray, fl
         (int(memory_id), at - PIN_WINDOW_DAYS * SECONDS_PER_DAY, at))
     for (episode_id,) in list(replies):
         taken = _stored(db, episode_id)[1]
-        x = taken and taken["features"].get(str(int(memory_id)))
-        if x:
+        x = taken["features"].get(str(int(memory_id))) if taken else None
+        if taken and x:
             return np.array(x) - np.array(taken["reference"]), 1.0, 1.0
     return None
 
@@ -252,7 +252,7 @@ def _typical(db: Database) -> np.ndarray:
     return np.mean(np.array(found), axis=0) if found else _ZERO
 
 
-def updated(blend: RecallBlend, signals: Sequence[tuple[Sequence[float], float, float]], **counts: int) -> RecallBlend:
+def updated(blend: RecallBlend, signals: Sequence[tuple[np.ndarray, float, float]], **counts: int) -> RecallBlend:
     """The blend after labelled signals: (centred terms, y 1 or 0, how much it counts); `counts` adds to the
     record's tallies (vetoes=1, ...)."""
     w, squared = blend.vector(), np.array(blend.squared)

@@ -51,9 +51,9 @@ class Outcome:
 
 def similar_facts(db: Database, vector: np.ndarray, fact: Fact, limit: int) -> list[Memory]:
     """Stored active facts close to the new one: same subject and relation first, then nearest vectors."""
-    same = {m.id: m for m in stored(db, fact.subject, fact.relation, limit)}
+    same: dict[int, Memory] = {m.id: m for m in stored(db, fact.subject, fact.relation, limit)}
     near = [i for i, _ in vectors.knn(db, "memory", vector, limit * 3) if i not in same]
-    found = {**same, **get_memories(db, near)}
+    found: dict[int, Memory] = {**same, **get_memories(db, near)}
     ordered = [found[i] for i in dict.fromkeys([*same, *near]) if i in found]
     return [m for m in ordered if m.is_active and m.kind != "summary"][:limit]
 
@@ -93,7 +93,9 @@ def _model_decision(db: Database, model: StructuredModel, fact: Fact, vector: np
     target = candidates[index - 1] if 1 <= index <= len(candidates) else None
     if decision not in DECISIONS or (decision != "new" and target is None):
         return "new", None, reason
-    if decision != "new" and not related(db, fact, vector, target, settings):
+    if decision == "new" or target is None:  # target is None only with "new" (above)
+        return decision, target, reason
+    if not related(db, fact, vector, target, settings):
         return "new", None, (f"the model called it a {decision} of memory {target.id}, which is about something "
                              f"else: kept as new. {reason}")[:300]
     if decision == "duplicate" and not _names_the_same(fact, target):

@@ -53,7 +53,7 @@ def settle(db: Database, memory_id: int) -> list[int]:
     if not kept:
         return []
     holder = max(kept, key=lambda m: (m.created_at, m.id))
-    reopened = []
+    reopened: list[int] = []
     if holder.invalidated_at is not None:
         reopen_memory(db, holder.id, reason=f"the facts that had replaced it were removed (memory {memory_id})")
         reopened.append(holder.id)

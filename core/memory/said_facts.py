@@ -163,7 +163,7 @@ def _after_the_past(sentence: str, clauses: list[int]) -> int:
     """Where what holds now starts: the clause after the last one naming a past the person left (0: none does; the
     sentence's end: the past is its last clause)."""
     last = None
-    for last in _PAST.finditer(sentence):
+    for last in _PAST.finditer(sentence):  # noqa: B007 - the loop only walks to the last match
         pass
     if last is None:
         return 0

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 import apsw
 import sqlite_vec
@@ -20,6 +20,8 @@ from core.errors import NotADatabase, SchemaTooNew, StoreBusy, StoreCorrupt, Sto
 from core.store import health
 from core.store.backups import BACKUPS_KEPT, backup, process_gone  # noqa: F401 - backup: callers import it here
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
+
+Done = TypeVar("Done")  # what a retried transaction returns
 
 SQLITE_HEADER = b"SQLite format 3\x00"
 BUSY_TIMEOUT_MS = 5000
@@ -72,7 +74,7 @@ class Database:
             self.conn.execute("ROLLBACK")
             raise
 
-    def retrying(self, work: Callable[[], Any]) -> Any:
+    def retrying(self, work: Callable[[], Done]) -> Done:
         """Run `work` (one whole transaction); when another writer keeps the store busy past the busy timeout,
         run it again after each of `busy_pauses`, and say so plainly when it never got its turn."""
         for pause in (*self.busy_pauses, None):

@@ -34,7 +34,7 @@ def get_episode(db: Database, episode_id: int) -> Episode:
     return row_to_episode(row)
 
 
-def get_episodes(db: Database, ids: Sequence[int]) -> dict[EpisodeId, Episode]:
+def get_episodes(db: Database, ids: Sequence[int]) -> dict[int, Episode]:
     if not ids:
         return {}
     marks = ",".join("?" * len(ids))

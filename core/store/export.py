@@ -188,7 +188,7 @@ def _import_episodes_and_sessions(db: Database, data: Mapping[str, Any], have: M
                                   result: ImportResult) -> None:
     known_episodes = {row["id"]: have["episodes"].get(row_key("episodes", row)) for row in data["episodes"]}
     # a session whose turns are already here is that conversation, even if it was renamed since
-    session_of = {}
+    session_of: dict[Any, Any] = {}
     for row in data["episodes"]:
         if known_episodes[row["id"]] is not None and row.get("session_id") is not None:
             stored = db.scalar("SELECT session_id FROM episodes WHERE id = ?", (known_episodes[row["id"]],))
@@ -202,8 +202,9 @@ def _import_episodes_and_sessions(db: Database, data: Mapping[str, Any], have: M
             result.sessions[row["id"]] = SessionId(_insert(db, "sessions", _without(row, "id", "key")))
     sessions = result.session_ids()
     for row in data["episodes"]:
-        if known_episodes[row["id"]] is not None:
-            result.existing_episodes[row["id"]] = EpisodeId(known_episodes[row["id"]])
+        known_episode = known_episodes[row["id"]]
+        if known_episode is not None:
+            result.existing_episodes[row["id"]] = EpisodeId(known_episode)
             continue
         values = _without(row, "id", "summary_id", "key")
         values["session_id"] = sessions.get(row.get("session_id"))

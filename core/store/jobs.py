@@ -89,7 +89,8 @@ def get_job(db: Database, job_id: int) -> Job:
 
 def list_jobs(db: Database, *, states: Iterable[str] | None = None, kind: str | None = None,
               limit: int = 100) -> list[Job]:
-    sql, params = "SELECT * FROM jobs WHERE 1", []
+    sql = "SELECT * FROM jobs WHERE 1"
+    params: list[Any] = []
     if states is not None:
         states = list(states)
         _check_states(states)
@@ -131,7 +132,8 @@ def claim(db: Database, job_id: int, owner: str, *, heavy_kinds: Iterable[str] =
 
 def heartbeat(db: Database, job_id: int, *, progress: float | None = None, message: str | None = None) -> None:
     now = db.now()
-    sets, params = ["heartbeat_at = ?", "updated_at = ?"], [now, now]
+    sets = ["heartbeat_at = ?", "updated_at = ?"]
+    params: list[Any] = [now, now]
     if progress is not None:
         sets.append("progress = ?")
         params.append(min(1.0, max(0.0, float(progress))))

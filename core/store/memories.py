@@ -69,7 +69,7 @@ def get_memory(db: Database, memory_id: int) -> Memory:
     return row_to_memory(db, row)
 
 
-def get_memories(db: Database, ids: Sequence[int]) -> dict[MemoryId, Memory]:
+def get_memories(db: Database, ids: Sequence[int]) -> dict[int, Memory]:
     """Several memories at once, keyed by id; unknown ids are left out."""
     if not ids:
         return {}
@@ -262,7 +262,8 @@ def _set(db: Database, memory_id: int, **values: Any) -> None:
 
 def _filters(*, kind: str | None = None, pinned: bool | None = None, protected: bool | None = None,
              critical: bool | None = None, status: str | None = None) -> tuple[str, list[Any]]:
-    clauses, params = ["1"], []
+    clauses = ["1"]
+    params: list[Any] = []
     if status is not None:
         if status not in _STATUS_SQL:
             raise InvalidInput(f"status must be one of {', '.join(STATUSES)}, not {status!r}")

@@ -119,7 +119,7 @@ def replace_reply(db: Database, episode_id: int, reply_text: str, finish_reason:
 FAILED_REPLIES = ("repetition", "echo")
 
 
-def unquoted_replies(db: Database, episode_ids: Iterable[int]) -> dict[EpisodeId, tuple[str, str]]:
+def unquoted_replies(db: Database, episode_ids: Iterable[int]) -> dict[int, tuple[str, str]]:
     """id → (speaker, user_text) of the turns among these whose reply is not quoted back to the model when the turn
     is recalled: it failed (FAILED_REPLIES) or the user rated it poor. A weak model's garbage would otherwise come
     back as a memory and be copied into the next reply (a real 135M model did, language and all)."""
@@ -146,7 +146,7 @@ def record_quoted(db: Database, episode_id: int, quoted: Sequence[tuple[int, str
                        (int(episode_id), int(turn_id), rank, str(why), int(int(turn_id) in drawn)))
 
 
-def said_at(db: Database, episode_ids: Iterable[int]) -> dict[EpisodeId, float]:
+def said_at(db: Database, episode_ids: Iterable[int]) -> dict[int, float]:
     """id → when the turn was said, for these turns (a recalled turn is quoted with its day)."""
     ids = sorted({int(i) for i in episode_ids})
     if not ids:

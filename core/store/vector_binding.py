@@ -3,17 +3,16 @@ stored or compared: read once for a whole query (core.store.vectors re-exports t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from core.errors import EmbedderMismatch, InvalidInput
-from core.store.vector_schema import VEC_TABLES
+from core.store.vector_schema import VEC_TABLES, Table
 
 if TYPE_CHECKING:  # annotations only: nothing db imports needs this module
     from core.store.db import Database
 
-Table = Literal["memory", "episode"]
 LAYOUT_KEY = "vector_layout"
 BINARY_LAYOUT = "sharded-bits+float"
 
@@ -52,10 +51,10 @@ def read_meta(db: Database) -> dict[str, str]:
 
 
 def table_name(table: str) -> str:
-    try:
-        return VEC_TABLES[table]
-    except KeyError:
-        raise InvalidInput(f"unknown vector table {table!r}") from None
+    for kind, name in VEC_TABLES.items():
+        if kind == table:
+            return name
+    raise InvalidInput(f"unknown vector table {table!r}")
 
 
 def checked_matrix(db: Database, vectors: np.ndarray, rows: int) -> np.ndarray:

@@ -157,4 +157,5 @@ def _all_vectors(db: Database, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _has_centroid_table(db: Database, name: str) -> bool:
-    return db.scalar("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (f"{name}_centroids",)) is not None
+    found = db.scalar("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (f"{name}_centroids",))
+    return found is not None

@@ -3,10 +3,13 @@ partition holds which row): what a migration and the packs need of the vector la
 core.store.vectors so that the migrations (which db imports) never import what imports db."""
 from __future__ import annotations
 
+from typing import Literal
+
 import apsw
 import numpy as np
 
-VEC_TABLES: dict[str, str] = {"memory": "memory_vec", "episode": "episode_vec"}
+Table = Literal["memory", "episode"]
+VEC_TABLES: dict[Table, str] = {"memory": "memory_vec", "episode": "episode_vec"}
 PARTITION_COLUMN = "partition00"  # sqlite-vec 0.1.x's name for the partition key in its <table>_chunks
 
 

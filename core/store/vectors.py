@@ -323,12 +323,12 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
         db.execute("DELETE FROM meta WHERE key IN ('embedder_name', 'embedder_dimension', ?)", (LAYOUT_KEY,))
         bind_embedder(db, name, dimension)
         for table in VEC_TABLES:
-            rows = list(texts_for(table))  # type: ignore[arg-type]
-            made = ready[table]  # type: ignore[index]
+            rows = list(texts_for(table))
+            made = ready[table]
             made.update(_embedded([(i, t) for i, t in rows if i not in made or made[i][0] != t], embed, batch))
             for start in range(0, len(rows), batch):
                 chunk = [i for i, _ in rows[start:start + batch]]
-                upsert_vectors(db, table, chunk, np.stack([made[i][1] for i in chunk]))  # type: ignore[arg-type]
+                upsert_vectors(db, table, chunk, np.stack([made[i][1] for i in chunk]))
             done += len(rows)
         if then is not None:
             then()

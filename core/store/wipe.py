@@ -119,13 +119,15 @@ def bring_back(db: Database, backup_path: Path) -> dict[str, int]:
     db.execute("ATTACH DATABASE ? AS saved", (str(backup_path),))  # not inside a transaction: SQLite refuses
     try:
         if db.scalar("PRAGMA saved.user_version") != db.scalar("PRAGMA main.user_version"):
-            raise InvalidInput(f"{Path(backup_path).name} was written by another version of Engram; nothing was changed")
+            raise InvalidInput(f"{Path(backup_path).name} was written by another version of Engram; "
+                               "nothing was changed")
         with db.transaction():
             for table in RESTORED_TABLES:
                 db.execute(f"INSERT INTO main.{table} SELECT * FROM saved.{table}")
             db.conn.executemany("INSERT OR REPLACE INTO main.meta SELECT * FROM saved.meta WHERE key = ?",
                                 [(k,) for k in META_KEYS])
-            db.execute("UPDATE main.adapters SET active = 1 WHERE id = (SELECT id FROM saved.adapters WHERE active = 1)")
+            db.execute("UPDATE main.adapters SET active = 1 "
+                       "WHERE id = (SELECT id FROM saved.adapters WHERE active = 1)")
             _bring_back_vectors(db)
     finally:
         db.execute("DETACH DATABASE saved")
