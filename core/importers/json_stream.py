@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import codecs
 import json
-from typing import Any, BinaryIO, Iterator
+from typing import IO, Any, Iterator
 
 from core.errors import InvalidInput
 
@@ -18,7 +18,7 @@ CHUNK = 1 << 20  # bytes inflated at a time
 WHITESPACE = " \t\n\r"
 
 
-def json_items(name: str, stream: BinaryIO, limit: int) -> Any:
+def json_items(name: str, stream: IO[bytes], limit: int) -> Any:
     """The JSON value in `stream`: an iterator over its items when it is a list, else the value itself. `limit`:
     the most bytes read before the file is refused (a ZIP's declared sizes are never trusted). Every error is an
     InvalidInput naming `name`, raised while the items are read — so a caller consumes them all before it writes."""
@@ -31,7 +31,7 @@ def json_items(name: str, stream: BinaryIO, limit: int) -> Any:
 
 
 class _Reader:
-    def __init__(self, name: str, stream: BinaryIO, limit: int) -> None:
+    def __init__(self, name: str, stream: IO[bytes], limit: int) -> None:
         self.name, self.stream, self.limit = name, stream, limit
         self.decoder = codecs.getincrementaldecoder("utf-8-sig")()
         self.json = json.JSONDecoder(parse_constant=_refuse_constant)
