@@ -129,6 +129,7 @@ def recall_times(stores: dict[str, Path], questions: list[str], embedder) -> dic
     """Recall as the window's turn runs it (memories and turns, k = 10) on each store, a question at a time on each
     in turn (a busy machine's drift falls on both alike): with the query's embedding, and alone (the questions
     embedded beforehand), p50/p95 in ms."""
+    from bench.recall import _forget_query
     from core.memory.index import Precomputed
     from core.memory.recall import recall
     from core.store.db import open_db
@@ -142,6 +143,7 @@ def recall_times(stores: dict[str, Path], questions: list[str], embedder) -> dic
         for question in questions:
             for name, db in dbs.items():
                 for way, used in (("with_embedding", embedder), ("alone", ready)):
+                    _forget_query(embedder, question)  # each question a new message: its embedding not cached
                     start = time.perf_counter()
                     recall(db, used, question, k=10)
                     timed[name][way].append((time.perf_counter() - start) * 1000)
