@@ -40,6 +40,13 @@ def test_what_a_pattern_did_not_read_goes_to_the_model():
     assert unread_words("I take metformin every morning.", Extraction()) >= {"metfo", "morni"}
 
 
+@pytest.mark.parametrize("text", ["J'habite à Lyon.", "Ich wohne in Berlin und arbeite als Lehrerin.",
+                                  "Vivo en Madrid con mi hermana."])
+def test_a_statement_in_another_language_goes_to_the_model(text):
+    """The first-person words and the plain patterns are English: another language is the model's, as before."""
+    assert model_has_work(text, _plain(text))
+
+
 def test_without_plain_facts_every_first_person_statement_goes_to_the_model():
     assert model_has_work("I live in Lisbon.", Extraction())
     assert model_has_work("Spicy food makes me sick.", Extraction())  # "me" tells when it is no question

@@ -26,6 +26,11 @@ _CHIT_CHAT = frozenset("hi hello hey hiya thanks thank bye goodbye ok okay lol h
 # What \w+ leaves of a negation ("don't" gives "don"): the negation is read with the fact ("does not eat meat").
 _NEGATION_STEMS = frozenset("don doesn didn isn aren wasn weren won haven hasn hadn couldn wouldn shouldn ain".split())
 _NOT_CONTENT = content_words(" ".join(_CHIT_CHAT | _NEGATION_STEMS))
+_COMMON_ENGLISH = _CHIT_CHAT | _SPEAKS_OF_SELF | frozenset(
+    "me the an and or but of to in on at by for with from as about like is are was were be been am do does did have "
+    "has had will would can could should may might what how why when where who which this that it its you your "
+    "they them their he him his she her there here not so too very just again good morning afternoon evening night "
+    "day today tomorrow tell going".split())
 
 
 def unread_words(user_text: str, plain: Extraction) -> set[str]:
@@ -43,8 +48,19 @@ def unread_words(user_text: str, plain: Extraction) -> set[str]:
 
 
 def speaks_of_self(sentence: str) -> bool:
+    """I / my / we… in it, or "me" outside a question; a sentence not in English always might (the first-person
+    words and the plain patterns are English only: another language is left to the model, as before)."""
     words = {w.lower().replace("’", "'") for w in _WORD.findall(sentence)}
+    if not reads_as_english(sentence):
+        return True
     return bool(words & _SPEAKS_OF_SELF) or (bool(words & _OBJECT_SELF) and "?" not in sentence)
+
+
+def reads_as_english(sentence: str) -> bool:
+    """At least half of its words (of two letters or more) are common English ones: "Good morning!", "Can you tell
+    me a joke?" are; "Ich wohne in Berlin", "J'habite à Lyon" are not."""
+    words = [w for w in re.findall(r"\w+", sentence.lower()) if len(w) > 1]
+    return bool(words) and sum(w in _COMMON_ENGLISH for w in words) * 2 >= len(words)
 
 
 def model_has_work(user_text: str, plain: Extraction) -> bool:
