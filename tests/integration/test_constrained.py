@@ -88,6 +88,6 @@ def test_smollm2_extracts_the_same_facts_with_fewer_passes(real_model_dir):
         value = generator.generate_json(messages, schema, max_tokens=limit)
         counts = generator.last_counts
         assert value == _token_by_token(engine, generator, messages, schema, limit)
-        assert counts.forced > counts.sampled // 4  # a JSON object of this schema is partly keys
+        assert counts.passes < counts.sampled + counts.forced + counts.drafted  # fewer passes than tokens
     finally:
         engine.unload()
