@@ -2,10 +2,11 @@
 
 1. Engram's streaming (ChatEngine on its MLX thread, chunks handed across a queue) against plain
    mlx_lm.stream_generate on the same model, prompt and greedy settings, in this run. Target ratio >= 0.97.
-2. The per-token cost of JSON-Schema-constrained generation (llguidance mask each step) with a realistic
-   131,072-token vocabulary: end to end against unconstrained generation on the same model, and the time spent
-   inside the grammar processor itself (consume the sampled token, fill llguidance's bitmask, mask the logits;
-   the forward pass is finished before its clock starts).
+2. The per-token cost of JSON-Schema-constrained generation (models.constrained: llguidance's mask where the model
+   has a choice, forced tokens read without one) with a realistic 131,072-token vocabulary: end to end against
+   unconstrained generation on the same model, and the time spent inside the grammar itself per token produced
+   (check the model's choice, fill llguidance's bitmask and mask, consume, forced tokens; the forward pass is not
+   counted).
 3. Time to the first token of a conversation's next turn (a ~700-token memory context, the first turn and its
    reply, a follow-up question): Engram with its prompt cache, as the product runs, which still holds the first
    turn, against plain mlx_lm.stream_generate reading the whole prompt; interleaved, medians. The streaming runs
@@ -30,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.protocols import ChatMessage, SamplingParams  # noqa: E402
 from models.chat import ChatEngine  # noqa: E402
-from models import structured  # noqa: E402
+from models import constrained, structured  # noqa: E402
 from models.structured import StructuredGenerator  # noqa: E402
 from models.testing import TinyModelSpec, build_tiny_model, build_tokenizer  # noqa: E402
 from bench.meta import load_average, stamp  # noqa: E402
@@ -132,30 +133,49 @@ def next_turn_bench(engine: ChatEngine, repeats: int, reply_tokens: int = 24) ->
             "engram_runs_ms": [round(x * 1e3, 1) for x in engram], "plain_runs_ms": [round(x * 1e3, 1) for x in plain]}
 
 
-class TimedGrammarProcessor(structured.GrammarProcessor):
-    """The real processor, with the wall time of each call added up (the bench's own instrument)."""
+class TimedGrammar(constrained.Grammar):
+    """The real grammar of models.constrained, with the wall time of its work added up (the bench's own instrument);
+    `calls` counts the tokens it produced, sampled or forced."""
     seconds = 0.0
     calls = 0
 
-    def __call__(self, tokens, logits):
+    def allows(self, token):
+        return self._timed(super().allows, token)
+
+    def mask(self, width):
         import mlx.core as mx
-        mx.eval(tokens, logits)  # MLX is lazy: finish the forward pass first, so it is not counted here
-        start = time.perf_counter()
-        masked = super().__call__(tokens, logits)
-        mx.eval(masked)  # and count the masking work here, not in the next forward pass
-        TimedGrammarProcessor.seconds += time.perf_counter() - start
-        TimedGrammarProcessor.calls += 1
-        return masked
+        started = time.perf_counter()
+        row = super().mask(width)
+        mx.eval(row)  # MLX is lazy: count the mask's making here, not in the next forward pass
+        TimedGrammar.seconds += time.perf_counter() - started
+        return row
+
+    def consume(self, token):
+        TimedGrammar.calls += 1
+        return self._timed(super().consume, token)
+
+    def forced(self):
+        tokens = self._timed(super().forced)
+        TimedGrammar.calls += len(tokens)
+        return tokens
+
+    @staticmethod
+    def _timed(fn, *args):
+        started = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            TimedGrammar.seconds += time.perf_counter() - started
 
 
 @contextlib.contextmanager
 def timed_processor():
-    original = structured.GrammarProcessor
-    structured.GrammarProcessor = TimedGrammarProcessor
+    original = structured.Grammar
+    structured.Grammar = TimedGrammar
     try:
-        yield TimedGrammarProcessor
+        yield TimedGrammar
     finally:
-        structured.GrammarProcessor = original
+        structured.Grammar = original
 
 
 def structured_bench(engine: ChatEngine, repeats: int) -> dict:

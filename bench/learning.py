@@ -1,5 +1,5 @@
 """Learning quality on a gold set: `python -m bench.learning [--model FOLDER|smollm2] [--limit N] [--save [--out F]]
-[--skip-alone] [--no-reflect] [--budget MINUTES]`.
+[--skip-alone] [--no-reflect] [--budget MINUTES] [--resume FOLDER]`.
 
 Each statement of bench/learning_gold.py goes through Engram's real pipeline (core.assistant: prepare, finish
 with a fixed reply, learn = extraction with its grounding filters, reconciliation, usefulness rating) on a
@@ -17,6 +17,8 @@ The reply is fixed, so the time measured per statement is learning's alone; refl
 model runs twice in one invocation: alone (", model alone": Settings.grounding.plain_facts off), then as the app
 runs it, with the facts plainly said read without the model too (core.memory.said_facts).
 `smollm2` is the SmolLM2-135M-Instruct the tests use (models.testing_real); any MLX folder works, e.g. Qwen3.
+A run longer than one hold of a shared machine: `--budget 25 --resume FOLDER`, then the same command again, which
+goes on from the first statement not said (each run's store and progress are kept in FOLDER).
 """
 from __future__ import annotations
 
@@ -155,59 +157,109 @@ def _fact_item(triple: Triple) -> dict:
 # -- a run ---------------------------------------------------------------------------------------------
 
 def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequence[Statement],
-        settings: Settings = SETTINGS, *, reflect: bool = True, budget: float = 0.0) -> dict[str, Any]:
+        settings: Settings = SETTINGS, *, reflect: bool = True, budget: float = 0.0,
+        resume: Path | None = None) -> dict[str, Any]:
     """Say every statement on a fresh store (until `budget` seconds of learning are spent, when it is not 0: the
-    run is then scored on the statements said); score what the store holds at the end."""
-    from core.assistant import Assistant
+    run is then scored on the statements said); score what the store holds at the end. With `resume` (a folder),
+    the store and what was said are kept there, one folder a run, and a later call goes on from the first
+    statement not said yet (a long run split into holds of a shared machine)."""
     from core.store.db import open_db
     from core.store.memories import list_memories
-    from core.store.sessions import create_session, end_session
 
-    clock = _Clock()
-    with tempfile.TemporaryDirectory(prefix="engram-learning-") as folder:
-        db = open_db(Path(folder) / "engram.db", clock=clock)
+    with tempfile.TemporaryDirectory(prefix="engram-learning-") as scratch:
+        folder = Path(scratch) if resume is None else resume / relation_key(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        progress = Progress.load(folder / PROGRESS)
+        clock = _Clock(progress.now)
+        db = open_db(folder / "engram.db", clock=clock)
         try:
-            assistant = Assistant(db, embedder, chat, structured, settings, clock)
-            dropped, errors, seconds, session, current = [], [], [], None, None
-            for statement in statements:
-                if budget and sum(seconds) >= budget:
-                    break
-                if statement.session != current:
-                    if session is not None:
-                        end_session(db, session)
-                    clock.now += 86400.0
-                    session, current = create_session(db, title=f"session {statement.session}"), statement.session
-                clock.now += 600.0
-                started = time.perf_counter()
-                record = assistant.finish(assistant.prepare(session, statement.text), REPLY)
-                report = assistant.learn(record)
-                seconds.append(time.perf_counter() - started)
-                print(f"[{name}] {len(seconds)}/{len(statements)} {seconds[-1]:.1f}s kept {len(report.facts)} "
-                      f"dropped {len(report.dropped)}: {statement.text[:50]}", file=sys.stderr, flush=True)
-                dropped += [(statement.text, item, why) for item, why in report.dropped]
-                errors.extend(report.errors)
-            if session is not None:
-                end_session(db, session)
-            statements = statements[:len(seconds)]
-            reflection = reflect_every_session(db, settings, structured, embedder, [s.text for s in statements]) \
-                if reflect else {"reflection": "not run (--no-reflect)"}
+            _say(name, db, clock, chat, structured, embedder, statements, settings, progress, budget, folder)
+            said = statements[:progress.said]
+            done = progress.said >= len(statements)
+            reflection = reflect_every_session(db, settings, structured, embedder, [s.text for s in said]) \
+                if reflect and done else {"reflection": "not run" + (" (--no-reflect)" if not reflect else
+                                                                     " (not every statement said yet)")}
             kept = [((m.subject, m.relation, m.object), m.is_active) for m in list_memories(db, status=None,
                                                                                             limit=100_000)]
         finally:
             db.close()
-    result = {"model": name, "statements": len(statements), **score(kept, statements), "dropped": len(dropped),
-              "dropped_reasons": reason_counts(why for _, _, why in dropped),
-              "dropped_facts": [[text, *(str(item.get(k, "")) for k in ("subject", "relation", "object")), why]
-                                for text, item, why in dropped][:DROPPED_SHOWN],
-              "errors": errors[:10], "error_count": len(errors),
-              "seconds_per_statement": round(sum(seconds) / max(len(seconds), 1), 2),
-              "seconds": round(sum(seconds), 1), **reflection}
-    return result
+    dropped = progress.dropped
+    return {"model": name, "statements": len(said), "complete": done, **score(kept, said), "dropped": len(dropped),
+            "dropped_reasons": reason_counts(why for _, _, why in dropped),
+            "dropped_facts": [[text, *(str(item.get(k, "")) for k in ("subject", "relation", "object")), why]
+                              for text, item, why in dropped][:DROPPED_SHOWN],
+            "errors": progress.errors[:10], "error_count": len(progress.errors),
+            "asked_model_for_facts": progress.asked_model,
+            "seconds_per_statement": round(sum(progress.seconds) / max(len(progress.seconds), 1), 2),
+            "seconds": round(sum(progress.seconds), 1), "holds": progress.holds, **reflection}
+
+
+PROGRESS = "progress.json"
+
+
+@dataclasses.dataclass
+class Progress:
+    """What a run has said so far, kept beside its store (bench/learning.py --resume)."""
+    said: int = 0
+    now: float = 1_780_000_000.0
+    session: int | None = None
+    current: int | None = None  # the gold session the open store session belongs to
+    seconds: list[float] = dataclasses.field(default_factory=list)
+    dropped: list[list[Any]] = dataclasses.field(default_factory=list)  # [statement, raw fact, why]
+    errors: list[str] = dataclasses.field(default_factory=list)
+    asked_model: int = 0  # statements whose extraction asked the model (core.memory.unread)
+    holds: int = 0
+
+    @classmethod
+    def load(cls, path: Path) -> "Progress":
+        return cls(**json.loads(path.read_text(encoding="utf-8"))) if path.is_file() else cls()
+
+    def save(self, path: Path) -> None:
+        partial = path.with_suffix(".partial")
+        partial.write_text(json.dumps(dataclasses.asdict(self), ensure_ascii=False), encoding="utf-8")
+        partial.replace(path)
+
+
+def _say(name: str, db: Any, clock: "_Clock", chat: Any, structured: Any, embedder: Any,
+         statements: Sequence[Statement], settings: Settings, progress: Progress, budget: float,
+         folder: Path) -> None:
+    """Say the statements not said yet, saving the progress after each (the store has committed it by then)."""
+    from core.assistant import Assistant
+    from core.store.sessions import create_session, end_session
+
+    assistant = Assistant(db, embedder, chat, structured, settings, clock)
+    progress.holds += 1
+    spent = 0.0
+    for statement in statements[progress.said:]:
+        if budget and spent >= budget:
+            break
+        if statement.session != progress.current:
+            if progress.session is not None:
+                end_session(db, progress.session)
+            clock.now += 86400.0
+            progress.session, progress.current = create_session(db, title=f"session {statement.session}"), \
+                statement.session
+        clock.now += 600.0
+        started = time.perf_counter()
+        report = assistant.learn(assistant.finish(assistant.prepare(progress.session, statement.text), REPLY))
+        progress.seconds.append(time.perf_counter() - started)
+        spent += progress.seconds[-1]
+        progress.said += 1
+        progress.now = clock.now
+        progress.asked_model += report.asked_model
+        progress.dropped += [[statement.text, item, why] for item, why in report.dropped]
+        progress.errors.extend(report.errors)
+        if progress.said == len(statements):
+            end_session(db, progress.session)
+        progress.save(folder / PROGRESS)
+        print(f"[{name}] {progress.said}/{len(statements)} {progress.seconds[-1]:.1f}s kept {len(report.facts)} "
+              f"dropped {len(report.dropped)}{' (model asked)' if report.asked_model else ''}: "
+              f"{statement.text[:50]}", file=sys.stderr, flush=True)
 
 
 class _Clock:
-    def __init__(self) -> None:
-        self.now = 1_780_000_000.0
+    def __init__(self, now: float = 1_780_000_000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
@@ -237,6 +289,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-reflect", action="store_true", help="skip reflecting on the sessions (hypotheses)")
     parser.add_argument("--budget", type=float, default=0.0,
                         help="minutes of learning a real-model run may take; it is scored on what it said by then")
+    parser.add_argument("--resume", type=Path,
+                        help="keep each run's store and progress in this folder; a second call goes on from there")
     args = parser.parse_args(argv)
     statements = GOLD[: args.limit] if args.limit > 0 else GOLD
     header = stamp("learning")  # the load average before the runs share the cores
@@ -247,15 +301,18 @@ def main(argv: list[str] | None = None) -> int:
     from tests.fakes import ScriptedChatModel
     embedder = load_embedder(SETTINGS.embedder)
     reflect, budget = not args.no_reflect, 60.0 * args.budget
-    runs = [run("scripted", ScriptedChatModel([REPLY]), scripted_model(statements), embedder, statements)]
+    resume = args.resume
+    runs = [run("scripted", ScriptedChatModel([REPLY]), scripted_model(statements), embedder, statements,
+                resume=resume)]
     if args.model:  # the model alone first, the baseline in this run: facts plainly said are not read without it
         name, engine, structured = _real_model(args.model)
         alone = SETTINGS.replace(grounding=dataclasses.replace(SETTINGS.grounding, plain_facts=False))
         try:
             if not args.skip_alone:
                 runs.append(run(f"{name}, model alone", engine, structured, embedder, statements, alone,
-                                reflect=reflect, budget=budget))
-            runs.append(run(name, engine, structured, embedder, statements, reflect=reflect, budget=budget))
+                                reflect=reflect, budget=budget, resume=resume))
+            runs.append(run(name, engine, structured, embedder, statements, reflect=reflect, budget=budget,
+                            resume=resume))
         finally:
             engine.unload()
     result = {**header, "limit": args.limit, "gold_statements": len(GOLD),

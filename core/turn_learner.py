@@ -2,8 +2,10 @@
 
 The turn is claimed first (core.store.turn_learning), so two learners (the chat, the idle job, another process)
 never learn it twice; then its episode is embedded for recall and, with a structured model, its facts are extracted
-(core.memory.engram, and what the person plainly said by core.memory.said_facts) and reconciled
-(core.memory.reconcile), and the memories the reply used are rated for usefulness, strengthening their edges. A
+(core.memory.engram, and what the person plainly said by core.memory.said_facts; the model only when the person's
+own first-person words hold something the plain patterns did not read, core.memory.unread) and reconciled
+(core.memory.reconcile), and the memories the reply used are rated for usefulness, strengthening their edges (not
+when the reply drew on none of them: no rating could strengthen anything then). A
 model failure is reported in the LearnReport, never raised. `busy()` says a reply needs the model first: asked
 before and all through extraction and each fact's reconciliation (between their tokens: a weak model on a CPU can
 take minutes), a yes leaves the turn pending (BUSY) — the facts reconciled by then stay, and are skipped when the
@@ -23,6 +25,7 @@ from core.memory.index import index_episodes
 from core.memory.reconcile import Outcome, learned_from, reconcile_fact
 from core.memory.rejected import drop_rejected
 from core.memory.said_facts import said_facts, with_plain_facts
+from core.memory.unread import model_has_work
 from core.prompts.rating import rating_messages, rating_schema
 from core.protocols import Embedder, StructuredModel
 from core.store import turn_learning, turns
@@ -60,6 +63,7 @@ class LearnReport:
     drew_on: list[MemoryId] = field(default_factory=list)  # of the useful: those the reply said in other words
     strengthened: int = 0
     rating_skipped: bool = False  # a reply started during extraction: which memories helped was not rated
+    asked_model: bool = False  # extraction asked the model (not when nothing was left unread: core.memory.unread)
     errors: list[str] = field(default_factory=list)
 
 
@@ -152,6 +156,11 @@ class TurnLearner:
             return Extraction([Fact(**fact) for fact in kept])
         plain = (said_facts(turn.user_text, turn.reply_text, turn.at, self.settings)
                  if self.settings.grounding.plain_facts else Extraction())
+        if not model_has_work(turn.user_text, plain):  # chit-chat, or all read by the plain patterns already
+            extraction = with_plain_facts(Extraction(), plain)
+            turn_learning.keep_extracted(self.db, turn.episode_id, [asdict(f) for f in extraction.facts])
+            return extraction
+        report.asked_model = True
         try:
             extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
                                                    self.settings, stop=busy)
@@ -170,6 +179,9 @@ class TurnLearner:
         candidates = [r for r in rows if r["vetoed_at"] is None]
         if not candidates:
             return
+        in_other_words = self._paraphrased(turn, candidates, [r["memory_id"] for r in candidates])
+        if not in_other_words and not any(r["drew_on"] for r in candidates):
+            return  # the reply drew on none of them, in its words or in other words: no rating could count (below)
         notes = [r["statement"] for r in candidates]
         try:
             answer = self.structured.generate_json(rating_messages(turn.user_text, turn.reply_text, notes),
@@ -183,9 +195,11 @@ class TurnLearner:
             return
         picked = {int(n) for n in answer.get("useful", []) if 1 <= int(n) <= len(candidates)}
         report.useful = [MemoryId(candidates[n - 1]["memory_id"]) for n in sorted(picked)]
-        paraphrased = report.drew_on = self._paraphrased(turn, candidates, report.useful)
+        paraphrased = report.drew_on = [m for m in in_other_words if m in report.useful]
         # Only a useful memory the reply drew on (in its words or in other words) strengthens an edge: a weak model
         # rates everything useful, and Hebbian edges would then join whatever recall happened to put side by side.
+        # So where the reply drew on none, the model is not asked (a call a turn, minutes on a CPU) and the used
+        # memories stay unrated (reply_memories.useful NULL).
         drawn = {r["memory_id"] for r in candidates if r["drew_on"]} | set(paraphrased)
         with self.db.transaction():
             turns.set_useful(self.db, turn.episode_id, [r["memory_id"] for r in candidates], report.useful)
@@ -195,9 +209,9 @@ class TurnLearner:
             turns.mark_drew_on(self.db, turn.episode_id, paraphrased)
 
     def _paraphrased(self, turn: TurnRecord, rows: list[dict], useful: list[MemoryId]) -> list[MemoryId]:
-        """The memories the rating calls useful that finish did not count as used (reply_memories.drew_on: the
-        reply's words were not theirs), where the reply says them in other words: a weak model calls everything
-        useful, and a use keeps a memory from being forgotten, so the claim is checked as any model output is
+        """The memories among `useful` that finish did not count as used (reply_memories.drew_on: the reply's words
+        were not theirs), where the reply says them in other words: a weak model calls everything useful, and a use
+        keeps a memory from being forgotten, so the rating's claim is checked as any model output is
         (core.memory.attribution.says_in_other_words)."""
         claimed = [r for r in rows if not r["drew_on"] and r["memory_id"] in useful]
         meant = says_in_other_words(turn.user_text, turn.reply_text, [r["statement"] for r in claimed],

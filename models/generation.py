@@ -48,15 +48,13 @@ def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_to
             logprobs = logits - mx.logsumexp(logits, keepdims=True)
             return sampler(logprobs), logprobs.squeeze(0)
 
+    def read(chunk: Any) -> None:
+        nonlocal seen
+        if logits_processors:
+            seen = mx.concat([seen, chunk]) if seen is not None else chunk
+
     with mx.stream(stream):
-        while len(prompt) > 1:  # all but the last prompt token, a chunk at a time
-            chunk = prompt[: min(PREFILL_STEP, len(prompt) - 1)]
-            model(chunk[None], cache=cache)
-            mx.eval([c.state for c in cache])
-            if logits_processors:
-                seen = mx.concat([seen, chunk]) if seen is not None else chunk
-            prompt = prompt[len(chunk):]
-            mx.clear_cache()
+        prompt = read_prompt(model, prompt, cache, on_chunk=read)
         y, logprobs = step(prompt)
         mx.async_eval(y, logprobs)
         n = 0
@@ -73,6 +71,20 @@ def generate_tokens(model: Any, prompt: Any, *, cache: list, stream: Any, max_to
                 mx.clear_cache()
             y, logprobs = next_y, next_logprobs
             n += 1
+
+
+def read_prompt(model: Any, prompt: Any, cache: list, *, on_chunk: Callable[[Any], None] | None = None) -> Any:
+    """Read all but the last prompt token into the cache, a chunk at a time (on the caller's stream); the rest."""
+    import mlx.core as mx
+    while len(prompt) > 1:
+        chunk = prompt[: min(PREFILL_STEP, len(prompt) - 1)]
+        model(chunk[None], cache=cache)
+        mx.eval([c.state for c in cache])
+        if on_chunk is not None:
+            on_chunk(chunk)
+        prompt = prompt[len(chunk):]
+        mx.clear_cache()
+    return prompt
 
 
 def check_ids_fit(model: Any, prompt: Any) -> None:
@@ -108,7 +120,7 @@ def stream_pieces(model: Any, tokenizer: Any, prompt: Any, *, cache: list, strea
     detokenizer = tokenizer.detokenizer
     eos = tokenizer.eos_token_ids
     token, n = None, 0
-    with _wired_limit(model, stream):
+    with wired_limit(model, stream):
         tokens = generate_tokens(model, prompt, cache=cache, stream=stream, max_tokens=max_tokens, sampler=sampler,
                                  logits_processors=logits_processors)
         try:
@@ -128,7 +140,7 @@ def stream_pieces(model: Any, tokenizer: Any, prompt: Any, *, cache: list, strea
 
 
 @contextlib.contextmanager
-def _wired_limit(model: Any, stream: Any) -> Iterator[None]:
+def wired_limit(model: Any, stream: Any) -> Iterator[None]:
     """On a Mac, keep the model's memory wired while generating (mlx-lm's wired_limit); elsewhere nothing."""
     import mlx.core as mx
     limit = mx.device_info().get("max_recommended_working_set_size")

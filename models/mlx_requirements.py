@@ -18,7 +18,7 @@ MINIMUM_MLX = "0.32.2"  # what mlx-lm 0.32.x requires on a Mac
 MINIMUM_MLX_LM = "0.32.2"  # the release Engram is tested with; 5 of the 56 model tests fail with 0.31.3
 # What the code calls on mlx.core, and the mlx release that added it
 REQUIRED = (("new_thread_local_stream", "0.31.2"),  # models/generation.new_stream
-            ("device_info", "0.30.4"))  # models/generation._wired_limit
+            ("device_info", "0.30.4"))  # models/generation.wired_limit
 
 
 class MLXTooOld(ModelError):

@@ -1,6 +1,6 @@
-"""JSON-Schema-constrained generation: llguidance masks the logits token by token through the generation loop's
-`logits_processors` hook (models.generation, as mlx-lm's), so every object handed on parses and matches the
-schema. Implements core.protocols.StructuredModel.
+"""JSON-Schema-constrained generation: llguidance allows only what the schema allows (models.constrained: a forward
+pass only where the model has a choice, the grammar's forced tokens read with it), so every object handed on parses
+and matches the schema. Implements core.protocols.StructuredModel.
 
 Every string without a bound gets one (a small model otherwise rambles until the token limit), and running out
 of tokens raises StructuredOutputError instead of passing on a fragment. Whitespace between JSON tokens is
@@ -15,12 +15,11 @@ import copy
 import json
 from typing import Any, Callable, Mapping, Sequence
 
-import numpy as np
-
 from core.errors import GenerationStopped, ModelError, StructuredOutputError
 from core.protocols import ChatMessage
 from models.chat import ChatEngine
-from models.generation import embedding_rows, stream_pieces
+from models.constrained import DecodeCounts, Grammar, constrained_tokens
+from models.generation import embedding_rows
 from models.prompt_cache import PrefixCaches
 
 DEFAULT_MAX_STRING = 256
@@ -54,27 +53,6 @@ def _bound_in_place(node: Any, max_length: int) -> None:
         _bound_in_place(value, max_length)
 
 
-class GrammarProcessor:
-    """A logits processor: consumes the last sampled token, then masks what the grammar forbids."""
-
-    def __init__(self, matcher: Any, vocab_size: int) -> None:
-        from llguidance.numpy import allocate_token_bitmask
-        self.matcher = matcher
-        self.vocab_size = vocab_size
-        self.bitmask = allocate_token_bitmask(1, vocab_size)
-        self._started = False
-
-    def __call__(self, tokens: Any, logits: Any) -> Any:
-        import mlx.core as mx
-        from llguidance.numpy import fill_next_token_bitmask
-        if self._started:
-            self.matcher.consume_token(int(tokens[-1].item()))
-        self._started = True
-        fill_next_token_bitmask(self.matcher, self.bitmask)
-        allowed = np.unpackbits(self.bitmask.view(np.uint8), bitorder="little")[: logits.shape[-1]]
-        return mx.where(mx.array(allowed.astype(np.bool_)), logits, -mx.inf)
-
-
 class StructuredGenerator:
     """generate_json over a loaded ChatEngine, sharing its MLX thread; its own prompt caches, not the chat's."""
 
@@ -86,6 +64,7 @@ class StructuredGenerator:
         self.max_string_length = max_string_length
         self.use_prompt_cache = use_prompt_cache
         self.last_reused_tokens = 0  # prompt tokens of the last call served from a prompt cache
+        self.last_counts = DecodeCounts()  # of the last call: tokens sampled, forced, masks computed
         self._caches = PrefixCaches()
         self._lltokenizer: Any = None
 
@@ -129,7 +108,7 @@ class StructuredGenerator:
             self._lltokenizer = self.engine.run(lambda model, tokenizer: llguidance_tokenizer(model, tokenizer))
         return self._lltokenizer
 
-    def _generate(self, model: Any, tokenizer: Any, grammar: str, prompt: list[int], max_tokens: int,
+    def _generate(self, model: Any, tokenizer: Any, grammar_text: str, prompt: list[int], max_tokens: int,
                   weights: Any, stop: Callable[[], bool] | None = None) -> list[int]:
         import mlx.core as mx
         from llguidance import LLMatcher
@@ -137,23 +116,25 @@ class StructuredGenerator:
 
         if self.seed is not None:
             mx.random.seed(self.seed)
-        matcher = LLMatcher(self._tokenizer(), grammar, log_level=0)
-        processor = GrammarProcessor(matcher, self._tokenizer().vocab_size)
+        grammar = Grammar(LLMatcher(self._tokenizer(), grammar_text, log_level=0), self._tokenizer().vocab_size)
         if self.use_prompt_cache:
             cache, suffix = self._caches.take(model, prompt, weights)
         else:
             cache, suffix = _new_cache(model), prompt
         self.last_reused_tokens = len(prompt) - len(suffix)
-        pieces = stream_pieces(model, tokenizer, mx.array(suffix), cache=cache, stream=self.engine.generation_stream,
-                               max_tokens=max_tokens, sampler=make_sampler(temp=self.temperature),
-                               logits_processors=[processor])
+        self.last_counts = DecodeCounts()
+        sampler = make_sampler(temp=self.temperature) if self.temperature > 0 else None
+        produced = constrained_tokens(model, mx.array(suffix), grammar, cache=cache,
+                                      stream=self.engine.generation_stream, max_tokens=max_tokens,
+                                      eos=set(tokenizer.eos_token_ids), sampler=sampler, counts=self.last_counts,
+                                      history=prompt)
         worker = getattr(self.engine, "worker", None)
-        with contextlib.closing(pieces):  # a stop leaves no generator holding the wired memory limit
+        with contextlib.closing(produced):  # a stop leaves no generator holding the wired memory limit
             tokens = []
-            for piece in pieces:
+            for token in produced:
                 if stop is not None and stop():  # the cache holds a half-made answer: dropped, not kept
                     raise GenerationStopped("The model gave way to something more urgent before it finished.")
-                tokens.append(piece.token)
+                tokens.append(token)
                 if worker is not None:
                     worker.run_short_jobs()  # a lane's embedding waits one token, not the whole object
         if self.use_prompt_cache:  # only a generation that ran to its end leaves its cache for the next call

@@ -55,7 +55,8 @@ def test_a_turn_writes_the_episode_attribution_access_and_learns(db, embedder, c
         "usefulness_rating": [{"useful": [1, 2]}]})
     assistant = make(db, embedder, clock, structured)
     session = create_session(db, "chat")
-    reply = assistant.reply(session, "I moved to Denver. Which antibiotic is safe for me?")
+    # "for a new job" is left to the model: the patterns read the move (core.memory.unread)
+    reply = assistant.reply(session, "I moved to Denver for a new job. Which antibiotic is safe for me?")
     assert reply.text == "Sure, here is my answer." and reply.finish_reason == "stop"
     used = reply.prepared.used
     assert used[0].id == store["allergy"] and used[0].critical and "medication" in used[0].why
@@ -69,9 +70,10 @@ def test_a_turn_writes_the_episode_attribution_access_and_learns(db, embedder, c
     assert not get_memory(db, store["boston"]).is_active
     assert get_memory(db, learned.outcomes[0].memory_id).source_episode_ids == (episode.id,)
     first, second = reply.used_ids[:2]
-    # ... nor does it strengthen an edge between them: only memories the reply drew on are used together
-    assert learned.useful == [first, second] and edges.get_edge(db, first, second, "hebbian") is None
-    assert structured.titles() == ["engram_facts", "reconcile_decision", "usefulness_rating"]
+    # ... nor does it strengthen an edge between them, so no rating is asked for: it could change nothing
+    assert learned.useful == [] and edges.get_edge(db, first, second, "hebbian") is None
+    assert structured.titles() == ["engram_facts", "reconcile_decision"]
+    assert all(r["useful"] is None for r in turns.used_rows(db, episode.id))  # left unrated
 
 
 def test_incognito_neither_reads_nor_writes_memory(db, embedder, clock, store):
@@ -158,7 +160,8 @@ def test_a_failing_structured_model_is_reported_not_raised(db, embedder, clock, 
     def broken(messages, schema):
         raise StructuredOutputError("the model ran out of tokens")
     structured = ScriptedStructuredModel({"engram_facts": broken, "usefulness_rating": broken})
-    reply = make(db, embedder, clock, structured).reply(None, "Boston is cold and I need an antibiotic.")
+    chat = ScriptedChatModel(["Avoid penicillin: you are allergic to it."])  # draws on a memory: the rating runs
+    reply = make(db, embedder, clock, structured, chat).reply(None, "Boston is cold and I need an antibiotic.")
     assert [e.split(":")[0] for e in reply.learned.errors] == ["engram", "rating"]
     assert get_episode(db, reply.record.episode_id).user_text.startswith("Boston is cold")
 
@@ -167,7 +170,8 @@ def test_what_the_person_plainly_said_is_learned_even_when_the_model_fails(db, e
     def broken(messages, schema):
         raise StructuredOutputError("the model ran out of tokens")
     structured = ScriptedStructuredModel({"engram_facts": broken, "usefulness_rating": broken})
-    reply = make(db, embedder, clock, structured).reply(None, "Hello! My name is Lina.")
+    # "grew up by the sea" is no plain pattern's: the model is asked, and fails (core.memory.unread)
+    reply = make(db, embedder, clock, structured).reply(None, "Hello! My name is Lina and I grew up by the sea.")
     assert [e.split(":")[0] for e in reply.learned.errors] == ["engram"]  # nothing similar stored: no model asked
     kept = {m.statement: (m.relation, m.object, m.source_episode_ids) for m in list_memories(db)}
     assert kept == {"The user's name is Lina.": ("name", "Lina", (reply.record.episode_id,))}

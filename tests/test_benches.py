@@ -13,7 +13,7 @@ def test_generate_bench_times_engram_and_plain_mlx_lm_and_the_grammar(tiny_engin
     grammar = generate.structured_bench(tiny_engine, repeats=1)
     assert grammar["tokens_per_object"] > 0
     assert 0 < grammar["grammar_processor_ms_per_token"] < grammar["constrained_ms_per_token"]
-    assert structured.GrammarProcessor is not generate.TimedGrammarProcessor  # the instrument is taken out again
+    assert structured.Grammar is not generate.TimedGrammar  # the instrument is taken out again
     following = generate.next_turn_bench(tiny_engine, repeats=1, reply_tokens=4)
     # The product's prompt cache serves the first turn; plain mlx-lm reads it all.
     assert 0 < following["reused_from_cache_tokens"] < following["prompt_tokens"]

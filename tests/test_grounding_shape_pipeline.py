@@ -53,19 +53,29 @@ def _reported_model() -> ScriptedStructuredModel:
 
 
 def test_the_reported_facts_never_reach_the_store(embedder):
+    """The model alone (no plain facts: it is asked about every first-person statement, core.memory.unread), then
+    as the app runs it, where the plain patterns read three of these whole and the model is not asked about them."""
+    import dataclasses
+
     from core.config import GenerationSettings, Settings
     settings = Settings(generation=GenerationSettings(temperature=0.0, context_tokens=4096, engram_max_facts=3))
-    result = run("reported", ScriptedChatModel(["Thanks."]), _reported_model(), embedder, STATEMENTS, settings,
+    app = run("reported", ScriptedChatModel(["Thanks."]), _reported_model(), embedder, STATEMENTS, settings,
+              reflect=False)
+    assert app["junk"] == [] and app["error_count"] == 0 and app["precision"] == app["recall"] == 1.0
+    alone = settings.replace(grounding=dataclasses.replace(settings.grounding, plain_facts=False))
+    result = run("reported", ScriptedChatModel(["Thanks."]), _reported_model(), embedder, STATEMENTS, alone,
                  reflect=False)
     assert result["junk"] == [] and result["error_count"] == 0
-    assert result["precision"] == result["recall"] == 1.0
+    assert result["precision"] == 1.0 and result["matched"] == 4  # the brother himself is no model's fact here
     reasons = result["dropped_reasons"]
     assert reasons["the user cannot be the object of works_as"] == 1
     assert reasons["the subject is the object of the user's sentence"] == 1
     assert reasons["a job is not a place"] == 1 and reasons["copies the prompt's own words"] == 1
     assert reasons["said of someone else, not the user"] == 1
+    # The three relayed allergies: refused, or the model not even asked (nothing of the user's own words is left
+    # once the relay is set aside); precision 1.0 says none was kept either way.
     assert reasons.get("only in text the user quoted", 0) + reasons.get(
-        "a critical fact needs the user's own first-person statement", 0) == 3
+        "a critical fact needs the user's own first-person statement", 0) + (7 - result["asked_model_for_facts"]) == 3
 
 
 @pytest.mark.heavy  # minutes of SmolLM2 through MLX on this CPU (`pytest -m heavy`)

@@ -66,40 +66,42 @@ def _statement_count(window, statement: str) -> int:
 
 
 def test_learning_is_said_under_the_reply_and_each_fact_shows_the_moment_it_is_written(qtbot, window):
-    held = HeldLearning([_fact("user", "owns", "bicycle", "User owns a red bicycle"),
+    held = HeldLearning([_fact("user", "plays", "piano", "User plays the piano"),
                          _fact("user", "plays", "cello", "User plays the cello in an orchestra")])
     window.services.structured_model = lambda: held.model
     panel = window.show_panel("chat")
-    reply = _type_and_send(qtbot, panel, "My bicycle is red and I play the cello in an orchestra")
+    # two facts of one relation: the second's reconciliation asks the model (a related fact is stored by then)
+    reply = _type_and_send(qtbot, panel, "I play the piano and I play the cello in an orchestra")
     qtbot.waitUntil(lambda: reply.learning_row.isVisibleTo(reply), timeout=10000)
     assert reply.learning_label.text() == "Learning from this…"
     assert reply.skip_learning_button.isVisibleTo(reply) and reply.skip_learning_button.text() == "Skip"
     assert not reply.question_button.isVisibleTo(reply) and not reply.retry_button.isVisibleTo(reply)  # nothing asked
     qtbot.waitUntil(held.extracting.is_set, timeout=TURN_MS)  # the event loop runs meanwhile
     held.extract_go.set()  # the first fact is written; the second waits on the model's comparison
-    qtbot.waitUntil(lambda: [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle"],
+    qtbot.waitUntil(lambda: [r.open_button.text() for r in reply.learned_rows()] == ["You play the piano"],
                     timeout=TURN_MS)
     assert reply.learning_row.isVisibleTo(reply)  # still learning: the second fact is not written yet
     assert _statement_count(window, "User plays the cello in an orchestra") == 0
     held.reconcile_go.set()
     qtbot.waitUntil(lambda: not reply.learning_row.isVisibleTo(reply), timeout=TURN_MS)
-    assert [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle",
+    assert [r.open_button.text() for r in reply.learned_rows()] == ["You play the piano",
                                                                      "You play the cello in an orchestra"]
 
 
 def test_skip_under_the_reply_stops_learning_and_keeps_what_was_written(qtbot, window):
     from core.store import turn_learning
-    held = HeldLearning([_fact("user", "owns", "bicycle", "User owns a red bicycle"),
+    held = HeldLearning([_fact("user", "plays", "piano", "User plays the piano"),
                          _fact("user", "plays", "cello", "User plays the cello in an orchestra")])
     window.services.structured_model = lambda: held.model
     panel = window.show_panel("chat")
-    reply = _type_and_send(qtbot, panel, "My bicycle is red and I play the cello in an orchestra")
+    # two facts of one relation: the second's reconciliation asks the model (a related fact is stored by then)
+    reply = _type_and_send(qtbot, panel, "I play the piano and I play the cello in an orchestra")
     held.extract_go.set()
     qtbot.waitUntil(lambda: bool(reply.learned_rows()), timeout=TURN_MS)
     qtbot.mouseClick(reply.skip_learning_button, Qt.LeftButton)
     held.reconcile_go.set()  # the model answers, but learning was asked to give way first
     qtbot.waitUntil(lambda: not reply.learning_row.isVisibleTo(reply), timeout=TURN_MS)
-    assert [r.open_button.text() for r in reply.learned_rows()] == ["You own a red bicycle"]
+    assert [r.open_button.text() for r in reply.learned_rows()] == ["You play the piano"]
     assert reply.learned_note.text() == "Skipped: Engram learned nothing more from this."
     assert _statement_count(window, "User plays the cello in an orchestra") == 0
     state = on_db_lane(window, lambda db: db.scalar("SELECT json_extract(metadata, '$.learning') FROM episodes "

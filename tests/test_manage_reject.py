@@ -32,7 +32,9 @@ def active_statements(db) -> list[str]:
 
 
 def test_a_fact_said_to_be_wrong_is_not_learned_again(db, embedder, clock):
-    first = learn_from(db, embedder, clock, "I love jazz music.", [fact("The user loves jazz.", "loves", "jazz")])
+    # "it relaxes me" is left for the model to read (core.memory.unread): the model's fact is the one learned
+    first = learn_from(db, embedder, clock, "I love jazz music, it relaxes me.",
+                       [fact("The user loves jazz.", "loves", "jazz")])
     [outcome] = first.outcomes
     MemoryManager(db, embedder).reject(outcome.memory_id)
     assert active_statements(db) == []

@@ -7,7 +7,7 @@ from core.config import Settings
 from core.memory.engram import Fact
 from core.memory.index import index_memories
 from core.errors import InvalidInput
-from core.memory.reconcile import reconcile_fact, resolve_conflict
+from core.memory.reconcile import NOTHING_RELATED, reconcile_fact, resolve_conflict
 from core.store import edges, goals
 from core.store.episodes import add_episode
 from core.store.history import history
@@ -141,10 +141,18 @@ def test_the_first_fact_in_an_empty_store_asks_no_model(db, embedder):
 
 def test_a_verdict_against_an_unrelated_fact_changes_nothing(db, embedder, boston):
     """Issue 17: a weak model calling "likes green tea" a contradiction of "lives in Boston" would close a true
-    fact; a target of another subject and relation that means something else is left alone."""
+    fact; a target of another subject and relation that means something else is left alone. Where nothing stored is
+    related, the model is not asked at all (its verdict could only be "new")."""
     unrelated = [Fact("user", "likes", "green tea", "The user likes green tea.", 0.8),
                  Fact("user", "plays", "chess", "The user plays chess.", 0.8),
                  Fact("user", "owns", "a bicycle", "The user owns a bicycle.", 0.8)]
+    alone = ScriptedStructuredModel({})  # nothing stored is related to green tea: the model is not even asked
+    outcome = reconcile_fact(db, embedder, alone, unrelated[0], None, SETTINGS)
+    assert alone.calls == [] and outcome.decision == "new" and outcome.reason == NOTHING_RELATED
+    related = [("The user likes black tea.", "likes", "black tea"), ("The user plays the piano.", "plays", "piano"),
+               ("The user owns a car.", "owns", "a car")]  # one related fact each: now the model is asked
+    index_memories(db, embedder, [add_memory(db, s, subject="user", relation=r, object=o) for s, r, o in related])
+    unrelated = [Fact("user", "likes", "jasmine tea", "The user likes jasmine tea.", 0.8), *unrelated[1:]]
     for decision, fact in zip(("contradiction", "update", "duplicate"), unrelated):
         def against_boston(messages, schema, decision=decision):
             lines = messages[-1].content.split("<<<STORED\n")[1].split("\nSTORED>>>")[0].splitlines()

@@ -3,7 +3,8 @@
 A weak model's verdict never touches an unrelated fact: "duplicate", "update" or "contradiction" needs a target
 of the same subject and relation, or one whose statement means nearly the same (Settings.grounding.
 min_related_cosine), and a duplicate must name the same thing (an object word in common); otherwise the fact is
-added as new and the outcome's reason says what was overruled. What the person plainly said is decided by what its
+added as new and the outcome's reason says what was overruled. So where no stored fact is related at all, the model
+is not asked (minutes a fact on a CPU, for a verdict that could only be "new"). What the person plainly said is decided by what its
 relation means wherever the same subject and relation is stored (core.memory.said_reconcile), not by the model.
 
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
@@ -38,6 +39,7 @@ from core.types import GoalId, LearningGoal, Memory, MemoryId
 
 
 RECONCILE_MAX_TOKENS = 280  # the reason is at most 200 characters
+NOTHING_RELATED = "nothing stored is about the same thing"
 
 
 @dataclass(frozen=True)
@@ -69,8 +71,13 @@ def reconcile_fact(db: Database, embedder: Embedder, model: StructuredModel, fac
         decision, target, reason = said.decision, said.target, said.reason
     else:
         candidates = similar_facts(db, vector, fact, settings.generation.reconcile_candidates)
-        decision, target, reason = _model_decision(db, model, fact, vector, candidates, settings, stop) \
-            if candidates else ("new", None, "nothing similar stored")
+        # The model's verdict can act only on a related candidate (_model_decision): with none, it is not asked
+        if not candidates:
+            decision, target, reason = "new", None, "nothing similar stored"
+        elif not any(related(db, fact, vector, c, settings) for c in candidates):
+            decision, target, reason = "new", None, NOTHING_RELATED
+        else:
+            decision, target, reason = _model_decision(db, model, fact, vector, candidates, settings, stop)
     sources = [] if episode_id is None else [int(episode_id)]
     return apply_decision(db, embedder, fact, decision, target, sources, reason, settings)
 
