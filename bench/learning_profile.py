@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from bench.learning import REPLY, SETTINGS, _Clock
-from bench.learning_gold import GOLD
-from bench.meta import stamp
+from bench.learning import REPLY, SETTINGS, _Clock  # noqa: E402 (after the sys.path line: run as a script from anywhere)
+from bench.learning_gold import GOLD  # noqa: E402 (after the sys.path line: run as a script from anywhere)
+from bench.meta import stamp  # noqa: E402 (after the sys.path line: run as a script from anywhere)
 
 # Where the time goes, by the function cProfile names (a substring of its "file:line(name)").
 SPLIT = {

@@ -3,9 +3,10 @@
 A weak model's verdict never touches an unrelated fact: "duplicate", "update" or "contradiction" needs a target
 of the same subject and relation, or one whose statement means nearly the same (Settings.grounding.
 min_related_cosine), and a duplicate must name the same thing (an object word in common); otherwise the fact is
-added as new and the outcome's reason says what was overruled. So where no stored fact is related at all, the model
-is not asked (minutes a fact on a CPU, for a verdict that could only be "new"). What the person plainly said is decided by what its
-relation means wherever the same subject and relation is stored (core.memory.said_reconcile), not by the model.
+added as new and the outcome's reason says what was overruled. So where no stored fact is related at all, the
+model is not asked (minutes a fact on a CPU, for a verdict that could only be "new"). What the person plainly said
+is decided by what its relation means wherever the same subject and relation is stored
+(core.memory.said_reconcile), not by the model.
 
 Nothing is lost: a contradiction closes the old fact (valid_to, invalidated_at, superseded_by, an
 'invalidate' history row) and links the new one with a 'supersedes' edge; a duplicate raises the
