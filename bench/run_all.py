@@ -18,7 +18,8 @@ from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 # modules, not benchmarks
-HELPERS = {"__init__.py", "run_all.py", "synthetic.py", "embed_cache.py", "meta.py", "learning_gold.py"}
+HELPERS = {"__init__.py", "run_all.py", "synthetic.py", "embed_cache.py", "meta.py", "learning_gold.py",
+           "answers_data.py", "answers_score.py", "answers_store.py", "answers_summary.py"}
 
 
 @dataclass(frozen=True)
@@ -262,6 +263,20 @@ def _pending_learning_summary(r: dict) -> str:
             f"took {_get(r, 'migration_seconds')} s, its backup included")
 
 
+def _answers_summary(r: dict) -> str:
+    """bench/answers.py: each data set's mean over every question, per condition (its main score: F1 corrected on
+    LoCoMo, the rubric proxy on BEAM), Engram's evidence recall and seconds a question."""
+    from bench.answers_summary import main_metric
+    parts = []
+    for dataset, groups in (r.get("summary") or {}).items():
+        every = groups.get("all", {})
+        metric = main_metric(every.get("engram", {}))
+        scores = ", ".join(f"{c} {every[c].get(metric)}" for c in r.get("conditions", []) if c in every)
+        parts.append(f"{r.get('model')} {dataset} ({every.get('engram', {}).get('n')} questions, {metric}): {scores}; "
+                     f"evidence recall {every.get('engram', {}).get('evidence_recall')}")
+    return "; ".join(parts) or _flat(r)
+
+
 BENCHES = (
     Bench("recall-10k", ["bench/recall.py", "--n", "10000", "--json"],
           "none at 10k (recall alone p95 ≤ 5 ms is at 100k)",
@@ -298,6 +313,10 @@ BENCHES = (
     Bench("learning", ["bench/learning.py", "--model", "smollm2", "--limit", "12", "--save"],
           "junk rate 0 for every model", _learning_summary,
           lambda r: all(run.get("junk_rate") in (0, None) for run in r["runs"].values()) if r.get("runs") else None),
+    Bench("answers", ["bench/answers.py", "--model", "scripted", "--dataset", "locomo", "--conversations", "3",
+                      "--limit", "5", "--context-tokens", "2048"],
+          "measured, no target: Engram against no memory, the truncated conversation and the gold evidence (a real "
+          "model: --model FOLDER, saved as bench/results/answers-<model>-<dataset>.json)", _answers_summary),
     Bench("startup", ["bench/startup.py"], "window within 2 s", _startup_summary,
           lambda r: _all(_at_most(_get(r, "engram_first_start", "median_s"), 2.0),
                          _at_most(_get(r, "engram_with_model_chosen", "median_s"), 2.0))),
