@@ -270,7 +270,7 @@ def _answers_summary(r: dict) -> str:
     parts = []
     for dataset, groups in (r.get("summary") or {}).items():
         every = groups.get("all", {})
-        metric = main_metric(every.get("engram", {}))
+        metric = main_metric(every.get("engram", {}), every=True)
         scores = ", ".join(f"{c} {every[c].get(metric)}" for c in r.get("conditions", []) if c in every)
         parts.append(f"{r.get('model')} {dataset} ({every.get('engram', {}).get('n')} questions, {metric}): {scores}; "
                      f"evidence recall {every.get('engram', {}).get('evidence_recall')}")
