@@ -217,6 +217,30 @@ def locomo_details(r: dict) -> str:
         f"; {r.get('wall_seconds')} s"
 
 
+def answers_rows(r: dict) -> list[Row]:
+    """bench/answers.py: each data set's score over every question per condition (F1 against the corrected answers
+    on LoCoMo, the rubric proxy on BEAM), with Engram's evidence recall and seconds a question."""
+    from bench.answers_summary import main_metric
+    rows = []
+    for dataset, groups in (r.get("summary") or {}).items():
+        every = groups.get("all", {})
+        engram = every.get("engram", {})
+        metric = main_metric(engram, every=True)
+        scores = ", ".join(f"{c} {every[c].get(metric)}" for c in r.get("conditions", []) if c in every)
+        rows.append(Row(f"answers, {r.get('model')}, {dataset}: {engram.get('n')} questions ({metric})",
+                        f"{scores}; evidence recall {engram.get('evidence_recall')}; "
+                        f"{engram.get('seconds')} s a question", "Engram above no memory and truncated",
+                        _beats_baselines(every, metric)))
+    return rows
+
+
+def _beats_baselines(every: dict, metric: str) -> bool | None:
+    mine = every.get("engram", {}).get(metric)
+    others = [every.get(c, {}).get(metric) for c in ("none", "truncated")]
+    if mine is None or any(o is None for o in others):
+        return None
+    return all(mine > o for o in others)
+
 BENCHES = (
     Bench("recall-100k", ["bench/recall.py", "--n", "100000", "--queries", "100", "--json"],
           recall_rows("100k", 20.0, 0.995),
@@ -267,6 +291,13 @@ BENCHES = (
                          "0 for every model",
                          all(run.get("junk_rate") in (0, None) for run in r["runs"].values())
                          if r.get("runs") else None)], saved=True, model=True),
+    *(Bench(f"answers-{model}-{dataset}", ["bench/answers.py", "--model", folder, "--dataset", dataset,
+                                             "--conversations", "3", "--limit", "5", "--context-tokens", "2048"],
+            answers_rows, "questions asked as chat turns through the product's path; Engram against no memory, the "
+            "truncated conversation and the gold evidence, same reader (bench/answers.py)", saved=True,
+            model=model != "scripted-extractive")
+      for model, folder, dataset in (("scripted-extractive", "scripted", "locomo"),
+                                     ("scripted-extractive", "scripted", "beam"))),
 )
 
 

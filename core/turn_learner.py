@@ -162,8 +162,8 @@ class TurnLearner:
             return extraction
         report.asked_model = True
         try:
-            extraction: Extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
-                                                   self.settings, stop=busy)
+            extraction = extract_facts(self.structured, turn.user_text, turn.reply_text, turn.at,
+                                         self.settings, stop=busy)
         except GenerationStopped:
             report.skipped = BUSY  # nothing was written yet: the whole turn is learned when the chat is quiet
             return None

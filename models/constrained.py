@@ -15,9 +15,9 @@ Each token is still yielded one at a time, so a caller's `stop()` is asked betwe
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -76,7 +76,7 @@ class Grammar:
 
 def constrained_tokens(model: Any, prompt: Any, grammar: Grammar, *, cache: list, stream: Any, max_tokens: int,
                        eos: set[int], sampler: Callable | None = None, counts: DecodeCounts | None = None,
-                       history: Sequence[int] = ()) -> Iterator[int]:
+                       history: Sequence[int] = ()) -> Generator[int, None, None]:
     """Token ids after `prompt` (an mx.array of the ids the cache has not read yet) that the grammar allows, at most
     max_tokens; stops after an eos token (yielded) or once the grammar can only stop (no eos yielded then).
     `sampler` None is greedy, and then drafts from `history` (the whole prompt, its cached part too) and the output
@@ -151,7 +151,7 @@ def _accept(logits: Any, draft: list[int], grammar: Grammar, eos: set[int]) -> l
     import mlx.core as mx
     if not draft:
         return []
-    firsts = mx.argmax(logits[: len(draft)], axis=-1).tolist()
+    firsts = cast(list, mx.argmax(logits[: len(draft)], axis=-1).tolist())  # a 1-d array's list
     accepted: list[int] = []
     for wanted, chosen in zip(draft, firsts):
         if wanted != chosen or not grammar.consume(wanted):
@@ -179,12 +179,12 @@ def _choose(logits: Any, grammar: Grammar, sampler: Callable | None, counts: Dec
     best allowed one; a sampler draws from the allowed ones."""
     import mlx.core as mx
     if sampler is None:
-        first = int(mx.argmax(logits, axis=-1).item())
+        first = cast(int, mx.argmax(logits, axis=-1).item())  # an argmax is an integer
         if grammar.allows(first):
             return first
     counts.masks += 1
     masked = mx.where(grammar.mask(logits.shape[-1]), logits, -mx.inf)
     if sampler is None:
-        return int(mx.argmax(masked, axis=-1).item())
+        return cast(int, mx.argmax(masked, axis=-1).item())
     logprobs = masked - mx.logsumexp(masked, keepdims=True)
     return int(sampler(logprobs).item())

@@ -207,3 +207,9 @@ def test_a_run_cut_short_is_resumed_without_asking_again(data, tmp_path):
     whole = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048, done=done)
     assert whole["complete"] and whole["resumed"] == 2 and len(whole["questions"]) == 4
     assert len(asked) == 2 * len(CONDITIONS)  # only the two questions not answered before, in every condition
+
+
+def test_beams_mean_over_every_question_is_the_rubrics_and_event_orderings_row_is_its_tau():
+    from bench.answers_summary import main_metric
+    scores = {"n": 10, "rubric": 0.2, "order": 0.9, "evidence_recall": 0.3}
+    assert main_metric(scores) == "order" and main_metric(scores, every=True) == "rubric"

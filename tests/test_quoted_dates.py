@@ -26,9 +26,22 @@ MONDAY = datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).timestamp()  # 8 May 
     ("in 2 weeks", "2 weeks after 8 May 2023"), ("this week", "the week of 8 May 2023"),
     ("last month", "April 2023"), ("a few months ago", "February 2023"), ("next month", "June 2023"),
     ("last year", "2022"), ("two years ago", "2021"), ("this year", "2023"), ("in a year", "2024"),
-    ("a month ago", "April 2023"), ("last month", "April 2023")])
+    ("a month ago", "April 2023"), ("last month", "April 2023"),
+    ("last night", "7 May 2023"), ("tonight", "8 May 2023"), ("this morning", "8 May 2023"),
+    ("last fri", "5 May 2023"), ("last Tues", "2 May 2023"), ("two weekends ago", "two weekends before 8 May 2023"),
+    ("last summer", "summer 2022"), ("this summer", "summer 2023"), ("next summer", "summer 2023"),
+    ("last winter", "winter 2022–2023"), ("next winter", "winter 2023–2024"), ("last spring", "spring 2022")])
 def test_each_phrase_means_a_date_as_precise_as_its_words(phrase, meant):
     assert meant_date(phrase, MONDAY) == meant
+
+
+def test_a_season_is_the_one_the_words_meant_on_the_day_they_were_said():
+    october, january = (datetime(2023, 10, 20, tzinfo=timezone.utc).timestamp(),
+                        datetime(2024, 1, 20, tzinfo=timezone.utc).timestamp())
+    assert meant_date("last summer", october) == "summer 2023"  # the one just over
+    assert meant_date("this summer", october) == "summer 2023" and meant_date("next summer", october) == "summer 2024"
+    assert meant_date("last winter", january) == "winter 2022–2023"  # this one is not over yet
+    assert meant_date("this winter", january) == "winter 2023–2024"
 
 
 def test_a_turn_keeps_its_words_and_gains_the_dates():

@@ -14,14 +14,20 @@ import re
 from datetime import date, datetime, timezone
 
 from core.memory.dates import WEEKDAYS, resolve_date
+from core.memory.time_query import SEASONS
 
 _COUNT = r"(?:a few|a couple of|couple of|few|\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten)"
 _NUMBERS = {"a few": 3, "a couple of": 2, "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
             "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "couple of": 2, "few": 3}
+_SHORT_DAYS = {"mon": "monday", "tue": "tuesday", "tues": "tuesday", "wed": "wednesday", "thu": "thursday",
+               "thur": "thursday", "thurs": "thursday", "fri": "friday", "sat": "saturday", "sun": "sunday"}
+_SEASONS = ("spring", "summer", "autumn", "fall", "winter")
 _PHRASE = re.compile(
-    rf"\b(?:the )?(?:day before yesterday|day after tomorrow|yesterday|tomorrow|"
-    rf"(?:last|next|this) (?:week(?:end)?|month|year)|{_COUNT} (?:day|week|fortnight|month|year)s? (?:ago|back)|"
-    rf"in {_COUNT} (?:day|week|fortnight|month|year)s?|(?:last|next|this) (?:{'|'.join(WEEKDAYS)}))\b",
+    rf"\b(?:the )?(?:day before yesterday|day after tomorrow|yesterday|tomorrow|last night|tonight|"
+    rf"this (?:morning|afternoon|evening)|(?:last|next|this) (?:{'|'.join(_SEASONS)})|"
+    rf"(?:last|next|this) (?:week(?:end)?|month|year)|{_COUNT} (?:day|week(?:end)?|fortnight|month|year)s? "
+    rf"(?:ago|back)|in {_COUNT} (?:day|week|fortnight|month|year)s?|"
+    rf"(?:last|next|this) (?:{'|'.join(WEEKDAYS)}|{'|'.join(_SHORT_DAYS)}))\b",
     re.IGNORECASE)
 
 
@@ -45,7 +51,14 @@ def _annotated(phrase: str, said_at: float) -> str:
 def meant_date(phrase: str, said_at: float) -> str | None:
     """The date a relative phrase named, said at `said_at`, as precise as its words."""
     words = " ".join(phrase.lower().split()).removeprefix("the ")
+    words = " ".join(_SHORT_DAYS.get(word, word) for word in words.split())  # "last fri": "last friday"
     today = datetime.fromtimestamp(said_at, tz=timezone.utc).date()
+    if words == "last night":
+        return said_day(said_at - 86400.0)
+    if words == "tonight" or words.startswith("this ") and words.split()[1] in ("morning", "afternoon", "evening"):
+        return said_day(said_at)
+    if words.split()[-1] in _SEASONS:
+        return _season(words, today)
     unit = next((u for u in ("weekend", "week", "fortnight", "month", "year") if re.search(rf"\b{u}s?\b", words)),
                 "day")
     if unit == "day" or words.split()[-1] in WEEKDAYS:
@@ -65,6 +78,26 @@ def _weeks(words: str, unit: str, said: str) -> str:
         return f"the {unit} {side} {said}"
     count = " ".join(words.split()[:-1]) if words.endswith(("ago", "back")) else words.removeprefix("in ")
     return f"{count} {'before' if words.endswith(('ago', 'back')) else 'after'} {said}"
+
+
+def _season(words: str, today: date) -> str:
+    """"last summer" said on 8 May 2023 is summer 2022 (the latest one over by then); "this summer" the one of
+    that year (winter: the one under way or begun that December), "next summer" the first to begin after that day.
+    Winter runs December to February."""
+    side, name = words.split()
+    first, months = SEASONS[name]
+
+    def span(year: int) -> tuple[date, date]:
+        end = first - 1 + months
+        return date(year, first, 1), date(year + end // 12, end % 12 + 1, 1)
+    years = range(today.year - 2, today.year + 2)
+    if side == "last":
+        year = max(y for y in years if span(y)[1] <= today)
+    elif side == "next":
+        year = min(y for y in years if span(y)[0] > today)
+    else:  # "this summer" in October is the one just over; "this winter" in January the one under way
+        year = today.year - 1 if name == "winter" and today.month <= 2 else today.year
+    return f"{name} {year}" if name != "winter" else f"winter {year}–{year + 1}"
 
 
 def _shifted(words: str, today: date, unit: str) -> date:
