@@ -48,7 +48,10 @@ def test_a_whole_turn_on_the_tiny_model(db, embedder, clock, tiny_engine, stored
         jsonschema.validate(raw, schema)
         assert why
     rated = turns.used_rows(db, episode.id)
-    assert rated and all(r["useful"] in (0, 1) for r in rated)  # the rating step answered for every chip
+    # the rating step answers for every chip when the reply drew on one; a random reply that drew on none leaves
+    # them unrated (no rating could strengthen anything then, so the model is not asked)
+    drew = any(r["drew_on"] for r in rated)
+    assert rated and all(r["useful"] in ((0, 1) if drew else (None,)) for r in rated)
     for outcome in learned.outcomes:
         assert get_memory(db, outcome.memory_id).source_episode_ids
 
