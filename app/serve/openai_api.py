@@ -31,6 +31,7 @@ from core.protocols import SamplingParams
 
 HOST = "127.0.0.1"
 MAX_BODY = 1024 * 1024
+DRAIN_MAX = 16 * MAX_BODY  # a refused body read and dropped, so the refusal reaches the client
 RATE = 60  # requests per client per minute
 QUEUE = 4  # chats waiting for the model beyond the one being answered
 LOOPBACK_HOSTS = {"127.0.0.1", "localhost", "[::1]"}
@@ -209,6 +210,7 @@ def _with_client_instructions(prepared: Any, client: str, instructions: str) -> 
 class Handler(BaseHTTPRequestHandler):
     server_version = "Engram"
     protocol_version = "HTTP/1.1"
+    timeout = 60  # seconds a socket read or write may stall: a client trickling a body cannot hold a thread forever
     service: ChatService  # set on the class made by make_server
 
     def log_message(self, *_args: Any) -> None:  # the access log is the user's record, not stderr
@@ -287,6 +289,7 @@ class Handler(BaseHTTPRequestHandler):
         if length is None or not length.isdigit():
             raise ApiError(411, "a Content-Length is needed")
         if int(length) > MAX_BODY:
+            self._discard(int(length))
             raise ApiError(413, f"a request is at most {MAX_BODY // 1024} KB")
         try:
             body = json.loads(self.rfile.read(int(length)).decode("utf-8"), parse_constant=_no_constant)
@@ -295,6 +298,20 @@ class Handler(BaseHTTPRequestHandler):
         if not isinstance(body, dict):
             raise ApiError(400, "the body must be a JSON object")
         return body
+
+    def _discard(self, length: int) -> None:
+        """Read and drop a refused body (up to DRAIN_MAX bytes) so the client, still sending, can read the refusal
+        instead of a broken pipe; a larger one is cut off with the connection."""
+        self.close_connection = True
+        left = min(length, DRAIN_MAX)
+        while left > 0:
+            try:
+                chunk = self.rfile.read(min(left, 64 * 1024))
+            except OSError:  # the socket's timeout, or the client left
+                return
+            if not chunk:
+                return
+            left -= len(chunk)
 
     def _json(self, status: int, data: dict[str, Any]) -> None:
         raw = json.dumps(data, ensure_ascii=False).encode("utf-8")
