@@ -16,9 +16,10 @@ def test_the_bench_times_the_scan_and_the_index_on_one_file_and_run_all_judges_i
     saved.mkdir()
     (saved / "pending_learning.json").write_text(json.dumps(result), encoding="utf-8")
     out = tmp_path / "BENCHMARKS.md"
-    assert run_all.main(["--from-json", str(saved), "--saved-only", "--only", "pending_learning", "--out", str(out),
-                         "--notes", str(tmp_path / "none.md")]) == 0
-    row = next(line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| pending_learning |"))
-    assert "2000 episodes (30 waiting" in row and f"{result['after']['median_ms']} ms median" in row
+    assert run_all.main(["--results", str(saved), "--saved-only", "--only", "pending_learning",
+                         "--out", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    row = next(line for line in page.splitlines() if line.startswith("| waiting turns found"))
+    assert f"| {result['after']['median_ms']} ms |" in row
     assert "| — |" not in row  # judged against its target: pass or miss, never left open
-    assert "`python bench/pending_learning.py`" in row
+    assert "`python bench/pending_learning.py`" in page
