@@ -118,6 +118,8 @@ def themed_plot(*, grid: bool = True, **kwargs: Any) -> Any:
 def apply_plot_theme(plot: Any) -> None:
     """The plot's background in the palette's Base colour and its axes in its Text colour."""
     import pyqtgraph as pg
+    if getattr(plot, "plotItem", None) is None:  # a closed PlotWidget (pyqtgraph drops its item): nothing to theme
+        return
     pal = palette()
     plot.setBackground(pal.color(QPalette.Base))
     text = pal.color(QPalette.Text)
