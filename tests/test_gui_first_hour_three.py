@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QDialogButtonBox, QFileDialog  # noqa: E402
 from app.services.wiring import Services  # noqa: E402
 from app.ui.main_window import MainWindow  # noqa: E402
 from core.model_sampling import MODEL_SETTINGS_FILENAME  # noqa: E402
-from tests.guikit import on_db_lane  # noqa: E402
+from tests.guikit import on_db_lane, type_and_send  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
 
 TURN_MS = 180_000  # a whole turn on the tiny model, loaded from its folder on the first one
@@ -30,11 +30,7 @@ def _nothing_learned() -> ScriptedStructuredModel:
 
 
 def _type_and_send(qtbot, panel, text: str):
-    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
-        qtbot.mouseClick(panel.composer, Qt.LeftButton)
-        qtbot.keyClicks(panel.composer, text)
-        qtbot.keyClick(panel.composer, Qt.Key_Return)
-    return finished.args[0]
+    return type_and_send(qtbot, panel, text, TURN_MS)
 
 
 def _retype(qtbot, box, text: str) -> None:

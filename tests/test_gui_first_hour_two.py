@@ -5,7 +5,6 @@ can be held at any step (a slow machine's learning, made deterministic: the test
 """
 from __future__ import annotations
 
-import threading
 
 import pytest
 
@@ -14,50 +13,13 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 from PySide6.QtWidgets import QLabel  # noqa: E402
 
-from core.errors import GenerationStopped  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
-from tests.guikit import on_db_lane  # noqa: E402
+from tests.guikit import on_db_lane, type_and_send  # noqa: E402
+from tests.held_learning import HeldLearning  # noqa: E402
 from tests.test_gui_chat import TURN_MS, _fact, window  # noqa: E402,F401
 
-HELD_S = 120  # the longest a scripted step waits for the test to release it
-
-
 def _type_and_send(qtbot, panel, text: str):
-    """Click, type, Return; the reply once it is stored."""
-    with qtbot.waitSignal(panel.reply_finished, timeout=TURN_MS) as finished:
-        qtbot.mouseClick(panel.composer, Qt.LeftButton)
-        qtbot.keyClicks(panel.composer, text)
-        qtbot.keyClick(panel.composer, Qt.Key_Return)
-    return finished.args[0]
-
-
-class HeldLearning:
-    """A structured model whose extraction and reconcile steps each wait for the test to release them."""
-
-    def __init__(self, facts: list[dict]) -> None:
-        self.extract_go, self.reconcile_go = threading.Event(), threading.Event()
-        self.extracting = threading.Event()
-        self.script = ScriptedStructuredModel({"engram_facts": self._extract, "usefulness_rating": [{"useful": []}],
-                                               "reconcile_decision": self._reconcile})
-        self.model = self
-        self.facts = facts
-
-    def generate_json(self, messages, schema, *, max_tokens=512, stop=None):
-        """As the real generator: `stop` is asked before the first token and again between tokens (here: once
-        more after the held step, as if it were the next token)."""
-        answer = self.script.generate_json(messages, schema, max_tokens=max_tokens, stop=stop)
-        if stop is not None and stop():
-            raise GenerationStopped("stopped between tokens")
-        return answer
-
-    def _extract(self, _messages, _schema):
-        self.extracting.set()
-        assert self.extract_go.wait(HELD_S)
-        return {"facts": self.facts}
-
-    def _reconcile(self, _messages, _schema):
-        assert self.reconcile_go.wait(HELD_S)
-        return {"decision": "new", "target": 0, "reason": "different"}
+    return type_and_send(qtbot, panel, text, TURN_MS)
 
 
 def _statement_count(window, statement: str) -> int:
