@@ -79,7 +79,7 @@ def db(tmp_path, clock):
 def embedder():
     """The real offline MiniLM embedder the app uses (models/bert_embedder.py, no torch), loaded once per run."""
     from models.embeddings import load_embedder
-    return load_embedder("all-MiniLM-L6-v2")
+    return load_embedder("all-MiniLM-L6-v2", lasting=True)
 
 
 @pytest.fixture(autouse=True)

@@ -18,7 +18,7 @@ def test_the_simulated_user_is_the_same_in_both_arms_and_every_run():
 
 
 def test_the_forgetting_bench_on_a_short_simulation(embedder):
-    result = forgetting.run(days=30, seeds=[7], embedder=embedder, log=lambda *_: None)
+    result = forgetting.run(days=16, seeds=[7], embedder=embedder, log=lambda *_: None)
     assert result["seeds"] == [7] and list(result["per_seed"]) == ["7"]
     fixed, learnt = result["per_seed"]["7"]["arms"]["fixed"], result["per_seed"]["7"]["arms"]["learned"]
     for name, arm in (("fixed", fixed), ("learned", learnt)):  # one seed: the aggregate is that seed

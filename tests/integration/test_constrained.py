@@ -76,9 +76,10 @@ def test_sampling_still_varies_and_stays_in_the_schema(tiny_engine):
     assert len(seen) > 2
 
 
-@pytest.mark.slow  # two extractions of SmolLM2 (about a minute on this CPU)
+@pytest.mark.heavy  # two extractions of SmolLM2, one token by token: 1-3 minutes on this CPU
 def test_smollm2_extracts_the_same_facts_with_fewer_passes(real_model_dir):
-    """A real model on the real engram prompt: the object is the one masking every token gives."""
+    """A real model on the real engram prompt: the object is the one masking every token gives. (The tiny model's
+    test above runs the same comparison in the default run.)"""
     from models.chat import ChatEngine
     engine = ChatEngine.load(real_model_dir, context_tokens=2048)
     try:

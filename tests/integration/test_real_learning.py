@@ -50,7 +50,7 @@ def real_engine(real_model_dir):
     engine.unload()
 
 
-@pytest.mark.slow
+@pytest.mark.heavy  # three sessions of SmolLM2 extractions: 1-3 minutes; tests/integration/test_unread_real.py runs one
 def test_three_sessions_with_a_real_model_keep_only_grounded_facts(db, embedder, clock, real_engine):
     assistant = Assistant(db, embedder, real_engine, StructuredGenerator(real_engine), SETTINGS, clock)
     said: set[str] = set()
