@@ -13,7 +13,7 @@ embedder as the baseline measured in the same run.
 
 --work DIR keeps the export and the store in DIR, so the archive can be imported in chunks of --minutes each (the
 importer resumes after Ctrl-C); DIR/runs.json keeps every chunk's time, turns and peak RSS, and the JSON sums them.
---no-recall leaves the recall timing for the last chunk.
+--no-recall leaves the recall timing for the last chunk; --recall-only times it on the store in DIR, importing nothing.
 """
 from __future__ import annotations
 
@@ -170,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--minutes", type=float, help="stop the import (Ctrl-C) after this long; what it wrote stays")
     parser.add_argument("--work", type=Path, help="keep the export and the store here: a later run resumes the import")
     parser.add_argument("--no-recall", action="store_true", help="skip timing recall (a chunk before the last)")
+    parser.add_argument("--recall-only", action="store_true", help="import nothing more: time recall on --work's store")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
     result = {**stamp("import_history"), "turns_asked": args.turns, "conversations": args.conversations}
@@ -179,14 +180,18 @@ def main(argv: list[str] | None = None) -> int:
         result["turns"] = _export(work, args.turns, args.conversations)
         export = work / "chatgpt-export.zip"
         result["export_mb"] = round(export.stat().st_size / 2**20, 1)
-        before = _turns_in(work / "data")
-        child = import_in_child(work / "data", export, args.minutes)
-        runs = _ledger(work, {**child, "turns_before": before, "turns_after": _turns_in(work / "data"),
-                              "load_at_start": result["load_average_1m_at_start"], "load_at_end": load_average()})
+        if args.recall_only and (work / "runs.json").is_file():
+            runs = json.loads((work / "runs.json").read_text())
+        else:
+            before = _turns_in(work / "data")
+            child = import_in_child(work / "data", export, args.minutes)
+            runs = _ledger(work, {**child, "turns_before": before, "turns_after": _turns_in(work / "data"),
+                                  "load_at_start": result["load_average_1m_at_start"], "load_at_end": load_average()})
         result.update(_imported(work / "data", result["turns"], runs))
         if not args.no_recall:
             questions = [line.split(". ")[0][:200] for line in random.Random(3).sample(real_turns(), args.queries)]
-            result["recall_empty_store"], result["recall_imported_store"] = _recall_both(work, questions)
+            result["recall_empty_store"], result["recall_imported_store"] = _recall_both(
+                work / "data", Path(scratch) / "empty", questions)
     result["load_average_1m_at_end"] = load_average()
     text = json.dumps(result, indent=1)
     print(text)
@@ -254,21 +259,20 @@ def _imported(data_dir: Path, turns: int, runs: list[dict]) -> dict:
             "store_mb": round(sum(p.stat().st_size for p in data_dir.glob("engram.db*")) / 2**20, 1)}
 
 
-def _recall_both(work: Path, questions: list[str]) -> tuple[dict, dict]:
+def _recall_both(imported: Path, empty: Path, questions: list[str]) -> tuple[dict, dict]:
     """Recall on an empty store bound to the same embedder (the baseline: the query's embedding and recall's fixed
     cost), then on the imported store."""
     from core.memory.index import ensure_bound
     from core.store.db import open_db
     from models.embeddings import load_embedder
     embedder = load_embedder("all-MiniLM-L6-v2", lasting=True)  # the window's: a turn's recall runs in the app
-    empty = work / "empty"
     empty.mkdir()
     db = open_db(empty / "engram.db")
     try:
         ensure_bound(db, embedder)
     finally:
         db.close()
-    times = recall_times({"empty": empty, "imported": work / "data"}, questions, embedder)
+    times = recall_times({"empty": empty, "imported": imported}, questions, embedder)
     return times["empty"], times["imported"]
 
 
