@@ -10,6 +10,10 @@ resumes). Reported: turns/s and the wall time (the reading of the export apart),
 size, then recall as the window's turn runs it (memories and turns, k = 10) on the imported store, with the query's
 embedding and alone, p50/p95 over --queries questions, against the same recall on an empty store bound to the same
 embedder as the baseline measured in the same run.
+
+--work DIR keeps the export and the store in DIR, so the archive can be imported in chunks of --minutes each (the
+importer resumes after Ctrl-C); DIR/runs.json keeps every chunk's time, turns and peak RSS, and the JSON sums them.
+--no-recall leaves the recall timing for the last chunk; --recall-only times it on the store in DIR, importing nothing.
 """
 from __future__ import annotations
 
@@ -164,18 +168,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--conversations", type=int, default=5_000)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--minutes", type=float, help="stop the import (Ctrl-C) after this long; what it wrote stays")
+    parser.add_argument("--work", type=Path, help="keep the export and the store here: a later run resumes the import")
+    parser.add_argument("--no-recall", action="store_true", help="skip timing recall (a chunk before the last)")
+    parser.add_argument("--recall-only", action="store_true", help="import nothing more: time recall on --work's store")
     parser.add_argument("--out", type=Path, help="also write the JSON here")
     args = parser.parse_args(argv)
     result = {**stamp("import_history"), "turns_asked": args.turns, "conversations": args.conversations}
-    with tempfile.TemporaryDirectory(prefix="engram-import-bench-") as folder:
-        work = Path(folder)
+    with tempfile.TemporaryDirectory(prefix="engram-import-bench-") as scratch:
+        work = args.work or Path(scratch)
+        work.mkdir(parents=True, exist_ok=True)
+        result["turns"] = _export(work, args.turns, args.conversations)
         export = work / "chatgpt-export.zip"
-        result["turns"] = build_export(export, args.conversations, args.turns)
         result["export_mb"] = round(export.stat().st_size / 2**20, 1)
-        child = import_in_child(work / "data", export, args.minutes)
-        result.update(_imported(work / "data", result["turns"], child))
-        questions = [line.split(". ")[0][:200] for line in random.Random(3).sample(real_turns(), args.queries)]
-        result["recall_empty_store"], result["recall_imported_store"] = _recall_both(work, questions)
+        if args.recall_only and (work / "runs.json").is_file():
+            runs = json.loads((work / "runs.json").read_text())
+        else:
+            before = _turns_in(work / "data")
+            child = import_in_child(work / "data", export, args.minutes)
+            runs = _ledger(work, {**child, "turns_before": before, "turns_after": _turns_in(work / "data"),
+                                  "load_at_start": result["load_average_1m_at_start"], "load_at_end": load_average()})
+        result.update(_imported(work / "data", result["turns"], runs))
+        if not args.no_recall:
+            questions = [line.split(". ")[0][:200] for line in random.Random(3).sample(real_turns(), args.queries)]
+            result["recall_empty_store"], result["recall_imported_store"] = _recall_both(
+                work / "data", Path(scratch) / "empty", questions)
     result["load_average_1m_at_end"] = load_average()
     text = json.dumps(result, indent=1)
     print(text)
@@ -184,7 +200,40 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _imported(data_dir: Path, turns: int, child: dict) -> dict:
+def _export(work: Path, turns: int, conversations: int) -> int:
+    """The export in `work`, built once: a later run with the same sizes imports the very same file (same batch)."""
+    export, sizes = work / "chatgpt-export.zip", work / "export.json"
+    wanted = {"turns": turns, "conversations": conversations}
+    if export.is_file() and sizes.is_file() and json.loads(sizes.read_text())["asked"] == wanted:
+        return int(json.loads(sizes.read_text())["turns"])
+    made = build_export(export, conversations, turns)
+    sizes.write_text(json.dumps({"asked": wanted, "turns": made}))
+    (work / "runs.json").unlink(missing_ok=True)
+    return made
+
+
+def _turns_in(data_dir: Path) -> int:
+    from core.store.db import open_db
+    if not (data_dir / "engram.db").is_file():
+        return 0
+    db = open_db(data_dir / "engram.db")
+    try:
+        return int(db.scalar("SELECT count(*) FROM episodes"))
+    finally:
+        db.close()
+
+
+def _ledger(work: Path, run: dict) -> list[dict]:
+    """Every import run into this work folder so far, this one last."""
+    path = work / "runs.json"
+    runs = json.loads(path.read_text()) if path.is_file() else []
+    runs.append({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **run})
+    path.write_text(json.dumps(runs, indent=1))
+    return runs
+
+
+def _imported(data_dir: Path, turns: int, runs: list[dict]) -> dict:
+    """This run's figures, and the sums over every run (chunk) that built this store."""
     from core.store import vectors
     from core.store.db import open_db
     db = open_db(data_dir / "engram.db")
@@ -193,30 +242,37 @@ def _imported(data_dir: Path, turns: int, child: dict) -> dict:
         with_vectors = done - len(vectors.ids_without_vectors(db, "episode"))
     finally:
         db.close()
-    writing = max(child["seconds"] - child["read_seconds"], 1e-9)
+    last = runs[-1]
+    added = sum(run["turns_after"] - run["turns_before"] for run in runs)
+    seconds = sum(run["seconds"] for run in runs)
+    writing = max(sum(run["seconds"] - run["read_seconds"] for run in runs), 1e-9)
+    rate = added / writing
     return {"complete": done == turns, "turns_imported": done, "turns_with_vectors": with_vectors,
-            "import_seconds": round(child["seconds"], 1), "read_seconds": child["read_seconds"],
-            "turns_per_s": round(done / child["seconds"], 1), "turns_per_s_writing": round(done / writing, 1),
-            "projected_seconds_for_all": round(child["read_seconds"] + turns / (done / writing), 0) if done else None,
-            "peak_rss_mb": child["peak_rss_mb"], "stopped_after_minutes": child["stopped"], "cli_said": child["said"],
+            "runs": len(runs), "import_seconds": round(seconds, 1), "read_seconds": last["read_seconds"],
+            "turns_per_s": round(added / seconds, 1), "turns_per_s_writing": round(rate, 1),
+            "this_run": {"turns": last["turns_after"] - last["turns_before"], "seconds": round(last["seconds"], 1),
+                         "turns_per_s": round((last["turns_after"] - last["turns_before"]) / last["seconds"], 1),
+                         "load": [last["load_at_start"], last["load_at_end"]]},
+            "projected_seconds_for_all": round(last["read_seconds"] + turns / rate, 0) if added else None,
+            "peak_rss_mb": max(run["peak_rss_mb"] for run in runs), "stopped_after_minutes": last["stopped"],
+            "cli_said": last["said"],
             "store_mb": round(sum(p.stat().st_size for p in data_dir.glob("engram.db*")) / 2**20, 1)}
 
 
-def _recall_both(work: Path, questions: list[str]) -> tuple[dict, dict]:
+def _recall_both(imported: Path, empty: Path, questions: list[str]) -> tuple[dict, dict]:
     """Recall on an empty store bound to the same embedder (the baseline: the query's embedding and recall's fixed
     cost), then on the imported store."""
     from core.memory.index import ensure_bound
     from core.store.db import open_db
     from models.embeddings import load_embedder
     embedder = load_embedder("all-MiniLM-L6-v2", lasting=True)  # the window's: a turn's recall runs in the app
-    empty = work / "empty"
     empty.mkdir()
     db = open_db(empty / "engram.db")
     try:
         ensure_bound(db, embedder)
     finally:
         db.close()
-    times = recall_times({"empty": empty, "imported": work / "data"}, questions, embedder)
+    times = recall_times({"empty": empty, "imported": imported}, questions, embedder)
     return times["empty"], times["imported"]
 
 

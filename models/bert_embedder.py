@@ -76,7 +76,8 @@ class BertEmbedder:
     dimension: int
     pooling: str = "mean"
     backend: str = "mlx"
-    batch_size: int = 32
+    batch_size: int = 32  # texts a batch holds at most
+    batch_tokens: int | None = None  # and at most this many token rows, padding included (onnxruntime's: BATCH_TOKENS)
     cache_size: int = 512
     one_query: Callable[[], AbstractContextManager] = nullcontext  # how a single query runs (load_bert_embedder)
     vocab_size: int | None = None  # rows of the encoder's word table: ids past it are refused (_check_fits)
@@ -103,8 +104,7 @@ class BertEmbedder:
         # Similar lengths side by side: a batch is padded to its longest sentence, so sorting wastes least.
         order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+        for rows in self._batches([len(encodings[i].ids) for i in order], order):
             width = max(len(encodings[i].ids) for i in rows)
             ids = np.zeros((len(rows), width), dtype=np.int32)
             mask = np.zeros((len(rows), width), dtype=np.float32)
@@ -113,6 +113,20 @@ class BertEmbedder:
                 ids[row, :len(tokens)], mask[row, :len(tokens)] = tokens, 1.0
             out[rows] = self._pool(ids, mask)
         return out
+
+    def _batches(self, widths: list[int], order: list[int]) -> Iterator[list[int]]:
+        """`order`'s texts (ascending `widths`, their token counts) in batches of at most batch_size texts and
+        batch_tokens padded token rows; a text alone always makes a batch."""
+        rows: list[int] = []
+        for width, i in zip(widths, order):
+            full = len(rows) >= self.batch_size or (
+                self.batch_tokens is not None and (len(rows) + 1) * width > self.batch_tokens)
+            if rows and full:
+                yield rows
+                rows = []
+            rows.append(i)
+        if rows:
+            yield rows
 
     def _pool(self, ids: np.ndarray, mask: np.ndarray | None) -> np.ndarray:
         _check_fits(ids, self.vocab_size)
@@ -200,6 +214,7 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str, backend
     tokenizer.no_padding()
     backend = backend or default_backend(lasting)
     one_query: Callable[[], AbstractContextManager] = nullcontext
+    batch_tokens = None
     if backend in ("numpy", "onnx"):
         from models.bert_numpy import load_numpy_bert
         encoder: Any = load_numpy_bert(folder)
@@ -207,10 +222,13 @@ def load_bert_embedder(folder: Path, recipe: FolderRecipe, *, name: str, backend
             encoder, backend = _onnx_or_numpy(encoder)
         if backend == "numpy":
             one_query = QueryThreads()
+        else:
+            from models.bert_onnx import BATCH_TOKENS
+            batch_tokens = BATCH_TOKENS
     else:
         from models.worker import MLXWorker
         owner = mlx_worker or MLXWorker("engram-mlx-embed")
         encoder = MLXBert(owner.call_between_steps(load_bert, folder), owner)  # a reply waits one token for it
     return BertEmbedder(encoder=encoder, tokenizer=tokenizer, name=name, dimension=encoder.config.hidden_size,
                         pooling=recipe.pooling, backend=backend, vocab_size=encoder.config.vocab_size,
-                        one_query=one_query)
+                        one_query=one_query, batch_tokens=batch_tokens)
