@@ -56,6 +56,7 @@ def test_an_object_merely_mentioned_is_not_liked(user_text, obj):
     ("I'm a big fan of jazz.", raw("user", "likes", "jazz")),
     ("I really enjoy hiking and swimming.", raw("user", "enjoys", "swimming")),
     ("Today I started to like tea.", raw("user", "likes", "tea")),
+    ("I drink green tea every morning, I love it.", raw("user", "likes", "green tea")),  # the liking refers back
     ("I prefer short answers without emojis.", raw("user", "prefers", "short answers")),
     ("I hate loud music.", raw("user", "dislikes", "loud music")),
     ("I can't stand crowds.", raw("user", "dislikes", "crowds")),
@@ -92,6 +93,8 @@ def test_negation_flips_a_liking_or_refuses_it(user_text, fact, why):
     ("I no longer take aspirin.", raw("user", "medication", "aspirin", "The user takes aspirin.")),
     ("My cat is called Mochi, not Miso.", raw("user", "has_cat", "Miso", "The user has a cat called Miso.")),
     ("I drink green tea every morning.", raw("user", "birthday", "green tea", "The user's birthday is green tea.")),
+    ("I'm not a nurse.", raw("user", "works_as", "nurse", "The user is a nurse.")),
+    ("I don't drink coffee.", raw("user", "drinks", "coffee", "The user drinks coffee.")),
 ])
 def test_an_object_merely_mentioned_is_no_fact_of_another_relation(user_text, fact):
     result = extract(user_text, fact)
@@ -112,6 +115,8 @@ def test_an_object_merely_mentioned_is_no_fact_of_another_relation(user_text, fa
     ("My birthday is on March 3.", raw("user", "birthday", "March 3", "The user's birthday is March 3.")),
     ("Sorry, my cat is called Mochi, not Miso.", raw("user", "has_cat", "Mochi", "The user's cat is Mochi.")),
     ("I'm going to Japan in May!", raw("user", "will_travel_to", "Japan", "The user will travel to Japan.")),
+    ("My doctor confirmed it: I can't eat peanuts, I'm allergic.",  # the allergy refers back to the peanuts
+     raw("user", "allergy", "peanuts", "The user is allergic to peanuts.", True)),
 ])
 def test_a_relation_said_in_the_users_words_is_kept(user_text, fact):
     result = extract(user_text, fact)

@@ -26,7 +26,8 @@ from core.memory.critical import canonical_relation
 from core.memory.fact_shape import OTHER_PREPOSITIONS, PEOPLE_WORDS, PLACE_PREPOSITIONS, relation_kind
 from core.memory.grounding import content_words
 
-_CLAUSE = re.compile(r"[.;!?\n]|\bbut\b|\b(?:because|since|although|though|whereas|while)\b"
+_SENTENCE = re.compile(r"[.;!?\n]")
+_CLAUSE = re.compile(r"\bbut\b|\b(?:because|since|although|though|whereas|while)\b"
                      r"|,\s*(?=(?:and |so |then )?(?:i|i'm|i've|i'd|we|he|she|they|it|it's|my|our|not)\b)"
                      r"|\b(?:and|so|or)\s+(?=(?:i|i'm|i've|we|he|she|they|my|our)\b)", re.IGNORECASE)
 _LIKING_CUE = re.compile(
@@ -73,50 +74,69 @@ def cue_problem(relation: str, obj: str, own_words: str) -> str:
     """Why the user's words hold the object but not its relation ('' when they do, or when no clause holds the
     object word for word). `relation` as the model wrote it ("does not eat" is negative, though its canonical
     name is "diet")."""
-    clauses = _clauses_holding(obj, own_words)
-    if not clauses:
+    reach = _reach(obj, own_words)
+    if not reach:
         return ""
     words = set(_slug(relation).split("_"))
     canonical = canonical_relation(relation)
     name = canonical.replace("_", " ")
     if words & _LIKING and not words & _NEGATIVE:
-        return _feeling_problem(name, obj, clauses, want=1)
+        return _feeling_problem(name, obj, reach, want=1)
     if words & _DISLIKING or (words & _LIKING and words & _NEGATIVE):
-        return _feeling_problem(name, obj, clauses, want=-1)
-    if not words & _NEGATIVE and canonical != "hard_constraint" and all(_denied(c, obj) for c in clauses):
-        return f"the user said it is not so: '{obj}'"
+        return _feeling_problem(name, obj, reach, want=-1)
     if words & PEOPLE_WORDS:
-        said = any(set(c.split()) & PEOPLE_WORDS for c in clauses)
+        said = any(set(c.split()) & PEOPLE_WORDS for c in reach)
         return "" if said else f"no word of kin for '{obj}'"
     kind = _KIND_OF.get(canonical) or relation_kind(canonical)
-    cue = _KIND_CUES.get(kind)
-    if cue is not None:
-        found = any(re.search(rf"\b(?:{cue})\b", c) for c in clauses)
-        if kind in ("job", "name") and not found:
-            found = any(re.search(rf"\b{_IS} {re.escape(_plain(obj))}\b", c) for c in clauses)
-        return "" if found else f"nothing said makes '{obj}' a fact of {name}"
-    own = {w[:4] for w in words - _GENERIC if len(w) > 2}
-    if not own:
+    own = sorted({w[:4] for w in words - _GENERIC if len(w) > 2})
+    cue = _KIND_CUES.get(kind) or (rf"(?:{'|'.join(own)})\w*" if own else "")
+    if not cue:
         return ""
-    said_words = {w[:4] for c in clauses for w in c.split()}
-    if own & said_words or _after_preposition(words, obj, clauses):
+    state = _cue_state(re.compile(rf"\b(?:{cue})\b"), obj, reach)
+    if words & _NEGATIVE or canonical == "hard_constraint":
+        return "" if state else f"'{name}' is not said of '{obj}'"  # "I don't eat meat" says does_not_eat
+    if state == "said":
         return ""
-    return f"'{name}' is not said of '{obj}'"
+    if state == "denied" or any(_object_denied(c, obj) for c in reach):
+        return f"the user said it is not so: '{obj}'"
+    if _said_by_shape(kind, words, obj, reach[0]):
+        return ""
+    return f"nothing said makes '{obj}' a fact of {name}" if kind in _KIND_CUES else \
+        f"'{name}' is not said of '{obj}'"
 
 
-def _after_preposition(words: set[str], obj: str, clauses: list[str]) -> bool:
-    """A relation that ends in a preposition ("will_travel_to") said in other words of the same shape: its object
-    after a preposition ("I'm going to Japan"), not after the user's verb ("I take metformin")."""
-    prepositions = PLACE_PREPOSITIONS | OTHER_PREPOSITIONS
-    if not words & prepositions:
+def _cue_state(cue: re.Pattern, obj: str, reach: list[str]) -> str:
+    """'said' when a clause within reach says the cue, 'denied' when it is only said negated, else ''."""
+    state = ""
+    for clause in reach:
+        for found in cue.finditer(clause):
+            if _object_denied(clause, obj):
+                state = "denied"
+            elif _NEGATION.search(" ".join(clause[:found.start()].split()[-3:])):
+                state = state or "denied"
+            else:
+                return "said"
+    return state
+
+
+def _said_by_shape(kind: str, words: set[str], obj: str, clause: str) -> bool:
+    """The relation's shape in other words, the clause not denying the object: what the user says they are ("I'm a
+    nurse", "Ana is a doctor", "I'm Maya") for a job or a name; a relation that ends in a preposition
+    ("will_travel_to") with its object after one ("I'm going to Japan"), not after the user's verb ("I take
+    metformin")."""
+    if _denied(clause, obj):
         return False
-    for clause in clauses:
-        for said, at in _places(clause, obj):
-            before = at - 1
-            while before >= 0 and said[before] in _DETERMINERS:
-                before -= 1
-            if before >= 0 and said[before] in prepositions:
-                return True
+    if kind in ("job", "name"):
+        return bool(re.search(rf"\b{_IS} {re.escape(_plain(obj))}\b", clause))
+    prepositions = PLACE_PREPOSITIONS | OTHER_PREPOSITIONS
+    if kind in _KIND_CUES or not words & prepositions:
+        return False
+    for said, at in _places(clause, obj):
+        before = at - 1
+        while before >= 0 and said[before] in _DETERMINERS:
+            before -= 1
+        if before >= 0 and said[before] in prepositions:
+            return True
     return False
 
 
@@ -124,12 +144,12 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9']+", "_", text.lower().replace("’", "'")).strip("_")
 
 
-def _feeling_problem(relation: str, obj: str, clauses: list[str], want: int) -> str:
-    feelings = [_feeling(c, obj) for c in clauses]
+def _feeling_problem(relation: str, obj: str, reach: list[str], want: int) -> str:
+    feelings = [_feeling(c, obj) for c in reach]
     if want in feelings:
         return ""
     if -want in feelings:
-        return f"the user said the opposite of {relation.replace('_', ' ')}: '{obj}'"
+        return f"the user said the opposite of {relation}: '{obj}'"
     return f"no word of {'liking' if want > 0 else 'disliking'} for '{obj}'"
 
 
@@ -153,7 +173,7 @@ def _denied(clause: str, obj: str) -> bool:
 
 
 def _object_denied(clause: str, obj: str) -> bool:
-    """Whether the words right before the object deny it ("without emojis", "no sugar")."""
+    """Whether the words right before the object deny it ("not Lisbon", "without emojis", "no sugar")."""
     return any(set(words[max(at - 2, 0):at]) & _OBJECT_DENIED for words, at in _places(clause, obj))
 
 
@@ -166,15 +186,29 @@ def _plain(text: str) -> str:
     return " ".join(_WORD.findall(text.lower().replace("’", "'")))
 
 
-def _clauses_holding(obj: str, own_words: str) -> list[str]:
-    """The clauses of the user's words that hold the object word for word (lower case, straight apostrophes)."""
+def _reach(obj: str, own_words: str) -> list[str]:
+    """The clauses of the user's words that hold the object word for word (lower case, straight apostrophes),
+    each followed by the clauses of its sentence that only refer back to it ("…, I love it", "…, I'm allergic")."""
     wanted = _plain(obj)
     if not wanted or not content_words(wanted):
         return []
-    text = own_words.lower().replace("’", "'")
     found = []
-    for clause in _CLAUSE.split(text):
-        plain = _plain(clause)
-        if re.search(rf"\b{re.escape(wanted)}\b", plain):
-            found.append(plain)
+    for sentence in _SENTENCE.split(own_words.lower().replace("’", "'")):
+        clauses = [_plain(c) for c in _CLAUSE.split(sentence)]
+        for at, clause in enumerate(clauses):
+            if not re.search(rf"\b{re.escape(wanted)}\b", clause):
+                continue
+            found.append(clause)
+            for after in clauses[at + 1:]:
+                if not _refers_back(after):
+                    break
+                found.append(after)
     return found
+
+
+def _refers_back(clause: str) -> bool:
+    """A clause of nothing but a subject, a cue and a pronoun: "I love it", "I'm allergic", "I can't stand them"."""
+    rest = clause
+    for cue in (_LIKING_CUE, _DISLIKING_CUE, *(re.compile(rf"\b(?:{c})\b") for c in _KIND_CUES.values())):
+        rest = cue.sub(" ", rest)
+    return rest != clause and not content_words(rest)
