@@ -94,6 +94,8 @@ def test_negation_flips_a_liking_or_refuses_it(user_text, fact, why):
     ("My cat is called Mochi, not Miso.", raw("user", "has_cat", "Miso", "The user has a cat called Miso.")),
     ("I drink green tea every morning.", raw("user", "birthday", "green tea", "The user's birthday is green tea.")),
     ("I'm not a nurse.", raw("user", "works_as", "nurse", "The user is a nurse.")),
+    ("I play cello on Sundays.", raw("user", "medication", "cello", "The user takes cello.", True)),
+    ("I play music every day.", raw("user", "condition", "music", "The user has music.", True)),
     ("I don't drink coffee.", raw("user", "drinks", "coffee", "The user drinks coffee.")),
 ])
 def test_an_object_merely_mentioned_is_no_fact_of_another_relation(user_text, fact):

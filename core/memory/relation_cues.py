@@ -49,9 +49,10 @@ _NEGATIVE = frozenset("not no never dislikes dislike hates hate avoids avoid wit
 # Kinds the prompt names, and the words that say each ("take" a medicine, "live" somewhere).
 _KIND_CUES = {
     "allergy": r"allerg\w*|intoleran\w*|anaphyla\w*|reactions?|react\w*|sensitiv\w*|epipen",
-    "medication": r"tak(?:e|es|ing)|took|on|prescri\w*|medic\w*|meds|pills?|tablets?|doses?|mg|inhaler|inject\w*",
+    "medication": r"tak(?:e|es|ing)|took|(?:i'm|am|was|been) on|prescri\w*|medic\w*|meds|pills?|tablets?|doses?|mg|"
+                  r"inhaler|inject\w*",
     "condition": r"diagnos\w*|ha(?:ve|s|d)|suffer\w*|living with|condition|chronic|disorder|disease|illness|"
-                 r"\w+(?:ic|tic)",
+                 r"syndrome|diabetic|asthmatic|epileptic",
     "diet": r"diet\w*|eat\w*|ate|food|vegetarian|vegan|pescatarian|halal|kosher|gluten\w*|lactose|meat|dairy|"
             r"celiac|coeliac",
     "birthday": r"birthday|born|birth",
