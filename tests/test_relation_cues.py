@@ -46,7 +46,7 @@ def triples(result) -> list[tuple[str, str, str]]:
 ])
 def test_an_object_merely_mentioned_is_not_liked(user_text, obj):
     result = extract(user_text, raw("user", "likes", obj, f"The user likes {obj}."))
-    assert triples(result) == [] and result.dropped[0][1] == f"no word of liking for '{obj}'"
+    assert triples(result) == [] and result.dropped[0][1] == f"no word of liking: '{obj}'"
 
 
 @pytest.mark.parametrize("user_text, fact", [

@@ -87,7 +87,7 @@ def cue_problem(relation: str, obj: str, own_words: str) -> str:
         return _feeling_problem(name, obj, reach, want=-1)
     if words & PEOPLE_WORDS:
         said = any(set(c.split()) & PEOPLE_WORDS for c in reach)
-        return "" if said else f"no word of kin for '{obj}'"
+        return "" if said else f"no word of kin: '{obj}'"
     kind = _KIND_OF.get(canonical) or relation_kind(canonical)
     own = sorted({w[:4] for w in words - _GENERIC if len(w) > 2})
     cue = _KIND_CUES.get(kind) or (rf"(?:{'|'.join(own)})\w*" if own else "")
@@ -95,15 +95,15 @@ def cue_problem(relation: str, obj: str, own_words: str) -> str:
         return ""
     state = _cue_state(re.compile(rf"\b(?:{cue})\b"), obj, reach)
     if words & _NEGATIVE or canonical == "hard_constraint":
-        return "" if state else f"'{name}' is not said of '{obj}'"  # "I don't eat meat" says does_not_eat
+        return "" if state else f"the relation is not said: '{name}' of '{obj}'"  # "I don't eat meat" says it
     if state == "said":
         return ""
     if state == "denied" or any(_object_denied(c, obj) for c in reach):
         return f"the user said it is not so: '{obj}'"
     if _said_by_shape(kind, words, obj, reach[0]):
         return ""
-    return f"nothing said makes '{obj}' a fact of {name}" if kind in _KIND_CUES else \
-        f"'{name}' is not said of '{obj}'"
+    return f"nothing said makes it a fact of {name}: '{obj}'" if kind in _KIND_CUES else \
+        f"the relation is not said: '{name}' of '{obj}'"
 
 
 def _cue_state(cue: re.Pattern, obj: str, reach: list[str]) -> str:
@@ -151,7 +151,7 @@ def _feeling_problem(relation: str, obj: str, reach: list[str], want: int) -> st
         return ""
     if -want in feelings:
         return f"the user said the opposite of {relation}: '{obj}'"
-    return f"no word of {'liking' if want > 0 else 'disliking'} for '{obj}'"
+    return f"no word of {'liking' if want > 0 else 'disliking'}: '{obj}'"
 
 
 def _feeling(clause: str, obj: str) -> int:
