@@ -170,6 +170,7 @@ def run(name: str, chat: Any, structured: Any, embedder: Any, statements: Sequen
         folder = Path(scratch) if resume is None else resume / relation_key(name)
         folder.mkdir(parents=True, exist_ok=True)
         progress = Progress.load(folder / PROGRESS)
+        progress.check(statements, folder)
         clock = _Clock(progress.now)
         db = open_db(folder / "engram.db", clock=clock)
         try:
@@ -209,6 +210,15 @@ class Progress:
     errors: list[str] = dataclasses.field(default_factory=list)
     asked_model: int = 0  # statements whose extraction asked the model (core.memory.unread)
     holds: int = 0
+    texts: list[str] = dataclasses.field(default_factory=list)  # the statements said, in order
+
+    def check(self, statements: Sequence[Statement], folder: Path) -> None:
+        """A resumed run goes on with the statements it began with: another --limit (or gold set) would score
+        the store's facts against statements it was not told, or tell it some twice."""
+        wanted = [s.text for s in statements[:self.said]]
+        if self.said > len(statements) or (self.texts and self.texts != wanted):
+            raise ValueError(f"{folder} holds a run of other statements ({self.said} said; this run has "
+                             f"{len(statements)}): use the same --limit, or a new --resume folder")
 
     @classmethod
     def load(cls, path: Path) -> "Progress":
@@ -245,6 +255,7 @@ def _say(name: str, db: Any, clock: "_Clock", chat: Any, structured: Any, embedd
         progress.seconds.append(time.perf_counter() - started)
         spent += progress.seconds[-1]
         progress.said += 1
+        progress.texts.append(statement.text)
         progress.now = clock.now
         progress.asked_model += report.asked_model
         progress.dropped += [[statement.text, item, why] for item, why in report.dropped]
@@ -292,6 +303,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", type=Path,
                         help="keep each run's store and progress in this folder; a second call goes on from there")
     args = parser.parse_args(argv)
+    try:
+        return _main(args)
+    except ValueError as error:  # a resumed folder that does not fit: one line, nothing changed
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _main(args: argparse.Namespace) -> int:
     statements = GOLD[: args.limit] if args.limit > 0 else GOLD
     header = stamp("learning")  # the load average before the runs share the cores
     from models.cpu_blas import preload_fast_blas

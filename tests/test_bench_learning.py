@@ -134,3 +134,22 @@ def test_a_run_out_of_budget_is_scored_on_the_statements_it_said(embedder):
                  reflect=False, budget=1e-9)
     assert result["statements"] == 1 and result["gold_facts"] == 1 and result["recall"] == 1.0
     assert result["reflection"].startswith("not run")
+
+
+def test_a_resumed_run_refuses_other_statements_than_it_began_with(embedder, tmp_path, capsys):
+    """--resume with another --limit (or gold set) scored the store's facts against statements it was not told:
+    it is refused in one line and the folder is left as it was."""
+    first = run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD[:3],
+                reflect=False, resume=tmp_path)
+    assert first["statements"] == 3
+    progress = (tmp_path / "scripted" / "progress.json").read_text(encoding="utf-8")
+    with pytest.raises(ValueError, match="other statements"):
+        run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD[:2],
+            reflect=False, resume=tmp_path)
+    with pytest.raises(ValueError, match="other statements"):
+        run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD[1:5],
+            reflect=False, resume=tmp_path)
+    assert (tmp_path / "scripted" / "progress.json").read_text(encoding="utf-8") == progress
+    more = run("scripted", ScriptedChatModel(["Thanks."]), scripted_model(GOLD), embedder, GOLD[:5],
+               reflect=False, resume=tmp_path)  # a longer run of the same statements goes on from the fourth
+    assert more["statements"] == 5 and more["complete"]

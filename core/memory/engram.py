@@ -21,6 +21,7 @@ from core.memory.grounding import lexical_support, reason_counts
 from core.memory.language import language_problem
 from core.memory.relay import own_segments, relay_start
 from core.memory.fact_shape import echoed_prompt, from_the_user, shape_problem
+from core.memory.relation_cues import cue_problem
 from core.prompts.engram import engram_messages, facts_max_tokens, facts_schema, instructions
 from core.protocols import StructuredModel
 
@@ -116,7 +117,7 @@ def rejection(item: dict[str, Any], user_text: str, assistant_text: str, setting
         return f"copies the prompt's own words: '{echo}'"
     if any(_quoted_only(item.get(part, ""), own_words, quoted) for part in ("subject", "object")):
         return "only in text the user quoted"
-    shape = shape_problem(item, own_words)
+    shape = shape_problem(item, own_words) or cue_problem(str(item.get("relation", "")), item["object"], own_words)
     if shape:
         return shape
     if is_critical(canonical_relation(item.get("relation", ""))) and not _said_in_first_person(item, own_words):

@@ -37,7 +37,7 @@ _JOB = frozenset("works_as job occupation profession employed_as role is_a caree
 _WORKPLACE = frozenset("works_at works_for employer employed_at employed_by workplace company".split())
 _PLACE_WORDS = ("lives", "live", "living", "resides", "from", "grew", "born", "moved", "based", "hometown",
                 "located", "city", "country", "address")
-_PEOPLE_WORDS = frozenset("sister brother mother mom mum father dad wife husband partner girlfriend boyfriend fiance "
+PEOPLE_WORDS = frozenset("sister brother mother mom mum father dad wife husband partner girlfriend boyfriend fiance "
                           "fiancee son daughter child children kid parent parents grandmother grandma grandfather "
                           "grandpa aunt uncle cousin niece nephew friend boss colleague coworker roommate flatmate "
                           "neighbour neighbor married spouse knows met family related sibling".split())
@@ -73,7 +73,7 @@ def _holds(words: list[str], wanted: list[str]) -> bool:
 
 def _someone_elses(clause: list[str], relation: str) -> bool:
     """A clause whose subject is "my <person>" and where the user is not a subject too ("My sister and I…")."""
-    person = set(clause[1:3]) & _PEOPLE_WORDS  # "my sister", "my older brother"
+    person = set(clause[1:3]) & PEOPLE_WORDS  # "my sister", "my older brother"
     if not clause or clause[0] not in ("my", "our") or not person:
         return False
     return not set(clause) & _FIRST_PERSON_SUBJECTS and not person & set(relation.split("_"))
@@ -112,14 +112,14 @@ def from_the_user(item: dict) -> dict:
     brother, Tomás), as the user said it ("My brother Tomás") and as a plain fact stores it."""
     relation = canonical_relation(str(item.get("relation", "")))
     subject = str(item.get("subject", "")).strip()
-    kin = [w for w in relation.split("_") if w in _PEOPLE_WORDS]
+    kin = [w for w in relation.split("_") if w in PEOPLE_WORDS]
     if not is_user(str(item.get("object", ""))) or not subject or is_user(subject) or len(kin) != 1:
         return item
     return {**item, "subject": "user", "relation": kin[0], "object": subject}
 
 
 def _between_people(relation: str) -> bool:
-    return bool(set(relation.split("_")) & _PEOPLE_WORDS)
+    return bool(set(relation.split("_")) & PEOPLE_WORDS)
 
 
 def is_user(phrase: str) -> bool:
