@@ -9,8 +9,9 @@ of them, of 1M rows (the 1M store's own vectors) among the 2,000 nearest for 0.9
 
 So a query compares every row's 48 bytes (384 dimensions) with its own: the Hamming-nearest are shortlisted, ranked
 again by the query's floats against their bits, and the best of those rescored exactly on their float vectors
-(plan(): 1,000 and 200 at 100k rows, 2,000 and 400 at a million). The comparison took 1.8–3 ms at 100k rows and
-35–48 ms at a million, on this 2-core machine at load 6 (bench/notes.md, 2026-11-29). The bits are read once from
+(plan(): 1,500 and 300 at 100k rows, ~3,000 and 600 at a million: 0.997 and 0.998 of the exact top 10 on the
+real-text stores' vectors). The comparison took 1.8–3 ms at 100k rows; at a million all but the rescoring took
+60 ms p50, 81 p95, on this 2-core machine at load 6 (bench/notes.md, 2026-11-29). The bits are read once from
 sqlite-vec's own chunks (the vec0 table: no copy in the file; ~90 ms at 100k rows, the first query of a connection)
 and kept on the connection with a stamp that every write to the table changes (changed()), so a write through
 another connection or process is seen by the next query.
@@ -28,8 +29,8 @@ if TYPE_CHECKING:  # annotations only
     from core.store.db import Database
 
 # Rows passed on up to 100k rows, times (rows / 100k) ** GROWTH past it (twice as many at a million):
-SHORTLIST_AT_100K = 1000  # Hamming-nearest rows (the exact top 10 among them: 0.995 at 100k; 2,000 of 1M: 0.996)
-RESCORED_AT_100K = 200  # ... of those, the best by the query's floats against their bits, rescored exactly
+SHORTLIST_AT_100K = 1500  # Hamming-nearest rows (the exact top 10 among 1,000 of 100k: 0.995, 2,000 of 1M: 0.996)
+RESCORED_AT_100K = 300  # ... of those, the best by the query's floats against their bits, rescored exactly
 GROWTH = 0.3
 RESCORED_MAX = 4096
 
@@ -74,7 +75,7 @@ def table_bits(db: Database, name: str, dimension: int) -> Bits | None:
 def nearest(bits: Bits, query: np.ndarray, shortlist: int, count: int) -> np.ndarray:
     """Ids of `count` rows near the query, best first: the `shortlist` nearest by Hamming distance of sign bits,
     ranked again by the query's own floats against their bits (an estimate of the cosine far closer than the
-    Hamming distance: of 1,000 shortlisted at 100k, the best 200 so ranked held 0.9925 of the exact top 10)."""
+    Hamming distance: of 1,500 shortlisted at 100k, the best 300 so ranked held 0.997 of the exact top 10)."""
     query = np.asarray(query, dtype=np.float32)
     places = _hamming_nearest(hamming(bits, query), shortlist)
     if not len(places):
