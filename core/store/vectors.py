@@ -7,7 +7,8 @@ Layout: a vec0 table of sign bits (`bit[D]`, 32x less data than floats) split in
 id, and a plain table of the float vectors. sqlite-vec 0.1.x searches by brute force and its top-k selection
 costs O(rows x k), so a query asks each shard for its few Hamming-nearest rows (a cheap small k), and the
 union — about as good as the global top few hundred — is rescored with exact cosine on the float vectors.
-A large table is clustered (core.store.vector_clusters): then a query scans only the clusters nearest to it.
+A large table is searched by every row's sign bits in numpy (core.store.vector_scan: clusters lose rows that mix
+topics), the best rescored exactly; a coarsely clustered one (core.store.vector_clusters) by its nearest clusters.
 A partition packed into one row of int8 codes (core.store.vector_packs) is scored from its pack instead of the
 bit scan, and its best rows rescored the same way.
 sqlite-vec's chunk list gets an index on its partition column (index_partitions), so a partition is found by a
@@ -24,7 +25,7 @@ import numpy as np
 
 from core.errors import EmbedderMismatch, InvalidInput, WorkStopped
 from core.store import vector_clusters as clusters
-from core.store import vector_packs
+from core.store import vector_packs, vector_scan
 from core.store.vector_binding import (BINARY_LAYOUT, LAYOUT_KEY, Table, binding, bound_embedder, checked_matrix,
                                        read_meta, table_name as _table)
 from core.store.vector_schema import VEC_TABLES, index_partitions
@@ -89,6 +90,7 @@ def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.n
             db.conn.executemany(f"INSERT INTO {name}(id, embedding) VALUES (?, ?)",
                                 [(i, v.tobytes()) for i, v in zip(keys, vectors)])
             return
+        vector_scan.changed(db, name)
         centres = clusters.centroids(db, name)
         partitions = clusters.nearest_clusters(centres, vectors) if centres is not None else [i % SHARDS for i in keys]
         db.conn.executemany(f"INSERT INTO {name}(id, shard, bits) VALUES (?, ?, vec_bit(?))",
@@ -125,6 +127,7 @@ def delete_vectors(db: Database, table: Table, ids: Iterable[int]) -> None:
         left = vector_packs.leaving(db, name, [k for (k,) in keys]) if _has_bits(db) else {}
         db.conn.executemany(f"DELETE FROM {name} WHERE id = ?", keys)
         if _has_bits(db):
+            vector_scan.changed(db, name)
             db.conn.executemany(f"DELETE FROM {name}_float WHERE id = ?", keys)
             vector_packs.touch(db, name, left, {}, _dimension(db))
 
@@ -198,6 +201,9 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
         return _legacy_float_knn(db, name, vector, min(int(k), MAX_CANDIDATES))
     if exact:
         return _exact_knn(db, name, vector, int(k))
+    scanned = _from_full_scan(db, name, vector, int(k), keep)
+    if scanned is not None:
+        return scanned
     plan = _scan_plan(db, name, vector, int(k))
     packs = vector_packs.read(db, name, plan.partitions, len(vector))  # none for a large unclustered table
     found = _from_packs(db, name, vector, list(packs.values()), int(k), keep) if packs else {}
@@ -205,6 +211,39 @@ def knn(db: Database, table: Table, query: np.ndarray, k: int, *, exact: bool = 
     if rest:
         found.update(_from_bit_scan(db, name, vector, rest, plan, int(k)))
     return sorted(found.items(), key=lambda item: (item[1], item[0]))[:int(k)]
+
+
+def _from_full_scan(db: Database, name: str, vector: np.ndarray, k: int,
+                    keep: Callable[[list[int]], set[int]] | None) -> list[tuple[int, float]] | None:
+    """A large table's k nearest (that `keep` keeps): every row's sign bits compared with the query's, the best
+    rescored exactly (core.store.vector_scan); None where the partitions serve better (_scans_every_row)."""
+    if not _scans_every_row(db, name):
+        return None
+    bits = vector_scan.table_bits(db, name, len(vector))
+    if bits is None:
+        return None
+    near = vector_scan.nearest(bits, vector, *vector_scan.plan(len(bits), k))
+    scored = _cosine_distances(db, f"{name}_float", vector, [int(i) for i in near])
+    ids = np.fromiter(scored, dtype=np.int64, count=len(scored))
+    distance = np.fromiter(scored.values(), dtype=np.float64, count=len(scored))
+    best = _best_kept(ids, -distance, k, keep or set, k)  # without `keep`, one round keeps them all
+    return sorted(((i, scored[i]) for i in best), key=lambda item: (item[1], item[0]))
+
+
+def _scans_every_row(db: Database, name: str) -> bool:
+    """Whether a query compares every row's bits rather than scoring its partitions: a table too large for its
+    packed shards, or clustered so finely that a query's probes leave most of it out (the clusters miss rows of
+    mixed topics: core.store.vector_scan). A table whose probes cover most of it is scored from its packs."""
+    centres = clusters.centroids(db, name)
+    if centres is None:
+        return _rows_bound(db, name) > SHARD_PACKS_UP_TO
+    probes, _ = clusters.probe_plan(len(centres), _rows_bound(db, name))
+    return 2 * probes < len(centres)
+
+
+def _rows_bound(db: Database, name: str) -> int:
+    """An upper bound of the table's rows in one seek (the largest id: deletions leave it higher)."""
+    return int(db.scalar(f"SELECT max(id) FROM {name}_float") or 0)
 
 
 @dataclass(frozen=True)
@@ -221,8 +260,7 @@ def _scan_plan(db: Database, name: str, vector: np.ndarray, k: int) -> _ScanPlan
     if centres is None:
         partitions, minimum, floor = list(range(SHARDS)), PER_SHARD_MIN, SHARDS * PER_SHARD_MIN
     else:
-        rows = db.scalar(f"SELECT max(id) FROM {name}_float") or 0  # one seek; an upper bound after deletions
-        count, minimum = clusters.probe_plan(len(centres), rows)
+        count, minimum = clusters.probe_plan(len(centres), _rows_bound(db, name))
         partitions, floor = clusters.probes(centres, vector, count), minimum * RESCORED_PER_PARTITION_MIN
     per_partition = min(MAX_CANDIDATES, max(minimum, -(-OVERSAMPLE * k // len(partitions))))
     return _ScanPlan(partitions, per_partition, min(MAX_CANDIDATES, max(floor, OVERSAMPLE * k)))
@@ -320,6 +358,7 @@ def reembed(db: Database, name: str, dimension: int, texts_for: Callable[[Table]
             db.execute(f"DROP TABLE IF EXISTS {table}")
             db.execute(f"DROP TABLE IF EXISTS {table}_float")
             clusters.drop(db, table)
+            vector_scan.changed(db, table)
         db.execute("DELETE FROM meta WHERE key IN ('embedder_name', 'embedder_dimension', ?)", (LAYOUT_KEY,))
         bind_embedder(db, name, dimension)
         for table in VEC_TABLES:

@@ -16,7 +16,7 @@ import numpy as np
 
 from core import words
 from core.errors import InvalidInput, StoreBusy
-from core.store import vector_clusters, vectors
+from core.store import vector_clusters, vector_scan, vectors
 from core.store.vector_schema import VEC_TABLES
 
 if TYPE_CHECKING:  # annotations only: db imports the migrations, never this module
@@ -101,6 +101,7 @@ def _wipe_vectors(db: Database) -> None:
             if db.scalar("SELECT 1 FROM sqlite_schema WHERE name = ?", (table,)) is not None:
                 db.execute(f"DELETE FROM {table}")
         vector_clusters.drop(db, name)
+        vector_scan.changed(db, name)
 
 
 def _stop_jobs(db: Database) -> None:
