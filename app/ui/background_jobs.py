@@ -17,7 +17,7 @@ from core.conditions import ActivityTracker, ModelGate
 from core.scheduler import Environment, Scheduler
 from core.store.db import Database, open_db
 
-ACTIVITY_EVENTS = (QEvent.KeyPress, QEvent.MouseButtonPress, QEvent.Wheel)
+ACTIVITY_EVENTS = (QEvent.Type.KeyPress, QEvent.Type.MouseButtonPress, QEvent.Type.Wheel)
 STOP_TIMEOUT = 60.0  # a fine-tune checkpoints before it stops; this bounds the wait at quit
 
 

@@ -71,7 +71,7 @@ class EarlierRow(QWidget):
         self.turns = list(turns)
         if self.turns:
             caption = QLabel(EARLIER_CAPTION)
-            caption.setForegroundRole(QPalette.PlaceholderText)
+            caption.setForegroundRole(QPalette.ColorRole.PlaceholderText)
             self.flow.addWidget(caption)
         for turn in self.turns:
             self.flow.addWidget(self._chip(turn))

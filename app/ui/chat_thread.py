@@ -14,9 +14,9 @@ class MessageThread(QWidget):
     def __init__(self, empty_text: str) -> None:
         super().__init__()
         self.empty = QLabel(empty_text)
-        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)
-        self.empty.setForegroundRole(QPalette.PlaceholderText)
+        self.empty.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.messages = QVBoxLayout()
         self.messages.setSpacing(8)
         holder = QWidget()
@@ -25,8 +25,9 @@ class MessageThread(QWidget):
         outer.addStretch(1)
         self.scroll = QScrollArea()
         self.scroll.setWidgetResizable(True)
-        self.scroll.setFrameShape(QFrame.NoFrame)
-        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # messages wrap to the width; never sideways
+        self.scroll.setFrameShape(QFrame.Shape.NoFrame)
+        # messages wrap to the width; never sideways
+        self.scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
         self.scroll.setWidget(holder)
         self.scroll.setVisible(False)
         layout = QVBoxLayout(self)

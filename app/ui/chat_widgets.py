@@ -36,7 +36,8 @@ class Composer(QPlainTextEdit):
                                 "Message Engram…  (Return sends, Shift+Return for a new line)")
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        sends = event.key() in (Qt.Key_Return, Qt.Key_Enter) and not event.modifiers() & Qt.ShiftModifier
+        sends = (event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+                 and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
         if not sends:
             super().keyPressEvent(event)
             return
@@ -68,9 +69,9 @@ class MessageWidget(QFrame):
         self.drew_on: set[int] | None = None  # of `used`, what the reply drew on; None while not known
         self.request: Any = None  # the TurnRequest a reply answers (veto re-answers it)
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
-        self.setFrameShape(QFrame.StyledPanel if role == "user" else QFrame.NoFrame)
+        self.setFrameShape(QFrame.Shape.StyledPanel if role == "user" else QFrame.Shape.NoFrame)
         if role == "user":
-            self.setBackgroundRole(QPalette.AlternateBase)
+            self.setBackgroundRole(QPalette.ColorRole.AlternateBase)
             self.setAutoFillBackground(True)
         self.who = QLabel("You" if role == "user" else "Engram")
         self.who.setStyleSheet("font-weight: 600;")
@@ -91,7 +92,7 @@ class MessageWidget(QFrame):
 
     def _add_pending_row(self, layout: QVBoxLayout) -> None:
         self.pending_note = QLabel("Waiting: sends when this reply ends")
-        self.pending_note.setForegroundRole(QPalette.PlaceholderText)
+        self.pending_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.cancel_button = QToolButton()
         self.cancel_button.setText("Don't send")
         self.cancel_button.setAutoRaise(True)
@@ -131,9 +132,10 @@ class MessageWidget(QFrame):
         self.regenerate_button.setVisible(False)  # only the last reply can be answered again
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.status = QLabel("")
-        self.status.setForegroundRole(QPalette.PlaceholderText)
+        self.status.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.status.setWordWrap(True)  # a long error wraps beside the buttons instead of widening the thread
-        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # even a word longer than the row
+        # even a word longer than the row
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.earlier_answers: list[str] = []  # what this turn answered before Regenerate, oldest first
         self.shown_answer = -1  # which answer the body shows: -1 the latest, else an index of earlier_answers
         self.older_button, self.newer_button = QToolButton(), QToolButton()
@@ -142,7 +144,7 @@ class MessageWidget(QFrame):
         self.newer_button.setText("›")
         self.newer_button.setToolTip("The next answer")
         self.answer_count = QLabel("")
-        self.answer_count.setForegroundRole(QPalette.PlaceholderText)
+        self.answer_count.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.older_button.clicked.connect(lambda: self._step_answer(-1))
         self.newer_button.clicked.connect(lambda: self._step_answer(1))
         for widget in (self.older_button, self.newer_button):
@@ -150,7 +152,7 @@ class MessageWidget(QFrame):
         for widget in (self.older_button, self.answer_count, self.newer_button):
             widget.setVisible(False)  # until the turn has been answered more than once
         self.pace = QLabel("")  # "0.84 s to first token · 12.3 tok/s · 48 tokens", quiet, as LM Studio shows it
-        self.pace.setForegroundRole(QPalette.PlaceholderText)
+        self.pace.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.pace.setToolTip("How fast this reply came: the wait for its first words, then tokens a second")
         footer = QHBoxLayout()
         for button in (self.older_button, self.answer_count, self.newer_button, self.thumb_up, self.thumb_down,
@@ -164,7 +166,7 @@ class MessageWidget(QFrame):
         self.learned_list.setSpacing(0)
         self.learned_note = QLabel("")
         self.learned_note.setWordWrap(True)
-        self.learned_note.setForegroundRole(QPalette.PlaceholderText)
+        self.learned_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.question_button = QToolButton()
         self.question_button.setText("Answer the question…")
         self.question_button.setAutoRaise(True)
@@ -178,7 +180,7 @@ class MessageWidget(QFrame):
         self.retry_button.clicked.connect(self._on_retry)
         self.learning_row = QWidget()  # "Learning from this…" while the turn waits or is being learned
         self.learning_label = QLabel("Learning from this…")
-        self.learning_label.setForegroundRole(QPalette.PlaceholderText)
+        self.learning_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.skip_learning_button = QToolButton()
         self.skip_learning_button.setText("Skip")
         self.skip_learning_button.setToolTip("Don't learn from this turn (what it already taught stays, with Undo)")
@@ -276,7 +278,7 @@ class MessageWidget(QFrame):
         for caption, memories, note in groups:
             if memories:
                 label = QLabel(caption)
-                label.setForegroundRole(QPalette.PlaceholderText)
+                label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
                 self.chips.addWidget(label)
             for memory in memories:
                 self._add_chip(memory, note)

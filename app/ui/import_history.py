@@ -50,7 +50,7 @@ class ImportHistory(QObject):
         self.dialog = QProgressDialog(f"Importing from {SOURCES[source]}…", "Stop", 0, max(parsed.turn_count, 1),
                                       self.window)
         self.dialog.setWindowTitle("Engram")
-        self.dialog.setWindowModality(Qt.WindowModal)
+        self.dialog.setWindowModality(Qt.WindowModality.WindowModal)
         self.dialog.setMinimumDuration(0)
         self.dialog.canceled.connect(self.stop.set)
         self.window.runner.submit("bulk", _write_store, self.window.services, path, parsed, self.stop,

@@ -98,7 +98,7 @@ class MainWindow(QMainWindow):
         row_height = max(self.sidebar.fontMetrics().height(), 18) + 2 * SPACING.s  # not left to the first polish
         for spec in self.specs:
             item = QListWidgetItem(spec.title)
-            item.setData(Qt.UserRole, spec.key)
+            item.setData(Qt.ItemDataRole.UserRole, spec.key)
             item.setSizeHint(QSize(0, row_height))
             self.sidebar.addItem(item)
         self._tint_icons()
@@ -117,7 +117,8 @@ class MainWindow(QMainWindow):
         """The app's name over the list of panels, on the sidebar's own background."""
         pane = QWidget()
         pane.setObjectName("sidebarPane")
-        pane.setAttribute(Qt.WA_StyledBackground)  # a plain QWidget paints a style-sheet background only so
+        # a plain QWidget paints a style-sheet background only so
+        pane.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)
         pane.setFixedWidth(188)
         column = QVBoxLayout(pane)
         column.setContentsMargins(0, SPACING.s, 0, SPACING.s)
@@ -139,7 +140,7 @@ class MainWindow(QMainWindow):
 
     def _on_sidebar(self, current: QListWidgetItem | None, _previous: Any = None) -> None:
         if current is not None:
-            self.show_panel(current.data(Qt.UserRole))
+            self.show_panel(current.data(Qt.ItemDataRole.UserRole))
 
     def panel(self, key: str) -> QWidget | None:
         """The panel, built the first time it is asked for (shown or not)."""

@@ -111,7 +111,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.empty = empty_state("Nothing remembered yet. What you tell Engram about yourself in Chat appears here; "
                                  "add one yourself with Add a memory…, or bring in an export with File → Import "
                                  "Memories….")
-        split = QSplitter(Qt.Horizontal)
+        split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.detail)
         split.setSizes([860, 300])
@@ -155,18 +155,18 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table = QTableView()
         table.setModel(self.proxy)
         table.setSortingEnabled(True)
-        table.sortByColumn(6, Qt.DescendingOrder)
-        table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        table.setSelectionMode(QAbstractItemView.ExtendedSelection)
+        table.sortByColumn(6, Qt.SortOrder.DescendingOrder)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         header = table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # the figures take what they need ...
-        header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the statement the rest
-        header.setSectionResizeMode(2, QHeaderView.Interactive)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # the figures take what they need ...
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # ... and the statement the rest
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
         table.setColumnWidth(2, 110)  # flags: "protected, permanent" is elided; the detail pane has them all
         for column in (7, 8):  # sources and status: in the detail pane, and status is the filter's choice
             table.setColumnHidden(column, True)
         table.setWordWrap(False)
-        table.setTextElideMode(Qt.ElideRight)
+        table.setTextElideMode(Qt.TextElideMode.ElideRight)
         table.verticalHeader().setVisible(False)
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
         table.selectionModel().selectionChanged.connect(lambda *_: (self._show_detail(), self._enable_actions()))
@@ -438,9 +438,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.message.setText(f"Could not do that: {exc}")
 
     def _ask(self, question: str) -> bool:
-        answer = QMessageBox.question(self, "Engram", question, QMessageBox.Yes | QMessageBox.Cancel,
-                                      QMessageBox.Cancel)
-        return answer == QMessageBox.Yes
+        button = QMessageBox.StandardButton
+        answer = QMessageBox.question(self, "Engram", question, button.Yes | button.Cancel, button.Cancel)
+        return answer == button.Yes
 
 
 def _with_adapter_notice(message: str, db: Any, memory_ids: Sequence[int]) -> str:

@@ -95,20 +95,20 @@ class MemoryTableModel(QAbstractTableModel):
     def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.DisplayRole) -> Any:
-        if role == Qt.DisplayRole and orientation == Qt.Horizontal:
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return COLUMNS[section]
         return None
 
-    def data(self, index: QModelIndex, role: int = Qt.DisplayRole) -> Any:
+    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         memory = self.memories[index.row()]
-        if role == Qt.DisplayRole:
+        if role == Qt.ItemDataRole.DisplayRole:
             return self._display(memory, index.column())
-        if role == Qt.UserRole:  # the sort key
+        if role == Qt.ItemDataRole.UserRole:  # the sort key
             return self._sort_key(memory, index.column())
-        if role == Qt.ToolTipRole:
+        if role == Qt.ItemDataRole.ToolTipRole:
             recalled = self.recalled.get(memory.id)
             return (f"{memory.statement}\nlast used (a reply drew on it) {when(memory.last_access)}, last recalled "
                     f"{when(recalled)}, created {when(memory.created_at)}")
@@ -132,7 +132,7 @@ class MemoryFilterProxy(QSortFilterProxyModel):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setSortRole(Qt.UserRole)
+        self.setSortRole(Qt.ItemDataRole.UserRole)
         self.words: list[str] = []
 
     def set_search(self, text: str) -> None:
@@ -156,8 +156,8 @@ class DeleteKeys(QObject):
         table.installEventFilter(self)
 
     def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
-                and not event.modifiers() & ~Qt.KeypadModifier:
+        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) \
+                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
             self.on_delete()
             return True
         return False

@@ -58,12 +58,12 @@ class ModelsPanel(QWidget):
         self.table.setHorizontalHeaderLabels(labels)
         self.table.horizontalHeaderItem(3).setToolTip("What a download fetches; for a model on this computer, its "
                                                       "size on disk")
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # each figure and its header whole ...
-        header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the model's name the rest
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # each figure and its header whole ...
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # ... and the model's name the rest
         self.table.verticalHeader().setVisible(False)
         self.table.setItemDelegateForColumn(FIT_COLUMN, FitPillDelegate(self.table))
         self.buttons = {}
@@ -142,7 +142,7 @@ class ModelsPanel(QWidget):
             values = values + (speed_words(self.paces.get(repo_id)),)
             for column, value in enumerate(values):
                 item = QTableWidgetItem(value)
-                item.setData(Qt.UserRole, repo_id)
+                item.setData(Qt.ItemDataRole.UserRole, repo_id)
                 if repo_id == recommended and column in (0, STATUS_COLUMN):
                     font = item.font()
                     font.setBold(True)  # the recommended row stands out in either scheme, no colour needed
@@ -168,11 +168,11 @@ class ModelsPanel(QWidget):
 
     def selected_repo(self) -> str | None:
         items = self.table.selectedItems()
-        return items[0].data(Qt.UserRole) if items else None
+        return items[0].data(Qt.ItemDataRole.UserRole) if items else None
 
     def select_repo(self, repo_id: str) -> None:
         for row in range(self.table.rowCount()):
-            if self.table.item(row, 0).data(Qt.UserRole) == repo_id:
+            if self.table.item(row, 0).data(Qt.ItemDataRole.UserRole) == repo_id:
                 self.table.selectRow(row)
 
     # --- actions ----------------------------------------------------------------------------------------

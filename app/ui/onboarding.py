@@ -98,8 +98,8 @@ class Onboarding(QDialog):
         self.model = QLabel(f"<p>Finding the model that suits {self.machine}…</p>")
         for label in (self.keeps, self.model):
             label.setWordWrap(True)
-            label.setTextFormat(Qt.RichText)
-            label.setTextInteractionFlags(Qt.TextSelectableByMouse)  # the path can be copied
+            label.setTextFormat(Qt.TextFormat.RichText)
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # the path can be copied
         self.models_button = QPushButton("Choose a model…")
         self.models_button.setDefault(True)
         self.models_button.clicked.connect(self._to_models)

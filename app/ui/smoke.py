@@ -18,7 +18,8 @@ from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication
 
 # The actions Qt moves into a Mac's application menu, by role (app/ui/menus.py), and their menu words there
-APP_MENU_ROLES = {QAction.QuitRole: "Quit", QAction.PreferencesRole: "Settings…", QAction.AboutRole: "About"}
+APP_MENU_ROLES = {QAction.MenuRole.QuitRole: "Quit", QAction.MenuRole.PreferencesRole: "Settings…",
+                  QAction.MenuRole.AboutRole: "About"}
 SETTLE_MS = 500  # after show(): the platform maps and exposes the window in its own event loop turns
 GIVE_UP_MS = 60_000  # a window never exposed by then is a failure, not a hang
 
