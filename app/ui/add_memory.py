@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from core.errors import InvalidInput
@@ -60,7 +60,7 @@ class AddMemoryDialog(QDialog):
         self.error.setText("")
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if (watched is self.text and event.type() == QEvent.Type.KeyPress
+        if (watched is self.text and isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
                 and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
                 and event.modifiers() & Qt.KeyboardModifier.ControlModifier):
             if self.buttons.button(QDialogButtonBox.StandardButton.Ok).isEnabled():

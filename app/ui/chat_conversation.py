@@ -19,6 +19,9 @@ FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.
 
 
 class ConversationMixin:
+    session_id: int | None  # ChatPanel's state, which these methods share
+    _focus_episode: int | None
+
     def open_session(self, session_id: int | None) -> None:
         if session_id is None:
             self.new_conversation()
@@ -74,8 +77,9 @@ class ConversationMixin:
         note = given_up or LearnNote(turn.episode_id)
         reply.show_learned(replace(note, facts=facts, skipped=turn.learning == turn_learning.SKIPPED))
         for fact in turn.taught:
-            if fact.deleted:
-                reply.learned_row(fact.memory_id).set_undone(True)
+            row = reply.learned_row(fact.memory_id) if fact.deleted else None
+            if row is not None:  # shown just above, from the same facts
+                row.set_undone(True)
         reply.set_status(FINISH_NOTES.get(turn.finish_reason or "", ""))
         reply.set_learning(turn.learning == turn_learning.PENDING)
 

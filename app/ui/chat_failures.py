@@ -7,6 +7,9 @@ from app.ui.chat_widgets import MessageWidget
 
 
 class FailureMixin:
+    session_id: int | None  # ChatPanel's state, which these methods share
+    _fresh_session: int | None
+
     def _on_failed(self, message: str, no_model: bool) -> None:
         if no_model:
             self.model.show_missing(message)

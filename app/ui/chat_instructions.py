@@ -8,7 +8,8 @@ from core.store.sessions import set_instructions
 class InstructionsMixin:
     def _ask_instructions(self, current: str) -> tuple[str, bool]:
         from PySide6.QtWidgets import QInputDialog
-        return QInputDialog.getMultiLineText(self, "Instructions for this conversation",
+        return QInputDialog.getMultiLineText(self,  # type: ignore[arg-type]  # the ChatPanel it is part of: a QWidget
+                                             "Instructions for this conversation",
                                              "How Engram should answer here (e.g. “Answer in Portuguese.”):",
                                              current)
 

@@ -75,7 +75,7 @@ class MarkdownView(QTextBrowser):
         if opens_from_a_reply(url):
             self.open_url(url)
 
-    def loadResource(self, kind: int, url: QUrl) -> Any:
+    def loadResource(self, kind: int, url: QUrl | str) -> Any:
         """Nothing a reply names is read: `![x](/dev/zero)` hung the window reading for ever, and a local image
         or file has no place in a reply (an image shows as the empty box Qt draws for a missing one). Not None:
         QTextDocument reads the file itself when the view returns nothing."""

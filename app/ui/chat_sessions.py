@@ -148,7 +148,8 @@ class SessionList(QWidget):
         def load() -> tuple[list, dict[int, str]]:
             rows = store.search_sessions(self.services.db, text)
             return rows, session_import_labels(self.services.db, [row.id for row in rows])
-        self.runner.submit("db", load, on_done=lambda found: self._fill(*found, wanted), on_error=self._on_error)
+        self.runner.submit("db", load, on_done=lambda found: self._fill(found[0], found[1], wanted),
+                           on_error=self._on_error)
 
     def reload_quietly(self) -> None:
         """Reload for a change made elsewhere, unless the user is renaming a conversation in the list now."""

@@ -16,7 +16,7 @@ from app.ui.chat_earlier import EarlierRow
 from app.ui.chat_edit import UserControls
 from app.ui.chat_learning import LearnedRow, LearnNote
 from app.ui.chat_markdown import MarkdownView, opens_from_a_reply, with_copy_links  # noqa: F401 - re-exported
-from app.ui.flow_layout import FlowLayout, discard
+from app.ui.flow_layout import FlowLayout, discard, empty_layout, layout_widgets
 
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
 
@@ -79,7 +79,7 @@ class MessageWidget(QFrame):
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_MS)
-        self._render_timer.timeout.connect(self.render)
+        self._render_timer.timeout.connect(self.render_text)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 6)
         layout.addWidget(self.who)
@@ -88,7 +88,7 @@ class MessageWidget(QFrame):
             self._add_reply_extras(layout)
         else:
             self._add_pending_row(layout)
-        self.render()
+        self.render_text()
 
     def _add_pending_row(self, layout: QVBoxLayout) -> None:
         self.pending_note = QLabel("Waiting: sends when this reply ends")
@@ -149,15 +149,15 @@ class MessageWidget(QFrame):
         self.newer_button.clicked.connect(lambda: self._step_answer(1))
         for widget in (self.older_button, self.newer_button):
             widget.setAutoRaise(True)
-        for widget in (self.older_button, self.answer_count, self.newer_button):
-            widget.setVisible(False)  # until the turn has been answered more than once
+        for control in (self.older_button, self.answer_count, self.newer_button):
+            control.setVisible(False)  # until the turn has been answered more than once
         self.pace = QLabel("")  # "0.84 s to first token · 12.3 tok/s · 48 tokens", quiet, as LM Studio shows it
         self.pace.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.pace.setToolTip("How fast this reply came: the wait for its first words, then tokens a second")
         footer = QHBoxLayout()
-        for button in (self.older_button, self.answer_count, self.newer_button, self.thumb_up, self.thumb_down,
-                       self.copy_button, self.regenerate_button):
-            footer.addWidget(button)
+        for part in (self.older_button, self.answer_count, self.newer_button, self.thumb_up, self.thumb_down,
+                     self.copy_button, self.regenerate_button):
+            footer.addWidget(part)
         footer.addWidget(self.status, 1)
         footer.addWidget(self.pace)
         self.learned_box = QWidget()
@@ -215,9 +215,9 @@ class MessageWidget(QFrame):
 
     def set_text(self, text: str) -> None:
         self.text = text
-        self.render()
+        self.render_text()
 
-    def render(self) -> None:
+    def render_text(self) -> None:
         self._render_timer.stop()
         if self.role == "user":
             self.body.setPlainText(self.text)
@@ -254,7 +254,7 @@ class MessageWidget(QFrame):
         self.newer_button.setEnabled(position < count - 1)
         self.answer_count.setText(f"{position + 1}/{count}")
         if self.shown_answer < 0:
-            self.render()
+            self.render_text()
         else:
             shown, self.body.code_blocks = with_copy_links(self.earlier_answers[self.shown_answer])
             self.body.setMarkdown(shown)
@@ -265,10 +265,7 @@ class MessageWidget(QFrame):
         """Chips for the memories in this reply's context (objects with id, text, why and maybe drew_on): the ones
         the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Recalled:" while
         that is not known (the reply is still being written, or it was stored before Engram told them apart)."""
-        while self.chips.count():
-            item = self.chips.takeAt(0)
-            if item.widget() is not None:
-                discard(item.widget())
+        empty_layout(self.chips)
         self.used = unique_memories(used)
         drawn = self.drew_on = stored_drew_on(self.used) if drew_on is None else {int(i) for i in drew_on}
         groups = [(USED_CAPTION, self.used, "")] if drawn is None else [
@@ -300,8 +297,7 @@ class MessageWidget(QFrame):
         self.chips.addWidget(chip)
 
     def chip_widgets(self) -> list[MemoryChip]:
-        widgets = (self.chips.itemAt(i).widget() for i in range(self.chips.count()))
-        return [w for w in widgets if isinstance(w, MemoryChip)]
+        return [w for w in layout_widgets(self.chips) if isinstance(w, MemoryChip)]
 
     def show_learned(self, note: LearnNote) -> None:
         """What was learned from this turn ("Remembered: …", each with Undo), or why nothing was."""
@@ -345,8 +341,7 @@ class MessageWidget(QFrame):
         self.learning_retried.emit()
 
     def learned_rows(self) -> list[LearnedRow]:
-        widgets = (self.learned_list.itemAt(i).widget() for i in range(self.learned_list.count()))
-        return [w for w in widgets if isinstance(w, LearnedRow)]
+        return [w for w in layout_widgets(self.learned_list) if isinstance(w, LearnedRow)]
 
     def learned_row(self, memory_id: int) -> LearnedRow | None:
         return next((r for r in self.learned_rows() if r.memory_id == memory_id), None)

@@ -33,7 +33,9 @@ def pill_colours(verdict: str, palette: QPalette | None = None) -> tuple[QColor,
 
 def blend(colour: QColor, background: QColor, share: float) -> QColor:
     """`colour` at `share` over `background`, opaque (rich text and painters both draw it the same)."""
-    mix = [share * a + (1 - share) * b for a, b in zip(colour.getRgbF()[:3], background.getRgbF()[:3])]
+    channels = (colour.redF(), colour.greenF(), colour.blueF())
+    under = (background.redF(), background.greenF(), background.blueF())
+    mix = [share * a + (1 - share) * b for a, b in zip(channels, under)]
     return QColor.fromRgbF(*mix)
 
 

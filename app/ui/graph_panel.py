@@ -176,8 +176,8 @@ class GraphPanel(QWidget):
     def _laid_out(self, future: Future) -> None:
         if future.cancelled():
             self._busy = False
-        elif future.exception() is not None:
-            self._failed(future.exception())
+        elif (error := future.exception()) is not None:
+            self._failed(error)
         else:
             self._draw(future.result())
 

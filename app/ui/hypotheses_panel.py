@@ -254,9 +254,10 @@ class HypothesesPanel(ReloadOnShow, QWidget):
     def select_hypothesis(self, hypothesis_id: int) -> bool:
         for i in range(self.tree.topLevelItemCount()):
             group = self.tree.topLevelItem(i)
-            for j in range(group.childCount()):
-                if group.child(j).data(0, ID_ROLE) == hypothesis_id:
-                    self.tree.setCurrentItem(group.child(j))
+            children = [group.child(j) for j in range(group.childCount())] if group is not None else []
+            for child in children:
+                if child is not None and child.data(0, ID_ROLE) == hypothesis_id:
+                    self.tree.setCurrentItem(child)
                     return True
         return False
 

@@ -133,5 +133,6 @@ def attach(window: QWidget) -> ImportHistory:
     """The window's importer, made once."""
     importer = getattr(window, "history_import", None)
     if importer is None:
-        importer = window.history_import = ImportHistory(window)
+        importer = ImportHistory(window)
+        setattr(window, "history_import", importer)  # noqa: B010 - kept on the window, whose class does not declare it
     return importer

@@ -198,7 +198,7 @@ class JobsPanel(QWidget):
         return table
 
     @staticmethod
-    def _look(table: QAbstractItemView) -> None:
+    def _look(table: QTableView) -> None:
         table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
@@ -237,7 +237,7 @@ class JobsPanel(QWidget):
         self._busy = False
         self.snapshot = snapshot
         if snapshot.conditions is not None:
-            self.conditions.setText(self._conditions_text(snapshot))
+            self.conditions.setText(self._conditions_text(snapshot.conditions.summary()))
         if snapshot.finetune_not_ready is not None:
             self.readiness_label.setText(f"No fine-tune queued: {snapshot.finetune_not_ready}")
             self.readiness_label.setVisible(bool(snapshot.finetune_not_ready))
@@ -256,8 +256,7 @@ class JobsPanel(QWidget):
         self.timer.setInterval(POLL_RUNNING_MS if running else POLL_MS)
         self.refreshed.emit()
 
-    def _conditions_text(self, snapshot: JobsSnapshot) -> str:
-        text = snapshot.conditions.summary()
+    def _conditions_text(self, text: str) -> str:
         if self.background is not None and self.background.error:
             text += f" · idle-time work stopped: {self.background.error}"
         elif self.background is not None and not self.background.running:

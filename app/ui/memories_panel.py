@@ -169,10 +169,18 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table.setTextElideMode(Qt.TextElideMode.ElideRight)
         table.verticalHeader().setVisible(False)
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
-        table.selectionModel().selectionChanged.connect(lambda *_: (self._show_detail(), self._enable_actions()))
+        table.selectionModel().selectionChanged.connect(self._selection_changed)
+
+        def delete_if_enabled() -> None:
+            if self.buttons["delete"].isEnabled():
+                self.on_delete()
         # the table's keys only: ⌫ in the search box edits text
-        self._delete_keys = DeleteKeys(table, lambda: self.buttons["delete"].isEnabled() and self.on_delete())
+        self._delete_keys = DeleteKeys(table, delete_if_enabled)
         return table
+
+    def _selection_changed(self, *_: Any) -> None:
+        self._show_detail()
+        self._enable_actions()
 
     def _actions(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -241,7 +249,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.loaded.emit()
 
     def _select_again(self, ids: Sequence[int]) -> None:
-        listed = {m.id: row for row, m in enumerate(self.model.memories)}
+        listed: dict[int, int] = {m.id: row for row, m in enumerate(self.model.memories)}
         selection = self.table.selectionModel()
         for memory_id in ids:
             if memory_id in listed:

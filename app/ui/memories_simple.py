@@ -170,8 +170,9 @@ class SimpleMemories(QWidget):
 
     def statements(self) -> list[str]:
         """The sentences as shown, in order (what a person reads top to bottom); a group's heading as '## …'."""
-        rows = (self.list.itemWidget(self.list.item(i)) for i in range(self.list.count()))
-        return [row.shown if row is not None else f"## {self.list.item(i).text()}" for i, row in enumerate(rows)]
+        items = [self.list.item(i) for i in range(self.list.count())]
+        rows = (self.list.itemWidget(item) for item in items)
+        return [row.shown if isinstance(row, BeliefRow) else f"## {item.text()}" for item, row in zip(items, rows)]
 
     def selected_ids(self) -> list[int]:
         return [int(item.data(Qt.ItemDataRole.UserRole)) for item in self.list.selectedItems()]

@@ -6,7 +6,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt
+from PySide6.QtCore import (QAbstractTableModel, QEvent, QModelIndex, QObject, QPersistentModelIndex,
+                            QSortFilterProxyModel, Qt)
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView
 
 from core.types import Memory
@@ -89,10 +91,10 @@ class MemoryTableModel(QAbstractTableModel):
     def memory_at(self, row: int) -> Memory:
         return self.memories[row]
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.memories)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
     def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
@@ -100,7 +102,7 @@ class MemoryTableModel(QAbstractTableModel):
             return COLUMNS[section]
         return None
 
-    def data(self, index: QModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         memory = self.memories[index.row()]
@@ -139,10 +141,12 @@ class MemoryFilterProxy(QSortFilterProxyModel):
         self.words = [w for w in text.lower().split() if w]
         self.invalidateFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         if not self.words:
             return True
-        memory = self.sourceModel().memory_at(source_row)
+        source = self.sourceModel()
+        assert isinstance(source, MemoryTableModel)  # the only model this proxy is given
+        memory = source.memory_at(source_row)
         haystack = " ".join((memory.statement, memory.subject, memory.relation, memory.object)).lower()
         return all(word in haystack for word in self.words)
 
@@ -150,14 +154,15 @@ class MemoryFilterProxy(QSortFilterProxyModel):
 class DeleteKeys(QObject):
     """Delete and ⌫ (Backspace) on the table delete the selected memories, as in Finder and Mail."""
 
-    def __init__(self, table: QAbstractItemView, on_delete: Callable[[], None]) -> None:
+    def __init__(self, table: QAbstractItemView, on_delete: Callable[[], object]) -> None:
         super().__init__(table)
         self.on_delete = on_delete
         table.installEventFilter(self)
 
     def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.Type.KeyPress and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace) \
-                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier:
+        if (isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
+                and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
+                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier):
             self.on_delete()
             return True
         return False

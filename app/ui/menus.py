@@ -4,6 +4,7 @@ On macOS Qt moves Quit, Settings… and About into the application menu by their
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 from PySide6.QtCore import Qt
@@ -66,7 +67,7 @@ def _edit_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
             menu.addSeparator()
             continue
         text, standard, method = entry
-        actions[method] = _add(menu, text, lambda m=method: _on_focus_widget(m), QKeySequence.keyBindings(standard))
+        actions[method] = _add(menu, text, partial(_on_focus_widget, method), QKeySequence.keyBindings(standard))
     menu.addSeparator()
     actions["find"] = _add(menu, "Find", window.focus_search, standard_keys(QKeySequence.StandardKey.Find, "Ctrl+F"))
 
@@ -82,7 +83,7 @@ def _view_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
     group.setExclusive(True)
     for number, spec in enumerate(window.specs, start=1):
         keys = [QKeySequence(f"Ctrl+{number}")] if number <= 9 else None  # ⌘1… on the Mac
-        action = _add(menu, spec.title, lambda key=spec.key: window.show_panel(key), keys)
+        action = _add(menu, spec.title, partial(window.show_panel, spec.key), keys)
         action.setCheckable(True)
         group.addAction(action)
         actions[f"panel:{spec.key}"] = action

@@ -84,7 +84,7 @@ def _escape(text: str) -> str:
 class Onboarding(QDialog):
     """One screen, then the Models panel (or straight to the app with "Start")."""
 
-    def __init__(self, db_path: Path, on_models: Callable[[], None], parent: QWidget | None = None) -> None:
+    def __init__(self, db_path: Path, on_models: Callable[[], object], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Welcome to Engram")
         self.setMinimumWidth(620)

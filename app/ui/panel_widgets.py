@@ -5,7 +5,7 @@ import time
 from typing import Any, Callable
 
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
-from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtGui import QColor, QPainter, QPalette, QResizeEvent
 from PySide6.QtWidgets import (QApplication, QLabel, QStyle, QStyledItemDelegate, QStyleOptionViewItem,
                                QWidget)
 
@@ -31,8 +31,7 @@ def duration(seconds: float | None) -> str:
 
 
 def palette() -> QPalette:
-    app = QApplication.instance()
-    return app.palette() if app is not None else QPalette()
+    return QApplication.palette() if QApplication.instance() is not None else QPalette()
 
 
 def is_dark() -> bool:
@@ -171,7 +170,7 @@ class ElidedLabel(QLabel):
     def text(self) -> str:
         return self._full
 
-    def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
         self._elide()
 

@@ -143,7 +143,9 @@ class SettingsPanel(QWidget):
         folder_row.addWidget(self.show_folder_button)
         self.chat_model = QComboBox()
         self.chat_model.setEditable(True)  # an installed model, or the path of a local MLX model folder
-        self.chat_model.lineEdit().setPlaceholderText("download one in Models")
+        editor = self.chat_model.lineEdit()
+        if editor is not None:  # an editable combo box always has one
+            editor.setPlaceholderText("download one in Models")
         self.embedder = QLineEdit()
         self.dial = QComboBox()
         self.dial.addItems(DIAL_CHOICES)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QCoreApplication, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication
 
@@ -85,7 +85,7 @@ def run_smoke(hold_seconds: float = 0.0, out: TextIO | None = None) -> int:
     return 0
 
 
-def _checked_when_exposed(app: QApplication, window: Any, hold_seconds: float, out: TextIO) -> SmokeResult:
+def _checked_when_exposed(app: QCoreApplication, window: Any, hold_seconds: float, out: TextIO) -> SmokeResult:
     """Run the event loop until the window is exposed (or GIVE_UP_MS), check it, hold it, then return."""
     result = SmokeResult(problems=["the window was never shown"])
     waited = {"ms": 0}

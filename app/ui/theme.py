@@ -154,8 +154,7 @@ def is_dark_palette(pal: QPalette) -> bool:
 def colors(pal: QPalette | None = None) -> Colors:
     """The semantic colours for `pal` (default: the application's palette), light or dark to match it."""
     if pal is None:
-        app = QApplication.instance()
-        pal = app.palette() if app is not None else QPalette()
+        pal = QApplication.palette() if QApplication.instance() is not None else QPalette()
     dark = is_dark_palette(pal)
     scheme = DARK if dark else LIGHT
     role = QPalette.ColorRole

@@ -231,7 +231,8 @@ class TimelinePanel(ReloadOnShow, QWidget):
 
     def select_event(self, event_id: int) -> bool:
         for row in range(self.past.rowCount()):
-            if self.past.item(row, 0).data(KEY_ROLE) == event_id:
+            item = self.past.item(row, 0)
+            if item is not None and item.data(KEY_ROLE) == event_id:
                 self.past.selectRow(row)
                 return True
         return False
