@@ -265,7 +265,7 @@ class Scheduler:
         retry_at = self.env.clock() + ctx.spec.retry_after_seconds * attempts
         return store.finish(self.db, ctx.job.id, "queued", error=error, not_before=retry_at)
 
-    def run_forever(self, *, poll_seconds: float = 2.0, tick: Callable[[], None] | None = None) -> None:
+    def run_forever(self, *, poll_seconds: float = 2.0, tick: Callable[[], object] | None = None) -> None:
         """The app's background loop: recover orphans, then run whatever may run, until stop()."""
         self._stop.clear()
         self.recover()

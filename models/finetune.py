@@ -145,7 +145,7 @@ class FineTuner:
     python: str = sys.executable
     # Before each worker process loads its copy of the model: unload the app's chat model if both would not fit,
     # or raise a ModelError if the training alone would not (app.services.scheduling.make_room_for_training).
-    make_room: Callable[[], None] = lambda: None
+    make_room: Callable[[], object] = lambda: None  # its verdict, if any, is not read here
 
     def __call__(self, ctx: JobContext) -> Optional[str]:
         state = dict(ctx.resume or {})

@@ -18,7 +18,8 @@ def _node(node_id, parent, children, role=None, parts=None, at=None, kind="text"
     if role is None:
         return {"id": node_id, "message": None, "parent": parent, "children": children}
     message = {"id": node_id, "author": {"role": role, "name": None, "metadata": {}}, "create_time": at,
-               "update_time": None, "content": {"content_type": kind, "parts": parts}, "status": "finished_successfully",
+               "update_time": None, "content": {"content_type": kind, "parts": parts},
+               "status": "finished_successfully",
                "end_turn": True, "weight": 1.0, "metadata": {"is_visually_hidden_from_conversation": hidden},
                "recipient": "all", "channel": None}
     return {"id": node_id, "message": message, "parent": parent, "children": children}

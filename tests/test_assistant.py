@@ -30,8 +30,8 @@ def all_useful(messages, schema) -> dict:
     return {"useful": list(range(1, schema["properties"]["useful"]["maxItems"] + 1))}
 
 
-@pytest.fixture
-def store(db, embedder):
+@pytest.fixture(name="store")  # imported as store_fixture where shared
+def store_fixture(db, embedder):
     ids = [add_memory(db, s, subject="user", relation=r, object=o, critical=c) for s, r, o, c in FACTS]
     index_memories(db, embedder, ids)
     return dict(zip(("allergy", "boston", "cello", "lisbon"), ids))

@@ -6,7 +6,7 @@ from core.assistant import BUSY, pending_learning
 from core.store.episodes import get_episode
 from core.store.memories import list_memories
 from tests.fakes import ScriptedStructuredModel
-from tests.test_assistant import fact_reply, make, store  # noqa: F401 - the fixture
+from tests.test_assistant import fact_reply, make, store_fixture  # noqa: F401 - the fixture
 
 
 def _script() -> ScriptedStructuredModel:

@@ -1,5 +1,5 @@
-"""The generation, turn, startup and graph benches run end to end on small inputs (the real engine, the real store), so they
-cannot rot between the runs that produce docs/BENCHMARKS.md."""
+"""The generation, turn, startup and graph benches run end to end on small inputs (the real engine, the real store), so
+they cannot rot between the runs that produce docs/BENCHMARKS.md."""
 from __future__ import annotations
 
 from bench import generate, turn

@@ -33,3 +33,17 @@ def test_a_looping_reply_is_followed_by_what_was_kept_and_the_history_holds_that
     assert "[stopped: the model was repeating itself]\nKept, without the repeats: Rome is lovely in spring.\n" in shown
     earlier_reply = engine.prompts[1][-2]
     assert earlier_reply.role == "assistant" and earlier_reply.content == "Rome is lovely in spring."
+
+
+class ListEngine:
+    """A ChatModel whose stream is a plain iterator, as core.protocols.ChatModel allows (not a generator)."""
+
+    def stream(self, messages, sampling, cancel: threading.Event | None = None) -> Iterator[GenerationChunk]:
+        return iter([GenerationChunk("Lisbon, "), GenerationChunk("mostly.", finish_reason="stop")])
+
+
+def test_a_stream_that_is_a_plain_iterator_is_shown_whole():
+    # found by mypy: the loop closed every stream, and an iterator without close() raised AttributeError
+    out = io.StringIO()
+    ChatLoop(PlainBackend(ListEngine(), sampling=None), io.StringIO("Where do I live?\n"), out).run()
+    assert "Lisbon, mostly." in out.getvalue() and "Error" not in out.getvalue()

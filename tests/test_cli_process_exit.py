@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 RUNS = 4
 
 
-def engram(data: Path, *argv: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+def engram(data: Path, *argv: str, env: dict[str, str] | None = None,
+           timeout: float = 240) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "app", "--data-dir", str(data), *argv], capture_output=True,
                           text=True, timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
 

@@ -5,7 +5,6 @@ anything over a store that passes its checks unless told to (`--force`), and a s
 from __future__ import annotations
 
 import hashlib
-import os
 import stat
 from pathlib import Path
 

@@ -111,7 +111,8 @@ def test_standing_instructions_kept_regenerations_and_rated_replies_with_their_e
     trained = [ex["messages"][-1]["content"] for ex in training.examples]
     assert "Answer number 3." not in trained and "Answer number 0." in trained
     assert "A long walk and a film." in trained
-    assert json.loads(db.scalar("SELECT metadata FROM episodes WHERE id = ?", (vetoed,))).get("rejected_replies") is None
+    metadata = json.loads(db.scalar("SELECT metadata FROM episodes WHERE id = ?", (vetoed,)))
+    assert metadata.get("rejected_replies") is None
 
 
 def test_a_trashed_fact_still_keeps_a_reply_that_restates_it_out(db):

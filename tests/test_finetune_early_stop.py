@@ -29,7 +29,7 @@ def run(tmp_path, steps):
     stop = EarlyStop(MARGINS, tmp_path, lambda event, **data: events.append(data))
     stop.start(Model(), None)
     for step in steps:
-        if stop.check(step, Model(), None, lambda: saved.append(step)):
+        if stop.check(step, Model(), None, lambda step=step: saved.append(step)):
             break
     return stop, events, saved
 

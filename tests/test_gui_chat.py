@@ -44,8 +44,8 @@ def _window(qtbot, tmp_path, *, chat=None, embedder=None, max_tokens=48) -> Main
     return win
 
 
-@pytest.fixture
-def window(qtbot, tmp_path, tiny_engine, embedder):
+@pytest.fixture(name="window")  # imported by name window_fixture where other GUI test files share it
+def window_fixture(qtbot, tmp_path, tiny_engine, embedder):
     win = _window(qtbot, tmp_path, chat=tiny_engine, embedder=embedder)
     yield win
     win.panels["chat"].shutdown()

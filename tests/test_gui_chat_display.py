@@ -59,10 +59,10 @@ def _thread_with_a_failed_reply(qtbot, width: int) -> tuple[MessageThread, Messa
 
 def test_a_long_failure_wraps_within_the_thread_and_never_scrolls_sideways(qtbot):
     thread, reply = _thread_with_a_failed_reply(qtbot, 420)
-    viewport = thread.scroll.viewport().width()
-    assert thread.scroll.widget().width() <= viewport  # the messages fit the thread's width
+    viewport = thread.scroll_area.viewport().width()
+    assert thread.scroll_area.widget().width() <= viewport  # the messages fit the thread's width
     assert reply.width() <= viewport and reply.status.width() <= viewport
-    assert not thread.scroll.horizontalScrollBar().isVisible()
+    assert not thread.scroll_area.horizontalScrollBar().isVisible()
     line = reply.status.fontMetrics().height()
     assert reply.status.height() >= 2 * line  # wrapped onto more lines, as message text does
     assert reply.status.text() == CONTEXT_ERROR  # all of it, not cut off
@@ -72,8 +72,8 @@ def test_a_long_failure_rewraps_when_the_window_narrows(qtbot):
     thread, reply = _thread_with_a_failed_reply(qtbot, 700)
     thread.resize(300, 500)
     qtbot.wait(50)
-    assert thread.scroll.widget().width() <= thread.scroll.viewport().width()
-    assert not thread.scroll.horizontalScrollBar().isVisible()
+    assert thread.scroll_area.widget().width() <= thread.scroll_area.viewport().width()
+    assert not thread.scroll_area.horizontalScrollBar().isVisible()
 
 
 def test_clear_hides_the_old_conversation_before_deferred_deletes_run(qtbot):

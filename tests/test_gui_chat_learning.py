@@ -11,7 +11,7 @@ pytest.importorskip("pytestqt")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
-from tests.test_gui_chat import TURN_MS, _fact, window  # noqa: E402,F401
+from tests.test_gui_chat import TURN_MS, _fact, window_fixture  # noqa: E402,F401 - the fixture
 
 FACTS = {"cello": _fact("user", "plays", "cello", "User plays the cello"),
          "bicycle": _fact("user", "owns", "bicycle", "User owns a red bicycle")}

@@ -15,7 +15,7 @@ from app.ui.chat_chips import MemoryChip  # noqa: E402
 from core.store.db import open_db  # noqa: E402
 from core.store.memories import trash_memory  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
-from tests.test_gui_chat import TURN_MS, _fact, scalar, window  # noqa: E402,F401
+from tests.test_gui_chat import TURN_MS, _fact, scalar, window_fixture  # noqa: E402,F401 - the fixture
 
 EDITED = "User plays the cello in an orchestra"
 EDITED_SHOWN = "You play the cello in an orchestra"  # the chat's row says it to you (core.second_person)

@@ -19,7 +19,7 @@ from core.store.sessions import list_sessions  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
 from tests.guikit import on_db_lane  # noqa: E402
 
-from tests.test_gui_chat import TURN_MS, _fact, _window, row, scalar, window  # noqa: E402,F401
+from tests.test_gui_chat import TURN_MS, _fact, _window, scalar, window_fixture  # noqa: E402,F401 - the fixture
 
 on_db = on_db_lane  # the store's connection belongs to the window's db lane
 
@@ -142,7 +142,8 @@ def test_chips_are_unique_by_memory_id(qtbot):
     reply = MessageWidget("assistant", "ok")
     qtbot.addWidget(reply)
     used = [SimpleNamespace(id=3, text="User likes tea", why=""), SimpleNamespace(id=3, text="User likes tea", why=""),
-            SimpleNamespace(id=4, text="User likes  tea", why=""), SimpleNamespace(id=5, text="User owns a cat", why="")]
+            SimpleNamespace(id=4, text="User likes  tea", why=""),
+            SimpleNamespace(id=5, text="User owns a cat", why="")]
     reply.set_used(used)
     assert [c.memory_id for c in reply.chip_widgets()] == [3, 5]
 

@@ -16,7 +16,7 @@ from PySide6.QtWidgets import QLabel  # noqa: E402
 from tests.fakes import ScriptedStructuredModel  # noqa: E402
 from tests.guikit import on_db_lane, type_and_send  # noqa: E402
 from tests.held_learning import HeldLearning  # noqa: E402
-from tests.test_gui_chat import TURN_MS, _fact, window  # noqa: E402,F401
+from tests.test_gui_chat import TURN_MS, _fact, window_fixture  # noqa: E402,F401 - the fixture
 
 def _type_and_send(qtbot, panel, text: str):
     return type_and_send(qtbot, panel, text, TURN_MS)

@@ -331,8 +331,8 @@ def test_two_thousand_nodes_are_not_a_wall_of_words_and_zooming_names_more(qtbot
     importance = np.array([panel.view.nodes[i].importance for i in whole])
     assert importance.mean() > 0.7  # the most important ones
     (x0, x1), (y0, y1) = box.viewRange()
-    box.setRange(xRange=(x0 + 0.4 * (x1 - x0), x1 - 0.4 * (x1 - x0)), yRange=(y0 + 0.4 * (y1 - y0), y1 - 0.4 * (y1 - y0)),
-                 padding=0)  # five times closer
+    box.setRange(xRange=(x0 + 0.4 * (x1 - x0), x1 - 0.4 * (x1 - x0)),
+                 yRange=(y0 + 0.4 * (y1 - y0), y1 - 0.4 * (y1 - y0)), padding=0)  # five times closer
 
     def in_view() -> int:
         (a0, a1), (b0, b1) = box.viewRange()

@@ -94,7 +94,6 @@ def test_edit_rewords_the_claim(qtbot, panel, seeded):
 
 
 def test_ready_to_confirm_and_answering_a_goal(qtbot, panel, seeded):
-    services = seeded[0]
     statuses = {panel.tree.topLevelItem(i).child(0).text(0): panel.tree.topLevelItem(i).child(0).text(2)
                 for i in range(panel.tree.topLevelItemCount())}
     assert statuses == {"Prefers short, direct answers": "open · ready to confirm", "Enjoys rock climbing": "open"}

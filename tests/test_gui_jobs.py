@@ -25,7 +25,7 @@ TINY = dict(num_layers=2, rank=8, learning_rate=1e-4, epochs=8, save_every=4, st
 @pytest.fixture
 def window(qtbot, tmp_path):
     services = Services.from_data_dir(tmp_path / "home")
-    services.db  # opened before the window's panels start using it from the database lane
+    services.db  # noqa: B018 - reading the property opens the store; opened before the window's panels start using it from the database lane
     win = MainWindow(services)
     qtbot.addWidget(win)
     win.show()

@@ -72,8 +72,8 @@ def test_the_app_keeps_following_a_file_replaced_by_rename(qtbot, window):
         tmp = path.with_suffix(".new")
         tmp.write_text(json.dumps({"memory_dial": dial}), encoding="utf-8")
         tmp.replace(path)
-        qtbot.waitUntil(lambda: window.services.settings.memory_dial == dial, timeout=10000)
-        qtbot.waitUntil(lambda: window.panels["settings"].dial.currentText() == dial, timeout=10000)
+        qtbot.waitUntil(lambda dial=dial: window.services.settings.memory_dial == dial, timeout=10000)
+        qtbot.waitUntil(lambda dial=dial: window.panels["settings"].dial.currentText() == dial, timeout=10000)
 
 
 def test_unsaved_edits_survive_a_change_made_elsewhere(qtbot, window, tiny_model_dir):

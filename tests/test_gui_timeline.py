@@ -22,7 +22,7 @@ DAY = 86400.0
 def seeded(tmp_path):
     """Memories written 200, 25 and 12 days ago (through a clock set back), then one real forgetting pass."""
     services = Services.from_data_dir(tmp_path / "home")
-    services.db  # create the store and its folder
+    services.db  # noqa: B018 - reading the property opens the store; create the store and its folder
     ids = {}
     for days_ago, statements in ((200, ["User once asked about a parking app", "User tried a sourdough recipe"]),
                                  (25, ["User's phone is a Pixel 6"]),
@@ -118,7 +118,7 @@ def test_pin_from_the_plot_takes_the_item_out_of_forgetting(qtbot, panel, seeded
 
 def test_empty_store_shows_the_hint(qtbot, tmp_path):
     services = Services.from_data_dir(tmp_path / "empty")
-    services.db
+    services.db  # noqa: B018 - reading the property creates the store
     window = MainWindow(services)
     qtbot.addWidget(window)
     window.show()
@@ -137,7 +137,7 @@ def test_a_first_week_says_when_forgetting_can_begin(qtbot, tmp_path):
     from core.memory.retention import too_young
     from core.store.memories import set_flag
     services = Services.from_data_dir(tmp_path / "new")
-    services.db
+    services.db  # noqa: B018 - reading the property creates the store
     for days_ago, statement in ((2, "User plays the cello"), (1, "User's sister lives in Porto"), (3, "Pinned one")):
         back = open_db(services.db_path, clock=lambda d=days_ago: time.time() - d * DAY)
         memory = add_memory(back, statement)

@@ -30,7 +30,8 @@ PMSET_BATTERY = """Now drawing from 'Battery Power'
  -InternalBattery-0 (id=18284643)\t87%; discharging; 5:12 remaining present: true
 """
 PMSET_DESKTOP = "Now drawing from 'AC Power'\n"
-PMSET_UPS = "Now drawing from 'UPS Power'\n -CP1500PFCLCDa (id=5308416)\t100%; discharging; (no estimate) present: true\n"
+PMSET_UPS = ("Now drawing from 'UPS Power'\n"
+             " -CP1500PFCLCDa (id=5308416)\t100%; discharging; (no estimate) present: true\n")
 
 
 def test_hid_idle_time_is_parsed_from_nanoseconds():

@@ -40,7 +40,8 @@ def test_a_fact_said_to_be_wrong_is_not_learned_again(db, embedder, clock):
     assert active_statements(db) == []
     # said again later, worded differently by the model: the same triple, so it is left out, with its reason
     again = learn_from(db, embedder, clock, "I really love jazz, jazz is my thing. I play piano.",
-                       [fact("User really loves jazz", "love", "Jazz"), fact("The user plays piano.", "plays", "piano")])
+                       [fact("User really loves jazz", "love", "Jazz"),
+                        fact("The user plays piano.", "plays", "piano")])
     assert active_statements(db) == ["The user plays piano."]
     assert [why for _, why in again.dropped] == [REASON]
     assert dict(reason_counts_of(again)) == {REASON: 1}
@@ -89,7 +90,8 @@ def test_forget_everything_backs_up_then_wipes_in_one_go_and_the_backup_restores
     learn_from(db, embedder, clock, "I love jazz music.", [fact("The user loves jazz.", "loves", "jazz")])
     manager = MemoryManager(db, embedder)
     manager.add("User lives in Lisbon", subject="user", relation="lives_in", object="Lisbon")
-    db.execute("INSERT INTO hypotheses(dimension, claim, created_at, updated_at) VALUES ('tone', 'likes it short', 1, 1)")
+    db.execute("INSERT INTO hypotheses(dimension, claim, created_at, updated_at) "
+               "VALUES ('tone', 'likes it short', 1, 1)")
     db.execute("INSERT INTO learning_goals(question, created_at) VALUES ('Which city?', 1)")
     before = {t: db.scalar(f"SELECT count(*) FROM {t}") for t in ("memories", "episodes", "sessions", "hypotheses",
                                                                   "learning_goals", "memory_vec_float")}

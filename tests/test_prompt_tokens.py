@@ -140,7 +140,9 @@ def _prompts() -> dict[str, list[dict]]:
     extraction = engram_messages("I moved to Porto last week.", "Noted!", "2026-11-25")
     reflection = reflection_messages([(1, "I love jellyfish.", "They are lovely.")], [(2, "Where does the user work?")],
                                      [], [])
-    as_dicts = lambda messages: [{"role": m.role, "content": m.content} for m in messages]
+
+    def as_dicts(messages: list) -> list[dict]:
+        return [{"role": m.role, "content": m.content} for m in messages]
     return {"turn": turn, "extraction": as_dicts(extraction), "reflection": as_dicts(reflection)}
 
 

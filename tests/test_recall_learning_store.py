@@ -132,7 +132,7 @@ def test_a_pin_of_a_memory_a_reply_used_is_learnt_at_the_next_turn(db, embedder,
     bot = assistant(db, embedder, clock)
     session = create_session(db, "chat")
     question = TRAINED[2][0]
-    reply = bot.reply(session, question)
+    bot.reply(session, question)
     meaning, _ = pairs[question]
     clock.advance(3600)
     set_flag(db, meaning, "pinned", True, "pinned by hand")

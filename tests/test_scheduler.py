@@ -217,7 +217,8 @@ def test_claim_refuses_a_second_heavy_job(db, world):
 
 def test_pause_cancel_and_resume(db, world):
     log = []
-    sched = make(db, world, [JobSpec("work", stepwise(counting_step(5, log, lambda i: i == 2 and sched.pause(job.id))))])
+    pause_at_two = counting_step(5, log, lambda i: i == 2 and sched.pause(job.id))
+    sched = make(db, world, [JobSpec("work", stepwise(pause_at_two))])
     job = sched.enqueue("work")
     paused = sched.run_next()
     assert paused.state == "paused" and paused.checkpoint == {"i": 2}

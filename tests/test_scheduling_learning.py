@@ -21,8 +21,8 @@ AWAY = 3600.0  # seconds the user has been away: past the scheduler's idle minut
 INSTRUMENTS = ("cello", "violin", "oboe")
 
 
-@pytest.fixture
-def services(tmp_path, embedder):
+@pytest.fixture(name="services")  # imported as services_fixture where shared
+def services_fixture(tmp_path, embedder):
     svc = ScriptedServices.from_data_dir(tmp_path / "home")
     svc.settings = svc.settings.replace(chat_model="scripted")  # a model is chosen: model jobs may be planned
     svc._embedder = embedder

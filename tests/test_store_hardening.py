@@ -1,11 +1,10 @@
-"""Files Engram did not create, and a damaged file: refused with a clear message, never written into or re-permissioned."""
+"""Files Engram did not create, and a damaged file: refused with a clear message, never written into or
+re-permissioned."""
 from __future__ import annotations
 
 import hashlib
 import os
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import apsw

@@ -37,7 +37,7 @@ def facts(db, embedder, texts):
 def taught(db, clock, embedder):
     """A user who asked back every family fact forgetting took and left the errands forgotten, with weights
     learnt far from the defaults; then one new family fact and one new errand, faded."""
-    family, errands = facts(db, embedder, FAMILY[:3]), facts(db, embedder, ERRANDS[:3])
+    family, _errands = facts(db, embedder, FAMILY[:3]), facts(db, embedder, ERRANDS[:3])
     clock.advance(days=200)
     learned.save(db, FORGET_ALL)
     forget.forgetting_pass(db, SETTINGS)

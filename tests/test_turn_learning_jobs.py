@@ -12,7 +12,7 @@ from tests.conftest import FakeClock
 from tests.fakes import ScriptedStructuredModel
 from tests.test_cli_learning import run
 from tests.test_scheduling_learning import AWAY, _facts_for, _reflection, _scheduler, _store_waiting_turns, \
-    services  # noqa: F401 - the fixture
+    services_fixture  # noqa: F401 - the fixture
 
 NEW = {"decision": "new", "target": 0, "reason": "new"}
 

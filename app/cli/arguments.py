@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from typing import Callable
+from typing import Callable, NoReturn
 
 MAX_ID = 2**63 - 1  # SQLite's largest integer
 MAX_COUNT = 100_000
@@ -59,5 +59,5 @@ class UsageError(Exception):
 class EngramParser(argparse.ArgumentParser):
     """argparse, but a mistake is one `engram: …` line (with where to look) instead of usage text and an exit."""
 
-    def error(self, message: str):  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see `{self.prog} --help`)")

@@ -138,7 +138,7 @@ class MemoryBackend:
         try:
             yield from chunks
         finally:
-            chunks.close()
+            close_stream(chunks)
             if self.learner is not None:
                 self.learner.reply_ended()
 
@@ -155,6 +155,14 @@ class MemoryBackend:
 
     def notes(self) -> list[str]:
         return self.learner.take_notes() if self.learner is not None else []
+
+
+def close_stream(chunks: Iterator[Any]) -> None:
+    """Stop the model's generation: a generator's close() runs its cleanup. A ChatModel's stream is promised only
+    as an iterator, so one without close() (nothing to stop) is left as it is instead of raising."""
+    close = getattr(chunks, "close", None)
+    if close is not None:
+        close()
 
 
 def memory_note(used: Any, drew_on: Collection[int] | None = None) -> str:
@@ -345,7 +353,7 @@ class ChatLoop:
                 cancel.set()
                 finish_reason = "cancelled"
             finally:
-                stream.close()
+                close_stream(stream)
         except EngramError as exc:
             self.say(f"\n[{exc}]")
             return

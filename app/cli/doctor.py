@@ -118,8 +118,8 @@ def _rebuild(path: Path, services: Any) -> int:
     from core.store import field_types, health
     conn = apsw.Connection(str(path))
     try:
-        for repaired in field_types.repair(conn):
-            print(f"  {repaired}")
+        for change in field_types.repair(conn):
+            print(f"  {change}")
         done = health.rebuild_indexes(conn)
     finally:
         conn.close()

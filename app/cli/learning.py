@@ -6,7 +6,7 @@ import argparse
 import datetime as dt
 import json
 import sys
-from typing import Any
+from typing import Any, Sequence
 
 from app.cli.arguments import count, row_id
 from core.errors import InvalidInput
@@ -115,11 +115,13 @@ def cmd_relearn(args: argparse.Namespace, services: Any) -> int:
     return 0
 
 
-def _learn_turns(services: Any, model: Any, waiting: list[int], which: str) -> None:
+def _learn_turns(services: Any, model: Any, waiting: Sequence[int], which: str) -> None:
     from core.assistant import Assistant
     from core.store import health, turn_learning
     print(f"learning {counted(len(waiting), 'turn')} {which}", file=sys.stderr, flush=True)
-    assistant = Assistant(services.db, services.embedder, None, model, services.settings)  # learns, never answers
+    assistant = Assistant(services.db, services.embedder,
+                          None,  # type: ignore[arg-type]  # learns, never answers: learn() reads no chat model
+                          model, services.settings)
     for n, episode_id in enumerate(waiting, 1):
         try:
             report = assistant.learn(assistant.stored_turn(episode_id))

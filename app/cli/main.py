@@ -76,6 +76,8 @@ def _bare_groups_list(subparsers: argparse._SubParsersAction) -> None:
     """`engram memory` runs `engram memory list` (with that command's defaults), and so on for BARE_ACTIONS."""
     for group, verb in BARE_ACTIONS.items():
         group_parser = subparsers.choices.get(group)
+        if group_parser is None:
+            continue
         actions = [a for a in getattr(group_parser, "_actions", ()) if isinstance(a, argparse._SubParsersAction)]
         if not actions or verb not in actions[0].choices:
             continue

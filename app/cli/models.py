@@ -70,6 +70,7 @@ def cmd_list(args: argparse.Namespace, services: Any) -> int:
     installed = {m.repo_id: m for m in store.usable(active)}
     speed = machine_speed(services.data_dir)  # measured once here, cached in the data folder
     recommended = default_model(ram, speed=speed).repo_id
+    rows: list[dict[str, Any]]
     rows = [{"name": info.name, "repo_id": info.repo_id, "family": info.family, "params_b": info.params_b,
              "size_bytes": info.size_bytes, "context_length": info.context_length, "ram_bytes": info.ram_bytes,
              "fit": fit(info.ram_bytes, ram), "installed": info.repo_id in installed,

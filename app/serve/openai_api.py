@@ -186,7 +186,7 @@ def _sampling(request: dict[str, Any]) -> SamplingParams:
               "top_p": (request.get("top_p", base.top_p), 0.0, 1.0),
               "max_tokens": (request.get("max_tokens") or request.get("max_completion_tokens") or base.max_tokens,
                              1, 8192)}
-    checked = {}
+    checked: dict[str, Any] = {}  # validated numbers, by SamplingParams' field names
     for name, (value, low, high) in values.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
             raise ApiError(400, f"{name} must be a number from {low} to {high}")

@@ -58,7 +58,7 @@ CONVERSATIONS = (
 )
 
 # (days ago, statement, (subject, relation, object), options)
-FACTS = (
+FACTS: tuple[tuple[int, str, tuple[str, str, str], dict[str, Any]], ...] = (
     (118, "User lives in Boston", ("user", "lives_in", "Boston"), {}),
     (118, "User's Boston lease ends on the 30th", ("user", "lease_ends", "the 30th"), {}),
     (96, "User asked which parking app works in Cambridge", ("user", "asked_about", "parking app"), {}),
@@ -174,7 +174,7 @@ def _facts(db: Any, embedder: Any, clock: SampleClock, now: float,
            sessions: dict[str, list[int]]) -> dict[str, int]:
     manager = MemoryManager(db, embedder)
     by_day = {days: ids for (days, _title, _turns), ids in zip(CONVERSATIONS, sessions.values())}
-    ids = {}
+    ids: dict[str, int] = {}
     for days_ago, statement, (subject, relation, obj), options in FACTS:
         clock.now = now - days_ago * DAY + 600
         memory = manager.add(statement, subject=subject, relation=relation, object=obj,

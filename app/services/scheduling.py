@@ -14,7 +14,7 @@ thread never touches another thread's connection. Models and the embedder load o
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 from core.conditions import ActivityTracker, CachedProbe, ModelGate, combined_idle
 from core.config import Settings
@@ -118,7 +118,7 @@ def reflection_handler(services: Any, db: Database) -> Handler:
     return handler
 
 
-def _learn_waiting(services: Any, db: Database, waiting: list[int], state: dict[str, Any],
+def _learn_waiting(services: Any, db: Database, waiting: Sequence[int], state: dict[str, Any],
                    stop: Callable[[], bool]) -> Step:
     """One batch of the turns the chat left waiting, oldest first. It gives way as the chat does: asked before
     each turn's extraction, a returning user leaves that turn waiting (and stops the batch); the store marks each
@@ -126,7 +126,9 @@ def _learn_waiting(services: Any, db: Database, waiting: list[int], state: dict[
     the others: the store counts it, and it waits for a later pass or is given up (core.store.turn_learning)."""
     from core.assistant import TAKEN, Assistant
     model = structured_model(services, required=True)
-    assistant = Assistant(db, services.embedder, None, model, services.settings)  # learns, never answers
+    assistant = Assistant(db, services.embedder,
+                          None,  # type: ignore[arg-type]  # learns, never answers: learn() reads no chat model
+                          model, services.settings)
     learned = facts = left_out = handled = 0
     for episode_id in waiting[:LEARN_BATCH]:
         try:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-SCHEMA = {
+SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"city": {"type": "string", "maxLength": 24},
                    "likes": {"type": "array", "items": {"type": "string", "maxLength": 12}, "maxItems": 3},
@@ -80,7 +80,7 @@ def check_metal(ctx: Context) -> str:
     if not mx.metal.is_available():
         return "no Metal device on this machine; MLX runs on the CPU"
     x = mx.ones((64, 64), stream=mx.gpu)
-    total = float(mx.sum(x @ x, stream=mx.gpu).item())
+    total = mx.sum(x @ x, stream=mx.gpu).item()  # a real number here: the sum of real ones
     if total != 64.0 ** 3:
         raise AssertionError(f"a GPU matrix product gave {total}, expected {64.0 ** 3}")
     return f"GPU kernels load ({mx.device_info().get('device_name', 'Metal')})"  # mx.metal's is deprecated
@@ -120,7 +120,8 @@ def check_qt(ctx: Context) -> str:
     from PySide6 import __version__ as pyside_version
     from PySide6.QtGui import QGuiApplication
     app = QGuiApplication.instance() or QGuiApplication([sys.argv[0]])
-    return f"PySide6 {pyside_version}, platform {app.platformName()}"
+    platform = app.platformName() if isinstance(app, QGuiApplication) else "none (a non-GUI Qt application runs)"
+    return f"PySide6 {pyside_version}, platform {platform}"
 
 
 def schema_problems(value: Any) -> list[str]:

@@ -221,7 +221,7 @@ def use_active_adapter(engine: Any, db: Database) -> Any:
     from core.finetune.adapters import active_adapter
     active = active_adapter(db)
     usable = active is not None and _same_folder(active.base_model, engine.path) and Path(active.path).is_dir()
-    wanted = Path(active.path) if usable else None
+    wanted = Path(active.path) if usable and active is not None else None
     if engine.adapter == wanted:
         return active if usable else None
     try:

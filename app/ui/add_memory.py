@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from PySide6.QtCore import QEvent, QObject, Qt
-from PySide6.QtGui import QKeySequence
+from PySide6.QtGui import QKeyEvent, QKeySequence
 from PySide6.QtWidgets import QCheckBox, QDialog, QDialogButtonBox, QLabel, QPlainTextEdit, QVBoxLayout, QWidget
 
 from core.errors import InvalidInput
@@ -34,14 +34,15 @@ class AddMemoryDialog(QDialog):
         self.text = QPlainTextEdit()
         self.text.setPlaceholderText(EXAMPLE)
         # the platform's words: ⌘↩ on a Mac, Ctrl+Return elsewhere
-        self.text.setToolTip(f"{QKeySequence('Ctrl+Return').toString(QKeySequence.NativeText)} remembers it")
+        keys = QKeySequence('Ctrl+Return').toString(QKeySequence.SequenceFormat.NativeText)
+        self.text.setToolTip(f"{keys} remembers it")
         self.text.setTabChangesFocus(True)
         self.critical = QCheckBox("Critical: always keep it in mind (an allergy, a medication, a deadline)")
         self.protected = QCheckBox("Protected: never forget or delete it automatically")
         self.error = QLabel("")
         self.error.setWordWrap(True)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.Ok | QDialogButtonBox.Cancel)
-        self.buttons.button(QDialogButtonBox.Ok).setText("Remember")
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Ok | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setText("Remember")
         self.buttons.accepted.connect(self.accept)
         self.buttons.rejected.connect(self.reject)
         self.text.textChanged.connect(self._enable)
@@ -55,13 +56,14 @@ class AddMemoryDialog(QDialog):
         self._enable()
 
     def _enable(self) -> None:
-        self.buttons.button(QDialogButtonBox.Ok).setEnabled(bool(self.text.toPlainText().strip()))
+        self.buttons.button(QDialogButtonBox.StandardButton.Ok).setEnabled(bool(self.text.toPlainText().strip()))
         self.error.setText("")
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if (watched is self.text and event.type() == QEvent.KeyPress
-                and event.key() in (Qt.Key_Return, Qt.Key_Enter) and event.modifiers() & Qt.ControlModifier):
-            if self.buttons.button(QDialogButtonBox.Ok).isEnabled():
+        if (watched is self.text and isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+                and event.modifiers() & Qt.KeyboardModifier.ControlModifier):
+            if self.buttons.button(QDialogButtonBox.StandardButton.Ok).isEnabled():
                 self.accept()
             return True
         return super().eventFilter(watched, event)

@@ -17,7 +17,7 @@ from core.conditions import ActivityTracker, ModelGate
 from core.scheduler import Environment, Scheduler
 from core.store.db import Database, open_db
 
-ACTIVITY_EVENTS = (QEvent.KeyPress, QEvent.MouseButtonPress, QEvent.Wheel)
+ACTIVITY_EVENTS = (QEvent.Type.KeyPress, QEvent.Type.MouseButtonPress, QEvent.Type.Wheel)
 STOP_TIMEOUT = 60.0  # a fine-tune checkpoints before it stops; this bounds the wait at quit
 
 
@@ -73,9 +73,8 @@ class BackgroundJobs:
         main = self.services.db  # opened (and migrated) through the services first
         db = open_db(main.path, clock=main.clock)  # one connection per thread; WAL lets both write
         try:
-            self._scheduler = self.services.scheduler(db=db, **self.scheduler_options(db))
-            self._scheduler.run_forever(poll_seconds=self.poll_seconds,
-                                        tick=lambda: plan(self._scheduler, self.services.settings))
+            scheduler = self._scheduler = self.services.scheduler(db=db, **self.scheduler_options(db))
+            scheduler.run_forever(poll_seconds=self.poll_seconds, tick=lambda: plan(scheduler, self.services.settings))
         except Exception as exc:  # the app goes on without idle-time learning; the Jobs panel says why
             self.error = f"{type(exc).__name__}: {exc}"
         finally:

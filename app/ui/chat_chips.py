@@ -54,7 +54,7 @@ class MemoryChip(QFrame):
         self.why = why
         self.attribution = attribution  # whether the reply drew on it, said in the tooltip
         self.setObjectName("memoryChip")
-        self.setFrameShape(QFrame.StyledPanel)
+        self.setFrameShape(QFrame.Shape.StyledPanel)
         self.open_button = QToolButton()
         self.open_button.setAutoRaise(True)
         self.show_text(text)

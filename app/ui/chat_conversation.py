@@ -4,7 +4,7 @@ still waiting to be learned are learned again when the chat is quiet. A part of 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from app.ui.chat_learning import LearnedFact, LearnNote, given_up_notes
 from app.ui.chat_turn import TurnRequest
@@ -13,12 +13,39 @@ from core.memory.conversation import load_conversation
 from core.store import turn_learning
 from core.store.sessions import end_session
 
+if TYPE_CHECKING:
+    from PySide6.QtWidgets import QComboBox
+
+    from app.ui.chat_reply_actions import ReplyActions
+    from app.ui.chat_sessions import SessionList
+    from app.ui.chat_thread import MessageThread
+    from app.ui.chat_turn import TurnController
+    from app.ui.panel_widgets import ElidedLabel
+
 FINISH_NOTES = {"cancelled": "Stopped.", "length": "Stopped at the length limit.",
                 "repetition": "Stopped: the model was repeating itself.",
                 "echo": "Stopped: the model began writing out its notes instead of answering."}
 
 
 class ConversationMixin:
+    # ChatPanel's parts these methods use (app/ui/chat_panel.py makes them), declared for the type checker
+    services: Any
+    runner: Any
+    session_id: int | None
+    _focus_episode: int | None
+    turns: TurnController
+    title: ElidedLabel
+    dial: QComboBox
+    sessions: SessionList
+    reply_actions: ReplyActions
+    thread_view: MessageThread
+    new_conversation: Callable[[], None]
+    _add_message: Callable[..., MessageWidget]
+    _clear_messages: Callable[[], None]
+    _notice: Callable[[str], None]
+    _scroll_to_end: Callable[[], None]
+    _show_instructions: Callable[[str], None]
+
     def open_session(self, session_id: int | None) -> None:
         if session_id is None:
             self.new_conversation()
@@ -74,8 +101,9 @@ class ConversationMixin:
         note = given_up or LearnNote(turn.episode_id)
         reply.show_learned(replace(note, facts=facts, skipped=turn.learning == turn_learning.SKIPPED))
         for fact in turn.taught:
-            if fact.deleted:
-                reply.learned_row(fact.memory_id).set_undone(True)
+            row = reply.learned_row(fact.memory_id) if fact.deleted else None
+            if row is not None:  # shown just above, from the same facts
+                row.set_undone(True)
         reply.set_status(FINISH_NOTES.get(turn.finish_reason or "", ""))
         reply.set_learning(turn.learning == turn_learning.PENDING)
 

@@ -10,7 +10,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QLabel, QToolButton, QWidget
 
-from app.ui.flow_layout import FlowLayout, discard
+from app.ui.flow_layout import FlowLayout, empty_layout, layout_widgets
 from app.ui.plain_text import button_text
 
 EARLIER_CAPTION = "From earlier conversations:"
@@ -64,14 +64,11 @@ class EarlierRow(QWidget):
         self.setVisible(False)
 
     def set_turns(self, turns: Sequence[Any]) -> None:
-        while self.flow.count():
-            item = self.flow.takeAt(0)
-            if item.widget() is not None:
-                discard(item.widget())
+        empty_layout(self.flow)
         self.turns = list(turns)
         if self.turns:
             caption = QLabel(EARLIER_CAPTION)
-            caption.setForegroundRole(QPalette.PlaceholderText)
+            caption.setForegroundRole(QPalette.ColorRole.PlaceholderText)
             self.flow.addWidget(caption)
         for turn in self.turns:
             self.flow.addWidget(self._chip(turn))
@@ -83,8 +80,7 @@ class EarlierRow(QWidget):
         self.set_turns([_with_drew_on(t, int(t.episode_id) in drawn) for t in self.turns])
 
     def chips(self) -> list[QToolButton]:
-        widgets = (self.flow.itemAt(i).widget() for i in range(self.flow.count()))
-        return [w for w in widgets if isinstance(w, QToolButton)]
+        return [w for w in layout_widgets(self.flow) if isinstance(w, QToolButton)]
 
     def _chip(self, turn: Any) -> QToolButton:
         chip = QToolButton()

@@ -33,7 +33,7 @@ class UserControls(QWidget):
         self.older_button.clicked.connect(lambda: self.version_step.emit(-1))
         self.newer_button.clicked.connect(lambda: self.version_step.emit(1))
         self.version_count = QLabel("")
-        self.version_count.setForegroundRole(QPalette.PlaceholderText)
+        self.version_count.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.editor = QPlainTextEdit()
         self.editor.setFixedHeight(72)
         self.send_button, self.cancel_button = QPushButton("Send"), QPushButton("Cancel")
@@ -162,7 +162,7 @@ def _link_button(text: str, tip: str, on_click: Callable[[], None] | None = None
     button.setText(text)
     button.setToolTip(tip)
     button.setAutoRaise(True)
-    button.setCursor(Qt.PointingHandCursor)
+    button.setCursor(Qt.CursorShape.PointingHandCursor)
     if on_click is not None:
         button.clicked.connect(on_click)
     return button

@@ -3,10 +3,31 @@ answer (nothing was kept), and no empty conversation left behind by a first mess
 app/ui/chat_panel.py."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Callable
+
 from app.ui.chat_widgets import MessageWidget
+
+if TYPE_CHECKING:
+    from app.ui.chat_model import ModelNotice
+    from app.ui.chat_sessions import SessionList
+    from app.ui.chat_turn import TurnController
+    from app.ui.chat_widgets import Composer
+    from app.ui.panel_widgets import ElidedLabel
 
 
 class FailureMixin:
+    # ChatPanel's parts these methods use (app/ui/chat_panel.py makes them), declared for the type checker
+    session_id: int | None
+    _fresh_session: int | None
+    _closed: bool
+    reply: MessageWidget | None
+    model: ModelNotice
+    composer: Composer
+    title: ElidedLabel
+    sessions: SessionList
+    turns: TurnController
+    _notice: Callable[[str], None]
+
     def _on_failed(self, message: str, no_model: bool) -> None:
         if no_model:
             self.model.show_missing(message)

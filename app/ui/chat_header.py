@@ -53,10 +53,12 @@ class ChatHeader(QWidget):
         self.menu = QMenu(self)
         self.menu.aboutToShow.connect(self.reload_choices)  # the next look is fresh (a model added meanwhile)
         self.model.button.setMenu(self.menu)
-        self.model.button.setPopupMode(QToolButton.MenuButtonPopup)  # the name opens Models, the arrow switches
+        # the name opens Models, the arrow switches
+        self.model.button.setPopupMode(QToolButton.ToolButtonPopupMode.MenuButtonPopup)
         self.title = ElidedLabel("New conversation")
         self.title.setStyleSheet("font-size: 15px; font-weight: 600;")
-        self.title.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # a long title never widens the window
+        # a long title never widens the window
+        self.title.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.incognito = QCheckBox("Incognito")
         self.incognito.setToolTip("Nothing from these messages is stored or learned")
         self.dial = QComboBox()

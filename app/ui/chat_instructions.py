@@ -2,13 +2,28 @@
 given to the model as the user's instructions, not as data. A part of the chat panel (app/ui/chat_panel.py)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Callable
+
 from core.store.sessions import set_instructions
+
+if TYPE_CHECKING:
+    from app.ui.chat_header import ChatHeader
 
 
 class InstructionsMixin:
+    # ChatPanel's parts these methods use (app/ui/chat_panel.py makes them), declared for the type checker
+    services: Any
+    runner: Any
+    session_id: int | None
+    instructions: str
+    header: ChatHeader
+    ask_instructions: Callable[[str], tuple[str, bool]]  # the dialog; a test puts its answer here
+    _notice: Callable[[str], None]
+
     def _ask_instructions(self, current: str) -> tuple[str, bool]:
         from PySide6.QtWidgets import QInputDialog
-        return QInputDialog.getMultiLineText(self, "Instructions for this conversation",
+        return QInputDialog.getMultiLineText(self,  # type: ignore[arg-type]  # the ChatPanel it is part of: a QWidget
+                                             "Instructions for this conversation",
                                              "How Engram should answer here (e.g. “Answer in Portuguese.”):",
                                              current)
 

@@ -176,7 +176,7 @@ class JobNotes(QObject):
         self.timer.timeout.connect(self.poll)
         self.label = QLabel("")
         self.label.setWordWrap(True)
-        self.label.setForegroundRole(QPalette.PlaceholderText)
+        self.label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.label.setVisible(False)
 
     def start(self) -> None:
@@ -220,12 +220,12 @@ class LearnedRow(QWidget):
         self.undoable = fact.undoable
         self.undone = False
         self.caption = QLabel(self._kept_caption())
-        self.caption.setForegroundRole(QPalette.PlaceholderText)
+        self.caption.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.open_button = QToolButton()
         self.set_statement(fact.statement)
         self.instead = QLabel(_instead_of(fact.replaces))  # what it closed: Undo brings that back
-        self.instead.setForegroundRole(QPalette.PlaceholderText)
-        self.instead.setTextFormat(Qt.PlainText)
+        self.instead.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.instead.setTextFormat(Qt.TextFormat.PlainText)
         self.instead.setVisible(bool(fact.replaces))
         self.open_button.setAutoRaise(True)
         self.open_button.clicked.connect(lambda: self.opened.emit(self.memory_id))

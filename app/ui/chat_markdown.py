@@ -16,8 +16,8 @@ from app.ui.code_highlight import CodeHighlighter
 # another app's scheme ("file:///Applications/…", "smb://", "x-apple.systempreferences:") a hostile memory or a
 # pasted page could have steered the model into writing is never opened by a click.
 SAFE_LINK_SCHEMES = ("http", "https", "mailto")
-MARKDOWN_WITHOUT_HTML = QTextDocument.MarkdownFeatures(QTextDocument.MarkdownDialectGitHub
-                                                       | QTextDocument.MarkdownNoHTML)
+MARKDOWN_WITHOUT_HTML = (QTextDocument.MarkdownFeature.MarkdownDialectGitHub
+                         | QTextDocument.MarkdownFeature.MarkdownNoHTML)
 
 
 COPY_SCHEME = "engram-copy"  # the "Copy code" link Engram puts under each code block of a reply
@@ -48,18 +48,18 @@ class MarkdownView(QTextBrowser):
         self.code_blocks: list[str] = []  # a reply's code, for its "Copy code" links
         self.setOpenLinks(False)  # a click neither navigates this view nor opens anything by itself
         self.anchorClicked.connect(self._clicked)
-        self.setFrameShape(QFrame.NoFrame)
-        self.setVerticalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)
-        self.setWordWrapMode(QTextOption.WrapAtWordBoundaryOrAnywhere)
-        self.setSizePolicy(QSizePolicy.Expanding, QSizePolicy.Fixed)
+        self.setFrameShape(QFrame.Shape.NoFrame)
+        self.setVerticalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self.setWordWrapMode(QTextOption.WrapMode.WrapAtWordBoundaryOrAnywhere)
+        self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
         self.document().documentLayout().documentSizeChanged.connect(self._fit)
         self.viewport().setAutoFillBackground(False)
         self.highlighter = CodeHighlighter(self.document(), self.palette())  # fenced code, coloured per scheme
 
     def changeEvent(self, event: Any) -> None:  # noqa: N802 - Qt's name
         super().changeEvent(event)
-        if event.type() == QEvent.PaletteChange:  # light and dark have their own code colours
+        if event.type() == QEvent.Type.PaletteChange:  # light and dark have their own code colours
             self.highlighter.set_palette(self.palette())
 
     def setMarkdown(self, text: str) -> None:  # noqa: N802 - Qt's name
@@ -75,7 +75,7 @@ class MarkdownView(QTextBrowser):
         if opens_from_a_reply(url):
             self.open_url(url)
 
-    def loadResource(self, kind: int, url: QUrl) -> Any:
+    def loadResource(self, kind: int, url: QUrl | str) -> Any:
         """Nothing a reply names is read: `![x](/dev/zero)` hung the window reading for ever, and a local image
         or file has no place in a reply (an image shows as the empty box Qt draws for a missing one). Not None:
         QTextDocument reads the file itself when the view returns nothing."""

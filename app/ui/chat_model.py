@@ -48,7 +48,7 @@ class ModelNotice(QObject):
         self.button.setAutoRaise(True)
         self.button.clicked.connect(self.open_models)
         self.banner = QFrame()
-        self.banner.setFrameShape(QFrame.StyledPanel)
+        self.banner.setFrameShape(QFrame.Shape.StyledPanel)
         self.text = QLabel("")
         self.text.setWordWrap(True)
         self.models_button = QPushButton("Open Models")
@@ -62,7 +62,7 @@ class ModelNotice(QObject):
 
     def show_name(self) -> None:
         name = model_name(self.services)
-        shown = self.button.fontMetrics().elidedText(name, Qt.ElideMiddle, NAME_WIDTH) if name else ""
+        shown = self.button.fontMetrics().elidedText(name, Qt.TextElideMode.ElideMiddle, NAME_WIDTH) if name else ""
         self.button.setText(button_text(f"Model: {shown}") if name else "No model")  # a folder may hold "&"
         self.button.setToolTip(f"{name}\n{BUTTON_TIP}" if name else BUTTON_TIP)
 

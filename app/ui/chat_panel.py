@@ -335,7 +335,7 @@ class ChatPanel(ConversationMixin, FailureMixin, InstructionsMixin, QWidget):
             reason = "repetition"  # the reply went round before it ended: the store caught what the stream did not
         if reason in ("repetition", "echo") and getattr(record, "reply_text", None):
             reply.set_text(record.reply_text)  # as it is kept: the loop said once (core.loop_trim), trimmed
-        reply.render()
+        reply.render_text()
         reply.set_episode(getattr(record, "episode_id", None))
         if getattr(record, "episode_id", None) is not None:  # stored: what it drew on is known (not incognito)
             reply.show_drew_on(getattr(record, "drew_on", ()))

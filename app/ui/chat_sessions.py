@@ -16,7 +16,7 @@ from core.store import sessions as store
 UNTITLED = "New conversation"
 SEARCH_DELAY_MS = 250
 TITLE_CHARS = 60
-ORIGIN_ROLE = Qt.UserRole + 1  # 'imported from ChatGPT, 2024-05-02' on an imported conversation's item
+ORIGIN_ROLE = Qt.ItemDataRole.UserRole + 1  # 'imported from ChatGPT, 2024-05-02' on an imported conversation's item
 ORIGIN_INDENT = 4  # pixels: the origin line starts about where the title's text does
 
 
@@ -28,7 +28,7 @@ def title_from(text: str) -> str:
 
 def new_key() -> str:
     """The New Conversation key as this platform writes it: ⌘N on a Mac, Ctrl+N elsewhere."""
-    return QKeySequence("Ctrl+N").toString(QKeySequence.NativeText)
+    return QKeySequence("Ctrl+N").toString(QKeySequence.SequenceFormat.NativeText)
 
 
 def empty_text() -> str:
@@ -56,11 +56,12 @@ class OriginLine(QStyledItemDelegate):
         painter.save()
         font = self._font(option)
         painter.setFont(font)
-        selected = bool(option.state & QStyle.State_Selected)
-        painter.setPen(option.palette.color(QPalette.HighlightedText if selected else QPalette.PlaceholderText))
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
+        role = QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.PlaceholderText
+        painter.setPen(option.palette.color(role))
         line = option.rect.adjusted(ORIGIN_INDENT, option.rect.height() - self._line(option), -ORIGIN_INDENT, 0)
-        painter.drawText(line, Qt.AlignLeft | Qt.AlignVCenter,
-                         QFontMetrics(font).elidedText(origin, Qt.ElideRight, line.width()))
+        painter.drawText(line, Qt.AlignmentFlag.AlignLeft | Qt.AlignmentFlag.AlignVCenter,
+                         QFontMetrics(font).elidedText(origin, Qt.TextElideMode.ElideRight, line.width()))
         painter.restore()
 
     def sizeHint(self, option: Any, index: Any) -> QSize:  # noqa: N802 - Qt's name
@@ -83,7 +84,7 @@ class OriginLine(QStyledItemDelegate):
         whole = QStyleOptionViewItem(option)
         whole.text = ""
         style = option.widget.style() if option.widget is not None else QApplication.style()
-        style.drawPrimitive(QStyle.PE_PanelItemViewItem, whole, painter, option.widget)
+        style.drawPrimitive(QStyle.PrimitiveElement.PE_PanelItemViewItem, whole, painter, option.widget)
 
 
 class SessionList(QWidget):
@@ -112,13 +113,13 @@ class SessionList(QWidget):
         self.search.textChanged.connect(lambda _text: self._search_timer.start())
         self.list = QListWidget()
         self.list.setObjectName("conversations")
-        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarAlwaysOff)  # long titles are elided instead
-        self.list.setTextElideMode(Qt.ElideRight)
+        self.list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)  # long titles are elided instead
+        self.list.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.list.setItemDelegate(OriginLine(self.list))  # an imported conversation's second line
         self.list.currentItemChanged.connect(self._on_current)
         self.list.itemChanged.connect(self._on_edited)
         self.empty = QLabel(empty_text())
-        self.empty.setAlignment(Qt.AlignCenter)
+        self.empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self.empty.setWordWrap(True)
         self.new_button = QPushButton("New")
         self.new_button.setToolTip(f"New conversation ({new_key()})")
@@ -147,11 +148,12 @@ class SessionList(QWidget):
         def load() -> tuple[list, dict[int, str]]:
             rows = store.search_sessions(self.services.db, text)
             return rows, session_import_labels(self.services.db, [row.id for row in rows])
-        self.runner.submit("db", load, on_done=lambda found: self._fill(*found, wanted), on_error=self._on_error)
+        self.runner.submit("db", load, on_done=lambda found: self._fill(found[0], found[1], wanted),
+                           on_error=self._on_error)
 
     def reload_quietly(self) -> None:
         """Reload for a change made elsewhere, unless the user is renaming a conversation in the list now."""
-        if self.list.state() != QAbstractItemView.EditingState:
+        if self.list.state() != QAbstractItemView.State.EditingState:
             self.reload()
 
     def _fill(self, sessions: Sequence[Any], origins: dict[int, str], wanted: int | None) -> None:
@@ -160,12 +162,12 @@ class SessionList(QWidget):
         self.list.clear()
         for session in self.sessions:
             item = QListWidgetItem(session.title or UNTITLED)
-            item.setData(Qt.UserRole, int(session.id))
+            item.setData(Qt.ItemDataRole.UserRole, int(session.id))
             origin = origins.get(int(session.id))  # 'imported from ChatGPT, 2024-05-02'
             item.setToolTip(f"{session.title or UNTITLED}\n{origin + chr(10) if origin else ''}"
                             f"last message {when_label(session.updated_at)}")
             item.setData(ORIGIN_ROLE, origin)
-            item.setFlags(item.flags() | Qt.ItemIsEditable)
+            item.setFlags(item.flags() | Qt.ItemFlag.ItemIsEditable)
             self.list.addItem(item)
             if session.id == wanted:
                 self.list.setCurrentItem(item)
@@ -195,7 +197,7 @@ class SessionList(QWidget):
         self._filling = True
         self.list.setCurrentRow(-1)
         for row in range(self.list.count()):
-            if self.list.item(row).data(Qt.UserRole) == session_id:
+            if self.list.item(row).data(Qt.ItemDataRole.UserRole) == session_id:
                 self.list.setCurrentRow(row)
         self._filling = False
         self._update_buttons()
@@ -203,7 +205,7 @@ class SessionList(QWidget):
     def _on_current(self, item: QListWidgetItem | None, _previous: Any = None) -> None:
         if self._filling:
             return
-        self._selected = None if item is None else int(item.data(Qt.UserRole))
+        self._selected = None if item is None else int(item.data(Qt.ItemDataRole.UserRole))
         self._update_buttons()
         self.chosen.emit(self._selected)
 
@@ -220,7 +222,7 @@ class SessionList(QWidget):
 
     def _on_edited(self, item: QListWidgetItem) -> None:
         if not self._filling:
-            self.rename(int(item.data(Qt.UserRole)), item.text())
+            self.rename(int(item.data(Qt.ItemDataRole.UserRole)), item.text())
 
     def rename(self, session_id: int, title: str) -> None:
         self.runner.submit("db", lambda: store.rename_session(self.services.db, session_id, title.strip()),
@@ -232,7 +234,7 @@ class SessionList(QWidget):
         answer = QMessageBox.question(self, "Delete conversation",
                                       "Remove this conversation from the list? What Engram learned from it "
                                       "stays in Memories, where you can edit or forget it.")
-        if answer == QMessageBox.Yes:
+        if answer == QMessageBox.StandardButton.Yes:
             self.delete(self._selected)
 
     def delete(self, session_id: int) -> None:

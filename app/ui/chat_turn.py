@@ -207,7 +207,7 @@ class TurnController(QObject):
         self._reply_first.clear()
         if gate is not None:
             gate.chat_started(LEARNING)  # idle-time jobs wait for chat's learning as for its replies
-        episode_id = getattr(record, "episode_id", None)
+        episode_id: int = record.episode_id  # to_learn holds stored turns only (not incognito): each has its episode
 
         def work() -> tuple[Any, LearnNote]:
             db = self.services.learning_db  # this lane's own connection
@@ -236,7 +236,7 @@ class TurnController(QObject):
                 gate.chat_finished(LEARNING)
             gave_way = result is not None and result[0] is not None and result[0].skipped == BUSY
             if gave_way and self._skip.is_set():
-                self._skip_in_store(episode_id, result[1])
+                self._skip_in_store(episode_id, result[1] if result is not None else None)
             elif gave_way:
                 self.to_learn.appendleft(record)  # a reply came first: learned when the chat is quiet again
             elif result is not None:

@@ -16,7 +16,7 @@ from app.ui.chat_earlier import EarlierRow
 from app.ui.chat_edit import UserControls
 from app.ui.chat_learning import LearnedRow, LearnNote
 from app.ui.chat_markdown import MarkdownView, opens_from_a_reply, with_copy_links  # noqa: F401 - re-exported
-from app.ui.flow_layout import FlowLayout, discard
+from app.ui.flow_layout import FlowLayout, discard, empty_layout, layout_widgets
 
 RENDER_MS = 60  # while a reply streams, Markdown is re-rendered at most this often (not once per token)
 
@@ -36,7 +36,8 @@ class Composer(QPlainTextEdit):
                                 "Message Engram…  (Return sends, Shift+Return for a new line)")
 
     def keyPressEvent(self, event: QKeyEvent) -> None:
-        sends = event.key() in (Qt.Key_Return, Qt.Key_Enter) and not event.modifiers() & Qt.ShiftModifier
+        sends = (event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+                 and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier)
         if not sends:
             super().keyPressEvent(event)
             return
@@ -68,9 +69,9 @@ class MessageWidget(QFrame):
         self.drew_on: set[int] | None = None  # of `used`, what the reply drew on; None while not known
         self.request: Any = None  # the TurnRequest a reply answers (veto re-answers it)
         self.setObjectName("userMessage" if role == "user" else "assistantMessage")
-        self.setFrameShape(QFrame.StyledPanel if role == "user" else QFrame.NoFrame)
+        self.setFrameShape(QFrame.Shape.StyledPanel if role == "user" else QFrame.Shape.NoFrame)
         if role == "user":
-            self.setBackgroundRole(QPalette.AlternateBase)
+            self.setBackgroundRole(QPalette.ColorRole.AlternateBase)
             self.setAutoFillBackground(True)
         self.who = QLabel("You" if role == "user" else "Engram")
         self.who.setStyleSheet("font-weight: 600;")
@@ -78,7 +79,7 @@ class MessageWidget(QFrame):
         self._render_timer = QTimer(self)
         self._render_timer.setSingleShot(True)
         self._render_timer.setInterval(RENDER_MS)
-        self._render_timer.timeout.connect(self.render)
+        self._render_timer.timeout.connect(self.render_text)
         layout = QVBoxLayout(self)
         layout.setContentsMargins(10, 6, 10, 6)
         layout.addWidget(self.who)
@@ -87,11 +88,11 @@ class MessageWidget(QFrame):
             self._add_reply_extras(layout)
         else:
             self._add_pending_row(layout)
-        self.render()
+        self.render_text()
 
     def _add_pending_row(self, layout: QVBoxLayout) -> None:
         self.pending_note = QLabel("Waiting: sends when this reply ends")
-        self.pending_note.setForegroundRole(QPalette.PlaceholderText)
+        self.pending_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.cancel_button = QToolButton()
         self.cancel_button.setText("Don't send")
         self.cancel_button.setAutoRaise(True)
@@ -131,9 +132,10 @@ class MessageWidget(QFrame):
         self.regenerate_button.setVisible(False)  # only the last reply can be answered again
         self.regenerate_button.clicked.connect(self.regenerate_requested)
         self.status = QLabel("")
-        self.status.setForegroundRole(QPalette.PlaceholderText)
+        self.status.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.status.setWordWrap(True)  # a long error wraps beside the buttons instead of widening the thread
-        self.status.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)  # even a word longer than the row
+        # even a word longer than the row
+        self.status.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.earlier_answers: list[str] = []  # what this turn answered before Regenerate, oldest first
         self.shown_answer = -1  # which answer the body shows: -1 the latest, else an index of earlier_answers
         self.older_button, self.newer_button = QToolButton(), QToolButton()
@@ -142,20 +144,20 @@ class MessageWidget(QFrame):
         self.newer_button.setText("›")
         self.newer_button.setToolTip("The next answer")
         self.answer_count = QLabel("")
-        self.answer_count.setForegroundRole(QPalette.PlaceholderText)
+        self.answer_count.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.older_button.clicked.connect(lambda: self._step_answer(-1))
         self.newer_button.clicked.connect(lambda: self._step_answer(1))
         for widget in (self.older_button, self.newer_button):
             widget.setAutoRaise(True)
-        for widget in (self.older_button, self.answer_count, self.newer_button):
-            widget.setVisible(False)  # until the turn has been answered more than once
+        for control in (self.older_button, self.answer_count, self.newer_button):
+            control.setVisible(False)  # until the turn has been answered more than once
         self.pace = QLabel("")  # "0.84 s to first token · 12.3 tok/s · 48 tokens", quiet, as LM Studio shows it
-        self.pace.setForegroundRole(QPalette.PlaceholderText)
+        self.pace.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.pace.setToolTip("How fast this reply came: the wait for its first words, then tokens a second")
         footer = QHBoxLayout()
-        for button in (self.older_button, self.answer_count, self.newer_button, self.thumb_up, self.thumb_down,
-                       self.copy_button, self.regenerate_button):
-            footer.addWidget(button)
+        for part in (self.older_button, self.answer_count, self.newer_button, self.thumb_up, self.thumb_down,
+                     self.copy_button, self.regenerate_button):
+            footer.addWidget(part)
         footer.addWidget(self.status, 1)
         footer.addWidget(self.pace)
         self.learned_box = QWidget()
@@ -164,7 +166,7 @@ class MessageWidget(QFrame):
         self.learned_list.setSpacing(0)
         self.learned_note = QLabel("")
         self.learned_note.setWordWrap(True)
-        self.learned_note.setForegroundRole(QPalette.PlaceholderText)
+        self.learned_note.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.question_button = QToolButton()
         self.question_button.setText("Answer the question…")
         self.question_button.setAutoRaise(True)
@@ -178,7 +180,7 @@ class MessageWidget(QFrame):
         self.retry_button.clicked.connect(self._on_retry)
         self.learning_row = QWidget()  # "Learning from this…" while the turn waits or is being learned
         self.learning_label = QLabel("Learning from this…")
-        self.learning_label.setForegroundRole(QPalette.PlaceholderText)
+        self.learning_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.skip_learning_button = QToolButton()
         self.skip_learning_button.setText("Skip")
         self.skip_learning_button.setToolTip("Don't learn from this turn (what it already taught stays, with Undo)")
@@ -213,9 +215,9 @@ class MessageWidget(QFrame):
 
     def set_text(self, text: str) -> None:
         self.text = text
-        self.render()
+        self.render_text()
 
-    def render(self) -> None:
+    def render_text(self) -> None:
         self._render_timer.stop()
         if self.role == "user":
             self.body.setPlainText(self.text)
@@ -252,7 +254,7 @@ class MessageWidget(QFrame):
         self.newer_button.setEnabled(position < count - 1)
         self.answer_count.setText(f"{position + 1}/{count}")
         if self.shown_answer < 0:
-            self.render()
+            self.render_text()
         else:
             shown, self.body.code_blocks = with_copy_links(self.earlier_answers[self.shown_answer])
             self.body.setMarkdown(shown)
@@ -263,10 +265,7 @@ class MessageWidget(QFrame):
         """Chips for the memories in this reply's context (objects with id, text, why and maybe drew_on): the ones
         the reply drew on under "Drew on:", the others under "Also recalled:" — or all under "Recalled:" while
         that is not known (the reply is still being written, or it was stored before Engram told them apart)."""
-        while self.chips.count():
-            item = self.chips.takeAt(0)
-            if item.widget() is not None:
-                discard(item.widget())
+        empty_layout(self.chips)
         self.used = unique_memories(used)
         drawn = self.drew_on = stored_drew_on(self.used) if drew_on is None else {int(i) for i in drew_on}
         groups = [(USED_CAPTION, self.used, "")] if drawn is None else [
@@ -276,7 +275,7 @@ class MessageWidget(QFrame):
         for caption, memories, note in groups:
             if memories:
                 label = QLabel(caption)
-                label.setForegroundRole(QPalette.PlaceholderText)
+                label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
                 self.chips.addWidget(label)
             for memory in memories:
                 self._add_chip(memory, note)
@@ -298,8 +297,7 @@ class MessageWidget(QFrame):
         self.chips.addWidget(chip)
 
     def chip_widgets(self) -> list[MemoryChip]:
-        widgets = (self.chips.itemAt(i).widget() for i in range(self.chips.count()))
-        return [w for w in widgets if isinstance(w, MemoryChip)]
+        return [w for w in layout_widgets(self.chips) if isinstance(w, MemoryChip)]
 
     def show_learned(self, note: LearnNote) -> None:
         """What was learned from this turn ("Remembered: …", each with Undo), or why nothing was."""
@@ -343,8 +341,7 @@ class MessageWidget(QFrame):
         self.learning_retried.emit()
 
     def learned_rows(self) -> list[LearnedRow]:
-        widgets = (self.learned_list.itemAt(i).widget() for i in range(self.learned_list.count()))
-        return [w for w in widgets if isinstance(w, LearnedRow)]
+        return [w for w in layout_widgets(self.learned_list) if isinstance(w, LearnedRow)]
 
     def learned_row(self, memory_id: int) -> LearnedRow | None:
         return next((r for r in self.learned_rows() if r.memory_id == memory_id), None)

@@ -97,13 +97,13 @@ class CodeHighlighter(QSyntaxHighlighter):
 
     def set_palette(self, palette: QPalette) -> None:
         """The scheme's colours: the dark column on a dark background."""
-        dark = palette.color(QPalette.Base).lightness() < 128
+        dark = palette.color(QPalette.ColorRole.Base).lightness() < 128
         self.formats = {}
         for kind, (light_colour, dark_colour) in COLOURS.items():
             form = QTextCharFormat()
             form.setForeground(QColor(dark_colour if dark else light_colour))
             if kind == "keyword":
-                form.setFontWeight(QFont.DemiBold)
+                form.setFontWeight(QFont.Weight.DemiBold)
             if kind == "comment":
                 form.setFontItalic(True)
             self.formats[kind] = form
@@ -111,8 +111,8 @@ class CodeHighlighter(QSyntaxHighlighter):
 
     def highlightBlock(self, text: str) -> None:  # noqa: N802 - Qt's name
         block_format = self.currentBlock().blockFormat()
-        if not block_format.hasProperty(QTextFormat.BlockCodeFence):
+        if not block_format.hasProperty(QTextFormat.Property.BlockCodeFence):
             return
-        language = language_of(block_format.stringProperty(QTextFormat.BlockCodeLanguage))
+        language = language_of(block_format.stringProperty(QTextFormat.Property.BlockCodeLanguage))
         for start, length, kind in spans(text, language):
             self.setFormat(start, length, self.formats[kind])

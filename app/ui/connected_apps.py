@@ -38,7 +38,8 @@ class ConnectedApps(QGroupBox):
                                      "granted (`engram clients grant NAME`) get an answer.")
         self.serving = QLabel("")
         self.serving.setWordWrap(True)
-        self.serving.setTextInteractionFlags(Qt.TextSelectableByMouse)  # the address, to paste into the other app
+        # the address, to paste into the other app
+        self.serving.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         if server is not None:
             layout.addWidget(self.serve_switch)
             layout.addWidget(self.serving)

@@ -33,7 +33,9 @@ def pill_colours(verdict: str, palette: QPalette | None = None) -> tuple[QColor,
 
 def blend(colour: QColor, background: QColor, share: float) -> QColor:
     """`colour` at `share` over `background`, opaque (rich text and painters both draw it the same)."""
-    mix = [share * a + (1 - share) * b for a, b in zip(colour.getRgbF()[:3], background.getRgbF()[:3])]
+    channels = (colour.redF(), colour.greenF(), colour.blueF())
+    under = (background.redF(), background.greenF(), background.blueF())
+    mix = [share * a + (1 - share) * b for a, b in zip(channels, under)]
     return QColor.fromRgbF(*mix)
 
 
@@ -52,7 +54,7 @@ class FitPillDelegate(QStyledItemDelegate):
         self.initStyleOption(opt, index)
         opt.text = ""
         style = opt.widget.style() if opt.widget is not None else QApplication.style()
-        style.drawControl(QStyle.CE_ItemViewItem, opt, painter, opt.widget)
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, opt, painter, opt.widget)
         if not verdict:
             return
         text, fill = pill_colours(verdict, option.palette)
@@ -61,12 +63,12 @@ class FitPillDelegate(QStyledItemDelegate):
         height = metrics.height() + 4
         rect = QRectF(option.rect.left() + 4, option.rect.center().y() - height / 2 + 1, width, height)
         painter.save()
-        painter.setRenderHint(QPainter.Antialiasing)
-        painter.setPen(Qt.NoPen)
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
         painter.setBrush(fill)
         painter.drawRoundedRect(rect, height / 2, height / 2)
         painter.setPen(text)
-        painter.drawText(rect, Qt.AlignCenter, verdict)
+        painter.drawText(rect, Qt.AlignmentFlag.AlignCenter, verdict)
         painter.restore()
 
     def sizeHint(self, option: QStyleOptionViewItem, index):

@@ -26,8 +26,8 @@ class FlowLayout(QLayout):
     def takeAt(self, index: int) -> QLayoutItem | None:
         return self._items.pop(index) if 0 <= index < len(self._items) else None
 
-    def expandingDirections(self) -> Qt.Orientations:
-        return Qt.Orientations(0)
+    def expandingDirections(self) -> Qt.Orientation:
+        return Qt.Orientation(0)
 
     def hasHeightForWidth(self) -> bool:
         return True
@@ -65,3 +65,20 @@ def discard(widget: QWidget) -> None:
     """Gone for the user at once: hidden now, deleted when Qt next gets to it (until then it would still paint)."""
     widget.hide()
     widget.deleteLater()
+
+
+def layout_widgets(layout: QLayout) -> list[QWidget]:
+    """The widgets in `layout`, in order (its spacers and nested layouts left out)."""
+    items = (layout.itemAt(i) for i in range(layout.count()))
+    return [w for w in (item.widget() for item in items if item is not None) if w is not None]
+
+
+def empty_layout(layout: QLayout) -> None:
+    """Every item taken out of `layout`, its widgets discarded."""
+    while layout.count():
+        item = layout.takeAt(0)
+        if item is None:  # Qt returns none only past the end, which count() rules out
+            break
+        widget = item.widget()
+        if widget is not None:
+            discard(widget)

@@ -100,9 +100,9 @@ class LabelLayer(pg.GraphicsObject):
             return
         transform = painter.transform()  # this item's coordinates to the painted pixels
         pal = palette()
-        backing = QColor(pal.color(QPalette.Base))
+        backing = QColor(pal.color(QPalette.ColorRole.Base))
         backing.setAlpha(BACKING_ALPHA)
-        text_colour = pal.color(QPalette.Text)
+        text_colour = pal.color(QPalette.ColorRole.Text)
         painter.save()
         painter.resetTransform()  # draw in pixels: labels keep their size whatever the zoom
         painter.setRenderHint(painter.RenderHint.Antialiasing)
@@ -111,7 +111,7 @@ class LabelLayer(pg.GraphicsObject):
             corner = transform.map(anchor) + offset
             if index == self._bold_index:
                 painter.setFont(self.bold)
-            painter.setPen(Qt.NoPen)
+            painter.setPen(Qt.PenStyle.NoPen)
             painter.setBrush(backing)
             painter.drawRoundedRect(box.translated(corner), 3, 3)
             painter.setPen(text_colour)
@@ -123,7 +123,7 @@ class LabelLayer(pg.GraphicsObject):
 
 def _static(text: str) -> QStaticText:
     static = QStaticText(text)
-    static.setTextFormat(Qt.PlainText)  # a memory's words are data: "<b>" is shown, never rendered
+    static.setTextFormat(Qt.TextFormat.PlainText)  # a memory's words are data: "<b>" is shown, never rendered
     return static
 
 

@@ -39,11 +39,11 @@ def kind_name(kind: str) -> str:
 def swatch(colour: QColor, *, diamond: bool, hollow: bool) -> QIcon:
     """The node's shape in its colour (hollow when the kind is hidden), as the legend shows it."""
     pixmap = QPixmap(SWATCH, SWATCH)
-    pixmap.fill(Qt.transparent)
+    pixmap.fill(Qt.GlobalColor.transparent)
     painter = QPainter(pixmap)
-    painter.setRenderHint(QPainter.Antialiasing)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     painter.setPen(colour)
-    painter.setBrush(Qt.NoBrush if hollow else colour)
+    painter.setBrush(Qt.BrushStyle.NoBrush if hollow else colour)
     if diamond:
         half, centre = SWATCH / 2 - 1, SWATCH / 2
         painter.drawPolygon(QPolygonF([QPointF(centre, centre - half), QPointF(centre + half, centre),
@@ -92,7 +92,7 @@ class KindLegend(QWidget):
         button.setCheckable(True)
         button.setChecked(True)
         button.setAutoRaise(True)
-        button.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextBesideIcon)
         button.setIconSize(QSize(SWATCH, SWATCH))
         button.setToolTip(f"{KIND_HELP.get(kind, kind)}. Click to show or hide them.")
         button.toggled.connect(lambda _on, k=kind: self._toggled(k))

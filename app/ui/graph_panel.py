@@ -129,8 +129,8 @@ class GraphPanel(QWidget):
         keys.addWidget(self.labels_button)
         self.info = QLabel(HINT)
         self.info.setWordWrap(True)
-        self.info.setTextFormat(Qt.PlainText)  # a memory's words are data, never markup
-        self.info.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.info.setTextFormat(Qt.TextFormat.PlainText)  # a memory's words are data, never markup
+        self.info.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         layout_ = QVBoxLayout(self)
         layout_.addLayout(top)
         layout_.addWidget(self.plot, 1)
@@ -176,8 +176,8 @@ class GraphPanel(QWidget):
     def _laid_out(self, future: Future) -> None:
         if future.cancelled():
             self._busy = False
-        elif future.exception() is not None:
-            self._failed(future.exception())
+        elif (error := future.exception()) is not None:
+            self._failed(error)
         else:
             self._draw(future.result())
 
@@ -264,7 +264,7 @@ class GraphPanel(QWidget):
 
     def _paint(self) -> None:
         view = self.view
-        text, base = palette().color(QPalette.Text), palette().color(QPalette.Base)
+        text, base = palette().color(QPalette.ColorRole.Text), palette().color(QPalette.ColorRole.Base)
         counts: dict[str, int] = {}
         for node in view.nodes:
             counts[node.kind] = counts.get(node.kind, 0) + 1
@@ -313,11 +313,11 @@ class GraphPanel(QWidget):
         chosen, near = self.highlighted()
         pens = [plain] * len(self.view.nodes)
         if chosen is not None:
-            mark = palette().color(QPalette.Highlight)
+            mark = palette().color(QPalette.ColorRole.Highlight)
             neighbour = pg.mkPen(mark, width=2)
             for index in near:
                 pens[index] = neighbour
-            pens[chosen] = pg.mkPen(palette().color(QPalette.Text), width=3)
+            pens[chosen] = pg.mkPen(palette().color(QPalette.ColorRole.Text), width=3)
         return pens
 
     def _paint_edges(self, colour: QColor, shown: np.ndarray) -> None:

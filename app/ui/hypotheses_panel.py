@@ -23,8 +23,8 @@ from core.types import Episode, Hypothesis, LearningGoal
 
 STATUS_FILTERS = ("all", "open", "confirmed", "rejected")
 COLUMNS = ("Claim", "Confidence", "Status", "Evidence")
-ID_ROLE = Qt.UserRole + 1
-CONFLICT_ROLE = Qt.UserRole + 2  # a goal that asks which of two conflicting memories holds
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
+CONFLICT_ROLE = Qt.ItemDataRole.UserRole + 2  # a goal that asks which of two conflicting memories holds
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         self.detail.setPlaceholderText("Select a claim to see why Engram thinks so.")
         self.empty = empty_state("No hypotheses yet. Engram forms them while you are away, from what you talk "
                                  "about; each needs evidence from several conversations.")
-        split = QSplitter(Qt.Horizontal)
+        split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.tree)
         split.addWidget(self.detail)
         split.setSizes([640, 380])
@@ -137,12 +137,13 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         tree = QTreeWidget()
         tree.setColumnCount(len(COLUMNS))
         tree.setHeaderLabels(COLUMNS)
-        tree.setSelectionMode(QAbstractItemView.SingleSelection)
+        tree.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         tree.setItemDelegateForColumn(1, FractionBarDelegate(tree))
         tree.header().setStretchLastSection(False)
-        tree.header().setSectionResizeMode(QHeaderView.ResizeToContents)
-        tree.header().setSectionResizeMode(0, QHeaderView.Stretch)  # the claim gets the room the figures leave
-        tree.header().setSectionResizeMode(1, QHeaderView.Fixed)
+        tree.header().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        # the claim gets the room the figures leave
+        tree.header().setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
+        tree.header().setSectionResizeMode(1, QHeaderView.ResizeMode.Fixed)
         tree.setColumnWidth(1, 130)
         tree.setAlternatingRowColors(True)
         tree.currentItemChanged.connect(self._on_current)
@@ -155,8 +156,8 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         tree.header().setStretchLastSection(False)
         # The texts share the width (a long reason or answer squeezed the question to 30 px when it alone
         # stretched); each is elided, whole in its tooltip. The date takes what it needs.
-        for column, mode in enumerate((QHeaderView.Stretch, QHeaderView.Stretch, QHeaderView.ResizeToContents,
-                                       QHeaderView.Stretch)):
+        stretch, fit = QHeaderView.ResizeMode.Stretch, QHeaderView.ResizeMode.ResizeToContents
+        for column, mode in enumerate((stretch, stretch, fit, stretch)):
             tree.header().setSectionResizeMode(column, mode)
         return tree
 
@@ -217,7 +218,7 @@ class HypothesesPanel(ReloadOnShow, QWidget):
         for dimension, items in by_dimension(shown).items():
             group = QTreeWidgetItem([dimension.capitalize(), "", "", ""])
             group.setFirstColumnSpanned(True)
-            group.setFlags(Qt.ItemIsEnabled)
+            group.setFlags(Qt.ItemFlag.ItemIsEnabled)
             self.tree.addTopLevelItem(group)
             for item in items:
                 group.addChild(self._row(item))
@@ -253,9 +254,10 @@ class HypothesesPanel(ReloadOnShow, QWidget):
     def select_hypothesis(self, hypothesis_id: int) -> bool:
         for i in range(self.tree.topLevelItemCount()):
             group = self.tree.topLevelItem(i)
-            for j in range(group.childCount()):
-                if group.child(j).data(0, ID_ROLE) == hypothesis_id:
-                    self.tree.setCurrentItem(group.child(j))
+            children = [group.child(j) for j in range(group.childCount())] if group is not None else []
+            for child in children:
+                if child is not None and child.data(0, ID_ROLE) == hypothesis_id:
+                    self.tree.setCurrentItem(child)
                     return True
         return False
 

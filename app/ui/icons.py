@@ -23,9 +23,9 @@ def tinted_pixmap(svg: str, color: QColor, size: int, scale: float = 1.0) -> QPi
     renderer = QSvgRenderer(QByteArray(svg.replace("currentColor", color.name()).encode("utf-8")))
     pixels = round(size * scale)
     pixmap = QPixmap(pixels, pixels)
-    pixmap.fill(Qt.transparent)
+    pixmap.fill(Qt.GlobalColor.transparent)
     painter = QPainter(pixmap)
-    painter.setRenderHint(QPainter.Antialiasing)
+    painter.setRenderHint(QPainter.RenderHint.Antialiasing)
     renderer.render(painter, QRectF(0, 0, pixels, pixels))
     painter.end()
     pixmap.setDevicePixelRatio(scale)
@@ -36,14 +36,14 @@ def themed_icon(name: str, palette: QPalette) -> QIcon:
     """The named icon in the palette's text colour; white-on-highlight when selected; greyed when disabled."""
     svg = svg_text(name)
     icon = QIcon()
-    states = ((QIcon.Normal, palette.color(QPalette.Active, QPalette.Text)),
-              (QIcon.Active, palette.color(QPalette.Active, QPalette.Text)),
-              (QIcon.Selected, palette.color(QPalette.Active, QPalette.HighlightedText)),
-              (QIcon.Disabled, palette.color(QPalette.Disabled, QPalette.Text)))
+    states = ((QIcon.Mode.Normal, palette.color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)),
+              (QIcon.Mode.Active, palette.color(QPalette.ColorGroup.Active, QPalette.ColorRole.Text)),
+              (QIcon.Mode.Selected, palette.color(QPalette.ColorGroup.Active, QPalette.ColorRole.HighlightedText)),
+              (QIcon.Mode.Disabled, palette.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)))
     for mode, color in states:
         for size in RENDER_SIZES:
             for scale in (1.0, 2.0):
-                icon.addPixmap(tinted_pixmap(svg, color, size, scale), mode, QIcon.Off)
+                icon.addPixmap(tinted_pixmap(svg, color, size, scale), mode, QIcon.State.Off)
     return icon
 
 

@@ -50,7 +50,7 @@ class ImportHistory(QObject):
         self.dialog = QProgressDialog(f"Importing from {SOURCES[source]}…", "Stop", 0, max(parsed.turn_count, 1),
                                       self.window)
         self.dialog.setWindowTitle("Engram")
-        self.dialog.setWindowModality(Qt.WindowModal)
+        self.dialog.setWindowModality(Qt.WindowModality.WindowModal)
         self.dialog.setMinimumDuration(0)
         self.dialog.canceled.connect(self.stop.set)
         self.window.runner.submit("bulk", _write_store, self.window.services, path, parsed, self.stop,
@@ -133,5 +133,6 @@ def attach(window: QWidget) -> ImportHistory:
     """The window's importer, made once."""
     importer = getattr(window, "history_import", None)
     if importer is None:
-        importer = window.history_import = ImportHistory(window)
+        importer = ImportHistory(window)
+        setattr(window, "history_import", importer)  # noqa: B010 - kept on the window, whose class does not declare it
     return importer

@@ -27,7 +27,7 @@ POLL_MS = 1000
 CONDITIONS_EVERY = 5.0  # seconds between reads of idle time and power (a subprocess on the Mac)
 POLL_RUNNING_MS = 300  # faster while a job runs, so progress and the loss curve move smoothly
 ADAPTER_COLUMNS = ("Version", "Status", "Probe loss", "General ppl", "Created", "Notes")
-ID_ROLE = Qt.UserRole + 1
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 def adapter_scores(adapter: versions.Adapter) -> tuple[str, str]:
@@ -83,7 +83,7 @@ class JobsPanel(QWidget):
         layout = QVBoxLayout(self)
         layout.addWidget(self.conditions)
         layout.addLayout(self._queue_actions())
-        split = QSplitter(Qt.Vertical)
+        split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self._queue_box())
         split.addWidget(self._training_box())
         split.setSizes([300, 360])
@@ -98,7 +98,7 @@ class JobsPanel(QWidget):
     def _queue_actions(self) -> QHBoxLayout:
         row = QHBoxLayout()
         self.kind = QComboBox()
-        self.kind.setSizeAdjustPolicy(QComboBox.AdjustToContents)
+        self.kind.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.run_kind_button = QPushButton("Run now")
         self.run_kind_button.setToolTip("Start this job now, without waiting for you to be away")
         self.tonight_button = QPushButton("Fine-tune tonight")
@@ -118,9 +118,9 @@ class JobsPanel(QWidget):
         self._look(self.jobs)
         self.jobs.setItemDelegateForColumn(2, FractionBarDelegate(self.jobs))
         header = self.jobs.horizontalHeader()
-        header.setSectionResizeMode(4, QHeaderView.Stretch)
+        header.setSectionResizeMode(4, QHeaderView.ResizeMode.Stretch)
         for column in (0, 1, 5):
-            header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.jobs.setColumnWidth(2, 130)
         self.jobs.selectionModel().selectionChanged.connect(lambda *_: self._update_buttons())
         self.jobs_empty = empty_state("No jobs yet. Reflection, consolidation and forgetting run while you are "
@@ -155,9 +155,9 @@ class JobsPanel(QWidget):
                                       "Start one with Run now, or queue one with Fine-tune tonight.")
         self.adapters = self._table(ADAPTER_COLUMNS)
         header = self.adapters.horizontalHeader()
-        header.setSectionResizeMode(0, QHeaderView.Stretch)
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)
         for column in (1, 2, 3, 4, 5):
-            header.setSectionResizeMode(column, QHeaderView.ResizeToContents)
+            header.setSectionResizeMode(column, QHeaderView.ResizeMode.ResizeToContents)
         self.adapters.setToolTip("Probe loss: on held-out situations where your preferences should show, and "
                                  "replies you rated good that it never trained on (lower is better). General ppl: "
                                  "perplexity on everyday text; it and common-knowledge answers must not get worse.")
@@ -198,10 +198,10 @@ class JobsPanel(QWidget):
         return table
 
     @staticmethod
-    def _look(table: QAbstractItemView) -> None:
-        table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        table.setSelectionMode(QAbstractItemView.SingleSelection)
-        table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+    def _look(table: QTableView) -> None:
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         table.verticalHeader().setVisible(False)
         table.setAlternatingRowColors(True)
 
@@ -237,7 +237,7 @@ class JobsPanel(QWidget):
         self._busy = False
         self.snapshot = snapshot
         if snapshot.conditions is not None:
-            self.conditions.setText(self._conditions_text(snapshot))
+            self.conditions.setText(self._conditions_text(snapshot.conditions.summary()))
         if snapshot.finetune_not_ready is not None:
             self.readiness_label.setText(f"No fine-tune queued: {snapshot.finetune_not_ready}")
             self.readiness_label.setVisible(bool(snapshot.finetune_not_ready))
@@ -256,8 +256,7 @@ class JobsPanel(QWidget):
         self.timer.setInterval(POLL_RUNNING_MS if running else POLL_MS)
         self.refreshed.emit()
 
-    def _conditions_text(self, snapshot: JobsSnapshot) -> str:
-        text = snapshot.conditions.summary()
+    def _conditions_text(self, text: str) -> str:
         if self.background is not None and self.background.error:
             text += f" · idle-time work stopped: {self.background.error}"
         elif self.background is not None and not self.background.running:

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Optional, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 
 from app.ui.jobs_state import JobRow
 from app.ui.panel_widgets import BAR_ROLE, duration, when
 
 COLUMNS = ("Job", "State", "Progress", "ETA", "Status", "Started")
-ID_ROLE = Qt.UserRole + 1
+ID_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 def job_status_text(row: JobRow) -> str:
@@ -51,19 +51,19 @@ class JobsTableModel(QAbstractTableModel):
     def row_of(self, job_id: Optional[int]) -> Optional[int]:
         return next((n for n, r in enumerate(self.rows) if r.job.id == job_id), None)
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.rows)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def data(self, index: QModelIndex, role: int = Qt.DisplayRole) -> Any:
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         row, column = index.row(), index.column()
-        if role == Qt.DisplayRole:
+        if role == Qt.ItemDataRole.DisplayRole:
             return self._texts[row][column]
-        if role == Qt.ToolTipRole:
+        if role == Qt.ItemDataRole.ToolTipRole:
             return self._texts[row][4] or None
         if role == BAR_ROLE and column == 2:
             return self.rows[row].job.progress
@@ -71,7 +71,7 @@ class JobsTableModel(QAbstractTableModel):
             return self.rows[row].job.id
         return None
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.DisplayRole) -> Any:
-        if orientation == Qt.Horizontal and role == Qt.DisplayRole:
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
             return COLUMNS[section]
         return None

@@ -98,7 +98,7 @@ class MainWindow(QMainWindow):
         row_height = max(self.sidebar.fontMetrics().height(), 18) + 2 * SPACING.s  # not left to the first polish
         for spec in self.specs:
             item = QListWidgetItem(spec.title)
-            item.setData(Qt.UserRole, spec.key)
+            item.setData(Qt.ItemDataRole.UserRole, spec.key)
             item.setSizeHint(QSize(0, row_height))
             self.sidebar.addItem(item)
         self._tint_icons()
@@ -117,7 +117,8 @@ class MainWindow(QMainWindow):
         """The app's name over the list of panels, on the sidebar's own background."""
         pane = QWidget()
         pane.setObjectName("sidebarPane")
-        pane.setAttribute(Qt.WA_StyledBackground)  # a plain QWidget paints a style-sheet background only so
+        # a plain QWidget paints a style-sheet background only so
+        pane.setAttribute(Qt.WidgetAttribute.WA_StyledBackground)
         pane.setFixedWidth(188)
         column = QVBoxLayout(pane)
         column.setContentsMargins(0, SPACING.s, 0, SPACING.s)
@@ -130,7 +131,7 @@ class MainWindow(QMainWindow):
 
     def _tint_icons(self, _scheme: str = "") -> None:
         """Each panel's icon in the palette's text colour: redrawn when light and dark mode switch."""
-        pal = QApplication.instance().palette()
+        pal = QApplication.palette()
         for row, spec in enumerate(self.specs):
             try:
                 self.sidebar.item(row).setIcon(themed_icon(spec.key, pal))
@@ -139,7 +140,7 @@ class MainWindow(QMainWindow):
 
     def _on_sidebar(self, current: QListWidgetItem | None, _previous: Any = None) -> None:
         if current is not None:
-            self.show_panel(current.data(Qt.UserRole))
+            self.show_panel(current.data(Qt.ItemDataRole.UserRole))
 
     def panel(self, key: str) -> QWidget | None:
         """The panel, built the first time it is asked for (shown or not)."""
@@ -207,7 +208,7 @@ class MainWindow(QMainWindow):
             return
         event.acceptProposedAction()
         if models:
-            panel = self.show_panel("models")
+            panel: Any = self.show_panel("models")  # a ModelsPanel, imported when first shown (PanelSpec)
             if panel is not None:
                 panel.add_path(models[0])  # one at a time: a conversion takes the panel's progress bar
         else:
@@ -215,7 +216,7 @@ class MainWindow(QMainWindow):
 
     def open_memory(self, memory_id: int) -> None:
         """Show the memory in the Memories panel, selected with its history (once its table has loaded)."""
-        panel = self.show_panel("memories")
+        panel: Any = self.show_panel("memories")  # a MemoriesPanel, imported when first shown (PanelSpec)
         if panel is None:
             return
         if panel.model.memories or not panel.isVisible():
@@ -289,8 +290,9 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: Any) -> None:
         self.store_watch.stop()
-        if getattr(self, "api_server", None) is not None:
-            self.api_server.stop()  # before the store and the models close: no other app's chat is left using them
+        server = getattr(self, "api_server", None)  # app.serve.in_app keeps it on the window once started
+        if server is not None:
+            server.stop()  # before the store and the models close: no other app's chat is left using them
         if self.background is not None:
             self.background.stop()  # its running job checkpoints before the store and the models close
         for panel in self.panels.values():
@@ -309,7 +311,7 @@ def launch(argv: list[str] | None = None) -> int:
     app.setApplicationName("Engram")
     app.setOrganizationName("Engram")
     from app.services.resources import APP_ICON, resource_path
-    app.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
+    QApplication.setWindowIcon(QIcon(str(resource_path(APP_ICON))))  # the Dock and window switcher on a source run
     from models.mlx_requirements import installed_mlx_problem
     problem = installed_mlx_problem()  # an older mlx: one line now, not an AttributeError at the first reply
     if problem:

@@ -111,7 +111,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.empty = empty_state("Nothing remembered yet. What you tell Engram about yourself in Chat appears here; "
                                  "add one yourself with Add a memory…, or bring in an export with File → Import "
                                  "Memories….")
-        split = QSplitter(Qt.Horizontal)
+        split = QSplitter(Qt.Orientation.Horizontal)
         split.addWidget(self.table)
         split.addWidget(self.detail)
         split.setSizes([860, 300])
@@ -155,24 +155,32 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         table = QTableView()
         table.setModel(self.proxy)
         table.setSortingEnabled(True)
-        table.sortByColumn(6, Qt.DescendingOrder)
-        table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        table.setSelectionMode(QAbstractItemView.ExtendedSelection)
+        table.sortByColumn(6, Qt.SortOrder.DescendingOrder)
+        table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        table.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         header = table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # the figures take what they need ...
-        header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the statement the rest
-        header.setSectionResizeMode(2, QHeaderView.Interactive)
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # the figures take what they need ...
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # ... and the statement the rest
+        header.setSectionResizeMode(2, QHeaderView.ResizeMode.Interactive)
         table.setColumnWidth(2, 110)  # flags: "protected, permanent" is elided; the detail pane has them all
         for column in (7, 8):  # sources and status: in the detail pane, and status is the filter's choice
             table.setColumnHidden(column, True)
         table.setWordWrap(False)
-        table.setTextElideMode(Qt.ElideRight)
+        table.setTextElideMode(Qt.TextElideMode.ElideRight)
         table.verticalHeader().setVisible(False)
         table.verticalHeader().setDefaultSectionSize(table.fontMetrics().height() + 10)  # one line a memory
-        table.selectionModel().selectionChanged.connect(lambda *_: (self._show_detail(), self._enable_actions()))
+        table.selectionModel().selectionChanged.connect(self._selection_changed)
+
+        def delete_if_enabled() -> None:
+            if self.buttons["delete"].isEnabled():
+                self.on_delete()
         # the table's keys only: ⌫ in the search box edits text
-        self._delete_keys = DeleteKeys(table, lambda: self.buttons["delete"].isEnabled() and self.on_delete())
+        self._delete_keys = DeleteKeys(table, delete_if_enabled)
         return table
+
+    def _selection_changed(self, *_: Any) -> None:
+        self._show_detail()
+        self._enable_actions()
 
     def _actions(self) -> QHBoxLayout:
         row = QHBoxLayout()
@@ -241,7 +249,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.loaded.emit()
 
     def _select_again(self, ids: Sequence[int]) -> None:
-        listed = {m.id: row for row, m in enumerate(self.model.memories)}
+        listed: dict[int, int] = {m.id: row for row, m in enumerate(self.model.memories)}
         selection = self.table.selectionModel()
         for memory_id in ids:
             if memory_id in listed:
@@ -438,9 +446,9 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.message.setText(f"Could not do that: {exc}")
 
     def _ask(self, question: str) -> bool:
-        answer = QMessageBox.question(self, "Engram", question, QMessageBox.Yes | QMessageBox.Cancel,
-                                      QMessageBox.Cancel)
-        return answer == QMessageBox.Yes
+        button = QMessageBox.StandardButton
+        answer = QMessageBox.question(self, "Engram", question, button.Yes | button.Cancel, button.Cancel)
+        return answer == button.Yes
 
 
 def _with_adapter_notice(message: str, db: Any, memory_ids: Sequence[int]) -> str:

@@ -59,9 +59,9 @@ class BeliefRow(QWidget):
         self.shown = current_state(memory)  # the stored words stay as they are
         self.sentence = QLabel(self.shown)
         self.sentence.setWordWrap(True)
-        self.sentence.setTextFormat(Qt.PlainText)  # a memory is data: never rendered as markup
+        self.sentence.setTextFormat(Qt.TextFormat.PlainText)  # a memory is data: never rendered as markup
         self.state = QLabel(state_words(memory))
-        self.state.setForegroundRole(QPalette.PlaceholderText)  # a palette role: follows light and dark mode
+        self.state.setForegroundRole(QPalette.ColorRole.PlaceholderText)  # a palette role: follows light and dark mode
         self.delete = QPushButton("Delete")
         self.wrong = QPushButton("This is wrong")
         self.wrong.setToolTip("Remove it, and Engram will not learn it again")
@@ -107,12 +107,12 @@ class SimpleMemories(QWidget):
         font.setBold(True)
         self.heading.setFont(font)
         self.list = BeliefList()
-        self.list.setSelectionMode(QAbstractItemView.ExtendedSelection)
+        self.list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self.list.setAlternatingRowColors(True)
         self.empty = empty_state("Engram believes nothing about you yet. What you tell it about yourself in Chat "
                                  "appears here, and so does what you add with Add a memory… above.")
         self.more = QLabel("")
-        self.more.setForegroundRole(QPalette.PlaceholderText)
+        self.more.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         self.empty.setVisible(False)  # until the first load says the store is empty
         self.more.setVisible(False)
         self.rows: dict[int, BeliefRow] = {}
@@ -153,7 +153,7 @@ class SimpleMemories(QWidget):
         row.delete.clicked.connect(lambda: self.delete_requested.emit([memory.id]))
         row.wrong.clicked.connect(lambda: self.wrong_requested.emit([memory.id]))
         item = QListWidgetItem()
-        item.setData(Qt.UserRole, memory.id)
+        item.setData(Qt.ItemDataRole.UserRole, memory.id)
         item.setToolTip(row.shown)
         item.setSizeHint(row.sizeHint())
         self.list.addItem(item)
@@ -162,7 +162,7 @@ class SimpleMemories(QWidget):
 
     def _heading(self, text: str) -> None:
         item = QListWidgetItem(text)
-        item.setFlags(Qt.NoItemFlags)  # a heading is read, not selected or deleted
+        item.setFlags(Qt.ItemFlag.NoItemFlags)  # a heading is read, not selected or deleted
         font = QFont(self.list.font())
         font.setBold(True)
         item.setFont(font)
@@ -170,15 +170,16 @@ class SimpleMemories(QWidget):
 
     def statements(self) -> list[str]:
         """The sentences as shown, in order (what a person reads top to bottom); a group's heading as '## …'."""
-        rows = (self.list.itemWidget(self.list.item(i)) for i in range(self.list.count()))
-        return [row.shown if row is not None else f"## {self.list.item(i).text()}" for i, row in enumerate(rows)]
+        items = [self.list.item(i) for i in range(self.list.count())]
+        rows = (self.list.itemWidget(item) for item in items)
+        return [row.shown if isinstance(row, BeliefRow) else f"## {item.text()}" for item, row in zip(items, rows)]
 
     def selected_ids(self) -> list[int]:
-        return [int(item.data(Qt.UserRole)) for item in self.list.selectedItems()]
+        return [int(item.data(Qt.ItemDataRole.UserRole)) for item in self.list.selectedItems()]
 
     def select(self, memory_id: int) -> bool:
         for i in range(self.list.count()):
-            if self.list.item(i).data(Qt.UserRole) == memory_id:
+            if self.list.item(i).data(Qt.ItemDataRole.UserRole) == memory_id:
                 self.list.setCurrentRow(i)
                 return True
         return False

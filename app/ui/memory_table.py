@@ -6,7 +6,9 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from PySide6.QtCore import QAbstractTableModel, QEvent, QModelIndex, QObject, QSortFilterProxyModel, Qt
+from PySide6.QtCore import (QAbstractTableModel, QEvent, QModelIndex, QObject, QPersistentModelIndex,
+                            QSortFilterProxyModel, Qt)
+from PySide6.QtGui import QKeyEvent
 from PySide6.QtWidgets import QAbstractItemView
 
 from core.types import Memory
@@ -89,26 +91,26 @@ class MemoryTableModel(QAbstractTableModel):
     def memory_at(self, row: int) -> Memory:
         return self.memories[row]
 
-    def rowCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def rowCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(self.memories)
 
-    def columnCount(self, parent: QModelIndex = QModelIndex()) -> int:
+    def columnCount(self, parent: QModelIndex | QPersistentModelIndex = QModelIndex()) -> int:
         return 0 if parent.isValid() else len(COLUMNS)
 
-    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.DisplayRole) -> Any:
-        if role == Qt.DisplayRole and orientation == Qt.Horizontal:
+    def headerData(self, section: int, orientation: Qt.Orientation, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
             return COLUMNS[section]
         return None
 
-    def data(self, index: QModelIndex, role: int = Qt.DisplayRole) -> Any:
+    def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.ItemDataRole.DisplayRole) -> Any:
         if not index.isValid():
             return None
         memory = self.memories[index.row()]
-        if role == Qt.DisplayRole:
+        if role == Qt.ItemDataRole.DisplayRole:
             return self._display(memory, index.column())
-        if role == Qt.UserRole:  # the sort key
+        if role == Qt.ItemDataRole.UserRole:  # the sort key
             return self._sort_key(memory, index.column())
-        if role == Qt.ToolTipRole:
+        if role == Qt.ItemDataRole.ToolTipRole:
             recalled = self.recalled.get(memory.id)
             return (f"{memory.statement}\nlast used (a reply drew on it) {when(memory.last_access)}, last recalled "
                     f"{when(recalled)}, created {when(memory.created_at)}")
@@ -132,17 +134,19 @@ class MemoryFilterProxy(QSortFilterProxyModel):
 
     def __init__(self) -> None:
         super().__init__()
-        self.setSortRole(Qt.UserRole)
+        self.setSortRole(Qt.ItemDataRole.UserRole)
         self.words: list[str] = []
 
     def set_search(self, text: str) -> None:
         self.words = [w for w in text.lower().split() if w]
         self.invalidateFilter()
 
-    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex) -> bool:
+    def filterAcceptsRow(self, source_row: int, source_parent: QModelIndex | QPersistentModelIndex) -> bool:
         if not self.words:
             return True
-        memory = self.sourceModel().memory_at(source_row)
+        source = self.sourceModel()
+        assert isinstance(source, MemoryTableModel)  # the only model this proxy is given
+        memory = source.memory_at(source_row)
         haystack = " ".join((memory.statement, memory.subject, memory.relation, memory.object)).lower()
         return all(word in haystack for word in self.words)
 
@@ -150,14 +154,15 @@ class MemoryFilterProxy(QSortFilterProxyModel):
 class DeleteKeys(QObject):
     """Delete and ⌫ (Backspace) on the table delete the selected memories, as in Finder and Mail."""
 
-    def __init__(self, table: QAbstractItemView, on_delete: Callable[[], None]) -> None:
+    def __init__(self, table: QAbstractItemView, on_delete: Callable[[], object]) -> None:
         super().__init__(table)
         self.on_delete = on_delete
         table.installEventFilter(self)
 
     def eventFilter(self, _watched: QObject, event: QEvent) -> bool:
-        if event.type() == QEvent.KeyPress and event.key() in (Qt.Key_Delete, Qt.Key_Backspace) \
-                and not event.modifiers() & ~Qt.KeypadModifier:
+        if (isinstance(event, QKeyEvent) and event.type() == QEvent.Type.KeyPress
+                and event.key() in (Qt.Key.Key_Delete, Qt.Key.Key_Backspace)
+                and not event.modifiers() & ~Qt.KeyboardModifier.KeypadModifier):
             self.on_delete()
             return True
         return False

@@ -4,6 +4,7 @@ On macOS Qt moves Quit, Settings… and About into the application menu by their
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 from PySide6.QtCore import Qt
@@ -13,9 +14,10 @@ from PySide6.QtWidgets import QApplication, QMenu, QMessageBox
 from app.services.platform import this_machine
 
 # Edit actions act on whichever widget has the keyboard focus, when it has that method (text fields do).
-EDIT_ACTIONS = (("Undo", QKeySequence.Undo, "undo"), ("Redo", QKeySequence.Redo, "redo"), None,
-                ("Cut", QKeySequence.Cut, "cut"), ("Copy", QKeySequence.Copy, "copy"),
-                ("Paste", QKeySequence.Paste, "paste"), ("Select All", QKeySequence.SelectAll, "selectAll"))
+EDIT_ACTIONS = (("Undo", QKeySequence.StandardKey.Undo, "undo"), ("Redo", QKeySequence.StandardKey.Redo, "redo"), None,
+                ("Cut", QKeySequence.StandardKey.Cut, "cut"), ("Copy", QKeySequence.StandardKey.Copy, "copy"),
+                ("Paste", QKeySequence.StandardKey.Paste, "paste"),
+                ("Select All", QKeySequence.StandardKey.SelectAll, "selectAll"))
 
 
 def standard_keys(standard: QKeySequence.StandardKey, fallback: str) -> list[QKeySequence]:
@@ -38,7 +40,7 @@ def build_menus(window: Any) -> dict[str, QAction]:
 
 
 def _add(menu: QMenu, text: str, slot: Callable[[], Any], keys: list[QKeySequence] | None = None,
-         role: QAction.MenuRole = QAction.NoRole) -> QAction:
+         role: QAction.MenuRole = QAction.MenuRole.NoRole) -> QAction:
     action = QAction(text, menu)
     if keys:
         action.setShortcuts(keys)
@@ -49,14 +51,14 @@ def _add(menu: QMenu, text: str, slot: Callable[[], Any], keys: list[QKeySequenc
 
 
 def _file_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
-    actions["new_chat"] = _add(menu, "New Chat", window.new_chat, standard_keys(QKeySequence.New, "Ctrl+N"))
+    actions["new_chat"] = _add(menu, "New Chat", window.new_chat, standard_keys(QKeySequence.StandardKey.New, "Ctrl+N"))
     menu.addSeparator()
     actions["import"] = _add(menu, "Import Memories…", lambda: window.memories_action("on_import"))
     actions["export"] = _add(menu, "Export Memories…", lambda: window.memories_action("on_export"))
     actions["import_history"] = _add(menu, "Import from Another Assistant…", window.import_history)
     menu.addSeparator()
-    actions["quit"] = _add(menu, "Quit Engram", window.quit_app, standard_keys(QKeySequence.Quit, "Ctrl+Q"),
-                           QAction.QuitRole)
+    actions["quit"] = _add(menu, "Quit Engram", window.quit_app, standard_keys(QKeySequence.StandardKey.Quit, "Ctrl+Q"),
+                           QAction.MenuRole.QuitRole)
 
 
 def _edit_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
@@ -65,9 +67,9 @@ def _edit_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
             menu.addSeparator()
             continue
         text, standard, method = entry
-        actions[method] = _add(menu, text, lambda m=method: _on_focus_widget(m), QKeySequence.keyBindings(standard))
+        actions[method] = _add(menu, text, partial(_on_focus_widget, method), QKeySequence.keyBindings(standard))
     menu.addSeparator()
-    actions["find"] = _add(menu, "Find", window.focus_search, standard_keys(QKeySequence.Find, "Ctrl+F"))
+    actions["find"] = _add(menu, "Find", window.focus_search, standard_keys(QKeySequence.StandardKey.Find, "Ctrl+F"))
 
 
 def _on_focus_widget(method: str) -> None:
@@ -81,13 +83,13 @@ def _view_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
     group.setExclusive(True)
     for number, spec in enumerate(window.specs, start=1):
         keys = [QKeySequence(f"Ctrl+{number}")] if number <= 9 else None  # ⌘1… on the Mac
-        action = _add(menu, spec.title, lambda key=spec.key: window.show_panel(key), keys)
+        action = _add(menu, spec.title, partial(window.show_panel, spec.key), keys)
         action.setCheckable(True)
         group.addAction(action)
         actions[f"panel:{spec.key}"] = action
     menu.addSeparator()
-    preferences = standard_keys(QKeySequence.Preferences, "Ctrl+,")
-    actions["settings"] = _add(menu, "Settings…", window.open_settings, preferences, QAction.PreferencesRole)
+    preferences = standard_keys(QKeySequence.StandardKey.Preferences, "Ctrl+,")
+    actions["settings"] = _add(menu, "Settings…", window.open_settings, preferences, QAction.MenuRole.PreferencesRole)
 
 
 def _window_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
@@ -99,7 +101,7 @@ def _window_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
 
 
 def _help_menu(menu: QMenu, window: Any, actions: dict[str, QAction]) -> None:
-    actions["about"] = _add(menu, "About Engram", lambda: show_about(window), role=QAction.AboutRole)
+    actions["about"] = _add(menu, "About Engram", lambda: show_about(window), role=QAction.MenuRole.AboutRole)
 
 
 def about_text() -> str:
@@ -115,9 +117,9 @@ def about_text() -> str:
 def show_about(window: Any) -> QMessageBox:
     """QMessageBox.about, with its text marked rich (every label left to guess shows plain text: app.ui.plain_text)
     and opened without blocking (a sheet on the Mac)."""
-    box = QMessageBox(QMessageBox.NoIcon, "About Engram", about_text(), QMessageBox.Ok, window)
-    box.setTextFormat(Qt.RichText)
-    box.setAttribute(Qt.WA_DeleteOnClose)
+    box = QMessageBox(QMessageBox.Icon.NoIcon, "About Engram", about_text(), QMessageBox.StandardButton.Ok, window)
+    box.setTextFormat(Qt.TextFormat.RichText)
+    box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
     icon = QApplication.windowIcon()
     if not icon.isNull():
         box.setIconPixmap(icon.pixmap(64, 64))  # as QMessageBox.about shows it

@@ -47,7 +47,7 @@ class ModelSettingsDialog(QDialog):
         self.problem = QLabel("")
         self.problem.setWordWrap(True)
         self.problem.setVisible(False)
-        self.buttons = QDialogButtonBox(QDialogButtonBox.Save | QDialogButtonBox.Cancel)
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         self.buttons.accepted.connect(self.save)
         self.buttons.rejected.connect(self.reject)
         intro = QLabel("How this model writes its replies. Each reply of this model uses them from the next one on.")

@@ -56,14 +56,15 @@ class ModelsPanel(QWidget):
         labels = columns()
         self.table = QTableWidget(0, len(labels))
         self.table.setHorizontalHeaderLabels(labels)
-        self.table.horizontalHeaderItem(3).setToolTip("What a download fetches; for a model on this computer, its "
-                                                      "size on disk")
-        self.table.setSelectionBehavior(QAbstractItemView.SelectRows)
-        self.table.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+        size_header = self.table.horizontalHeaderItem(3)
+        if size_header is not None:  # made by setHorizontalHeaderLabels just above
+            size_header.setToolTip("What a download fetches; for a model on this computer, its size on disk")
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         header = self.table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeToContents)  # each figure and its header whole ...
-        header.setSectionResizeMode(0, QHeaderView.Stretch)  # ... and the model's name the rest
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)  # each figure and its header whole ...
+        header.setSectionResizeMode(0, QHeaderView.ResizeMode.Stretch)  # ... and the model's name the rest
         self.table.verticalHeader().setVisible(False)
         self.table.setItemDelegateForColumn(FIT_COLUMN, FitPillDelegate(self.table))
         self.buttons = {}
@@ -138,11 +139,11 @@ class ModelsPanel(QWidget):
         for row, (repo_id, values) in enumerate(rows):
             if repo_id == active:
                 values = values[:-1] + ("active",)
-            values = values[:-1] + (status_text(values[-1], repo_id == recommended),)
-            values = values + (speed_words(self.paces.get(repo_id)),)
-            for column, value in enumerate(values):
+            cells = values[:-1] + (status_text(values[-1], repo_id == recommended),
+                                   speed_words(self.paces.get(repo_id)))
+            for column, value in enumerate(cells):
                 item = QTableWidgetItem(value)
-                item.setData(Qt.UserRole, repo_id)
+                item.setData(Qt.ItemDataRole.UserRole, repo_id)
                 if repo_id == recommended and column in (0, STATUS_COLUMN):
                     font = item.font()
                     font.setBold(True)  # the recommended row stands out in either scheme, no colour needed
@@ -168,11 +169,12 @@ class ModelsPanel(QWidget):
 
     def selected_repo(self) -> str | None:
         items = self.table.selectedItems()
-        return items[0].data(Qt.UserRole) if items else None
+        return items[0].data(Qt.ItemDataRole.UserRole) if items else None
 
     def select_repo(self, repo_id: str) -> None:
         for row in range(self.table.rowCount()):
-            if self.table.item(row, 0).data(Qt.UserRole) == repo_id:
+            item = self.table.item(row, 0)
+            if item is not None and item.data(Qt.ItemDataRole.UserRole) == repo_id:
                 self.table.selectRow(row)
 
     # --- actions ----------------------------------------------------------------------------------------
@@ -309,9 +311,15 @@ class ModelsPanel(QWidget):
 
         def report(stage: str, fraction: float) -> None:  # on the io lane: the GUI thread draws it
             self.runner.post(self._show_conversion, name, stage, fraction)
-        self.runner.submit("io", lambda: convert_gguf(self._sized_store(), path, report),
-                           on_done=lambda model: (self._converting(False), self._on_added(model)),
-                           on_error=lambda exc: (self._converting(False), self._on_add_refused(exc)))
+        def added(model: Any) -> None:
+            self._converting(False)
+            self._on_added(model)
+
+        def refused(exc: BaseException) -> None:
+            self._converting(False)
+            self._on_add_refused(exc)
+        self.runner.submit("io", lambda: convert_gguf(self._sized_store(), path, report), on_done=added,
+                           on_error=refused)
 
     def _converting(self, active: bool) -> None:
         for name in ("add", "add_gguf", "download"):

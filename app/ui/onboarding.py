@@ -84,7 +84,7 @@ def _escape(text: str) -> str:
 class Onboarding(QDialog):
     """One screen, then the Models panel (or straight to the app with "Start")."""
 
-    def __init__(self, db_path: Path, on_models: Callable[[], None], parent: QWidget | None = None) -> None:
+    def __init__(self, db_path: Path, on_models: Callable[[], object], parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Welcome to Engram")
         self.setMinimumWidth(620)
@@ -98,8 +98,8 @@ class Onboarding(QDialog):
         self.model = QLabel(f"<p>Finding the model that suits {self.machine}…</p>")
         for label in (self.keeps, self.model):
             label.setWordWrap(True)
-            label.setTextFormat(Qt.RichText)
-            label.setTextInteractionFlags(Qt.TextSelectableByMouse)  # the path can be copied
+            label.setTextFormat(Qt.TextFormat.RichText)
+            label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)  # the path can be copied
         self.models_button = QPushButton("Choose a model…")
         self.models_button.setDefault(True)
         self.models_button.clicked.connect(self._to_models)

@@ -5,11 +5,11 @@ import time
 from typing import Any, Callable
 
 from PySide6.QtCore import QEvent, QObject, QRect, Qt
-from PySide6.QtGui import QColor, QPainter, QPalette
+from PySide6.QtGui import QColor, QPainter, QPalette, QResizeEvent
 from PySide6.QtWidgets import (QApplication, QLabel, QStyle, QStyledItemDelegate, QStyleOptionViewItem,
                                QWidget)
 
-BAR_ROLE = Qt.UserRole + 10  # a float in [0, 1] drawn as a bar by FractionBarDelegate
+BAR_ROLE = Qt.ItemDataRole.UserRole + 10  # a float in [0, 1] drawn as a bar by FractionBarDelegate
 
 
 def when(timestamp: float | None) -> str:
@@ -31,12 +31,11 @@ def duration(seconds: float | None) -> str:
 
 
 def palette() -> QPalette:
-    app = QApplication.instance()
-    return app.palette() if app is not None else QPalette()
+    return QApplication.palette() if QApplication.instance() is not None else QPalette()
 
 
 def is_dark() -> bool:
-    return palette().color(QPalette.Window).lightness() < 128
+    return palette().color(QPalette.ColorRole.Window).lightness() < 128
 
 
 class FractionBarDelegate(QStyledItemDelegate):
@@ -51,28 +50,28 @@ class FractionBarDelegate(QStyledItemDelegate):
         self.initStyleOption(background, index)
         background.text = ""  # the row's background and selection only; the bar and number come next
         style = background.widget.style() if background.widget is not None else QApplication.style()
-        style.drawControl(QStyle.CE_ItemViewItem, background, painter, background.widget)
+        style.drawControl(QStyle.ControlElement.CE_ItemViewItem, background, painter, background.widget)
         pal = option.palette
-        text = index.data(Qt.DisplayRole) or f"{float(value):.0%}"
+        text = index.data(Qt.ItemDataRole.DisplayRole) or f"{float(value):.0%}"
         area: QRect = option.rect.adjusted(4, 0, -4, 0)
         text_width = option.fontMetrics.horizontalAdvance("100%") + 6
         bar = QRect(area.left(), area.center().y() - 4, max(10, area.width() - text_width), 8)
         painter.save()
-        painter.setRenderHint(QPainter.Antialiasing)
-        painter.setPen(Qt.NoPen)
-        track = QColor(pal.color(QPalette.Mid))
+        painter.setRenderHint(QPainter.RenderHint.Antialiasing)
+        painter.setPen(Qt.PenStyle.NoPen)
+        track = QColor(pal.color(QPalette.ColorRole.Mid))
         track.setAlpha(70)
         painter.setBrush(track)
         painter.drawRoundedRect(bar, 4, 4)
         fill = QRect(bar)
         fill.setWidth(int(bar.width() * max(0.0, min(1.0, float(value)))))
-        selected = bool(option.state & QStyle.State_Selected)
+        selected = bool(option.state & QStyle.StateFlag.State_Selected)
         # on a selected row the highlight is the background: the bar takes the selected text's colour
-        painter.setBrush(pal.color(QPalette.HighlightedText if selected else QPalette.Highlight))
+        painter.setBrush(pal.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Highlight))
         painter.drawRoundedRect(fill, 4, 4)
-        painter.setPen(pal.color(QPalette.HighlightedText if selected else QPalette.Text))
+        painter.setPen(pal.color(QPalette.ColorRole.HighlightedText if selected else QPalette.ColorRole.Text))
         painter.drawText(QRect(bar.right() + 4, area.top(), text_width, area.height()),
-                         Qt.AlignVCenter | Qt.AlignRight, text)
+                         Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignRight, text)
         painter.restore()
 
 
@@ -98,9 +97,9 @@ def heading(text: str, role: str = "subtitle") -> QLabel:
 def empty_state(text: str) -> QLabel:
     """The centred grey hint a panel shows when it has nothing to show yet."""
     label = QLabel(text)
-    label.setAlignment(Qt.AlignCenter)
+    label.setAlignment(Qt.AlignmentFlag.AlignCenter)
     label.setWordWrap(True)
-    label.setForegroundRole(QPalette.PlaceholderText)
+    label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
     return label
 
 
@@ -121,8 +120,8 @@ def apply_plot_theme(plot: Any) -> None:
     if getattr(plot, "plotItem", None) is None:  # a closed PlotWidget (pyqtgraph drops its item): nothing to theme
         return
     pal = palette()
-    plot.setBackground(pal.color(QPalette.Base))
-    text = pal.color(QPalette.Text)
+    plot.setBackground(pal.color(QPalette.ColorRole.Base))
+    text = pal.color(QPalette.ColorRole.Text)
     for axis in ("left", "bottom"):
         plot.getAxis(axis).setPen(pg.mkPen(text))
         plot.getAxis(axis).setTextPen(pg.mkPen(text))
@@ -137,12 +136,12 @@ class PaletteFollower(QObject):
     def __init__(self, widget: QWidget, on_change: Callable[[], None]) -> None:
         super().__init__(widget)
         self.on_change = on_change
-        self.base = palette().color(QPalette.Base).rgba()
+        self.base = palette().color(QPalette.ColorRole.Base).rgba()
         widget.installEventFilter(self)
 
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
-        if event.type() in (QEvent.PaletteChange, QEvent.ApplicationPaletteChange):
-            base = palette().color(QPalette.Base).rgba()
+        if event.type() in (QEvent.Type.PaletteChange, QEvent.Type.ApplicationPaletteChange):
+            base = palette().color(QPalette.ColorRole.Base).rgba()
             if base != self.base:  # a restyle can itself send palette events: act once per real change
                 self.base = base
                 self.on_change()
@@ -171,13 +170,13 @@ class ElidedLabel(QLabel):
     def text(self) -> str:
         return self._full
 
-    def resizeEvent(self, event: QEvent) -> None:  # noqa: N802 - Qt's name
+    def resizeEvent(self, event: QResizeEvent) -> None:  # noqa: N802 - Qt's name
         super().resizeEvent(event)
         self._elide()
 
     def _elide(self) -> None:
         self.ensurePolished()  # a style sheet's font, not the default one, measures the text
-        shown = self.fontMetrics().elidedText(self._full, Qt.ElideRight, max(self.width(), 1))
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideRight, max(self.width(), 1))
         super().setText(shown)
         self.setToolTip(self._full if shown != self._full else "")
 

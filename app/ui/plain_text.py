@@ -21,9 +21,9 @@ class PlainTextGuard(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         # isinstance first: this filter sees every event of the application, and reading an event's type from
         # Python builds an enum (a fifth of the GUI thread's time while a reply's widgets were built)
-        if (isinstance(watched, QLabel) and event.type() == QEvent.Polish
-                and watched.textFormat() == Qt.AutoText):
-            watched.setTextFormat(Qt.PlainText)
+        if (isinstance(watched, QLabel) and event.type() == QEvent.Type.Polish
+                and watched.textFormat() == Qt.TextFormat.AutoText):
+            watched.setTextFormat(Qt.TextFormat.PlainText)
         return False
 
 

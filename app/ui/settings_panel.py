@@ -100,7 +100,7 @@ class SettingsPanel(QWidget):
         self.save_button = QPushButton("Save settings")
         self.save_button.clicked.connect(self.save)
         self.saved_label = QLabel("")
-        layout.addWidget(self.save_button, 0, Qt.AlignRight)
+        layout.addWidget(self.save_button, 0, Qt.AlignmentFlag.AlignRight)
         layout.addWidget(self.saved_label)
         layout.addWidget(self._about_box())
         layout.addStretch(1)
@@ -121,7 +121,7 @@ class SettingsPanel(QWidget):
         row.addStretch(0)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.NoFrame)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(holder)
         outer = QVBoxLayout(self)
         outer.setContentsMargins(0, 0, 0, 0)
@@ -131,7 +131,7 @@ class SettingsPanel(QWidget):
         box = QGroupBox("General")
         form = QFormLayout(box)
         self.data_dir = QLabel("")
-        self.data_dir.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.data_dir.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.data_dir.setToolTip("Everything Engram knows is in engram.db here. To keep it elsewhere, start "
                                  "Engram with ENGRAM_HOME set to another folder.")
         self.open_url = QDesktopServices.openUrl  # replaced in tests
@@ -143,7 +143,9 @@ class SettingsPanel(QWidget):
         folder_row.addWidget(self.show_folder_button)
         self.chat_model = QComboBox()
         self.chat_model.setEditable(True)  # an installed model, or the path of a local MLX model folder
-        self.chat_model.lineEdit().setPlaceholderText("download one in Models")
+        editor = self.chat_model.lineEdit()
+        if editor is not None:  # an editable combo box always has one
+            editor.setPlaceholderText("download one in Models")
         self.embedder = QLineEdit()
         self.dial = QComboBox()
         self.dial.addItems(DIAL_CHOICES)
@@ -336,9 +338,9 @@ class SettingsPanel(QWidget):
         self.saved.emit(True)
 
     def _ask(self, question: str) -> bool:
-        answer = QMessageBox.question(self, "Engram", question, QMessageBox.Yes | QMessageBox.Cancel,
-                                      QMessageBox.Cancel)
-        return answer == QMessageBox.Yes
+        button = QMessageBox.StandardButton
+        answer = QMessageBox.question(self, "Engram", question, button.Yes | button.Cancel, button.Cancel)
+        return answer == button.Yes
 
     def _refused(self, exc: BaseException) -> None:
         self.save_button.setEnabled(True)

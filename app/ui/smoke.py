@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import QCoreApplication, QTimer
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QApplication
 
 # The actions Qt moves into a Mac's application menu, by role (app/ui/menus.py), and their menu words there
-APP_MENU_ROLES = {QAction.QuitRole: "Quit", QAction.PreferencesRole: "Settings…", QAction.AboutRole: "About"}
+APP_MENU_ROLES = {QAction.MenuRole.QuitRole: "Quit", QAction.MenuRole.PreferencesRole: "Settings…",
+                  QAction.MenuRole.AboutRole: "About"}
 SETTLE_MS = 500  # after show(): the platform maps and exposes the window in its own event loop turns
 GIVE_UP_MS = 60_000  # a window never exposed by then is a failure, not a hang
 
@@ -84,7 +85,7 @@ def run_smoke(hold_seconds: float = 0.0, out: TextIO | None = None) -> int:
     return 0
 
 
-def _checked_when_exposed(app: QApplication, window: Any, hold_seconds: float, out: TextIO) -> SmokeResult:
+def _checked_when_exposed(app: QCoreApplication, window: Any, hold_seconds: float, out: TextIO) -> SmokeResult:
     """Run the event loop until the window is exposed (or GIVE_UP_MS), check it, hold it, then return."""
     result = SmokeResult(problems=["the window was never shown"])
     waited = {"ms": 0}

@@ -42,8 +42,8 @@ class TypeScale:
 
 SPACING = Spacing()
 TYPE = TypeScale()
-WEIGHTS = {"caption": QFont.Normal, "body": QFont.Normal, "subtitle": QFont.DemiBold, "title": QFont.DemiBold,
-           "display": QFont.Bold}
+WEIGHTS = {"caption": QFont.Weight.Normal, "body": QFont.Weight.Normal, "subtitle": QFont.Weight.DemiBold,
+           "title": QFont.Weight.DemiBold, "display": QFont.Weight.Bold}
 
 
 def font(role: str, base: QFont | None = None) -> QFont:
@@ -106,24 +106,24 @@ def build_palette(scheme: Scheme) -> QPalette:
     colour from the other scheme (tables, text views, inputs, links, tooltips, disabled text)."""
     pal = QPalette()
     c = QColor
+    Role, Group = QPalette.ColorRole, QPalette.ColorGroup
     roles = {
-        QPalette.Window: scheme.window, QPalette.WindowText: scheme.text, QPalette.Base: scheme.base,
-        QPalette.AlternateBase: scheme.alternate, QPalette.Text: scheme.text, QPalette.BrightText: "#ffffff",
-        QPalette.Button: scheme.button, QPalette.ButtonText: scheme.text, QPalette.Light: scheme.light,
-        QPalette.Midlight: scheme.midlight, QPalette.Mid: scheme.mid, QPalette.Dark: scheme.dark,
-        QPalette.Shadow: scheme.shadow, QPalette.Highlight: scheme.highlight,
-        QPalette.HighlightedText: scheme.highlighted_text, QPalette.Link: scheme.link,
-        QPalette.LinkVisited: scheme.link_visited, QPalette.ToolTipBase: scheme.tooltip_base,
-        QPalette.ToolTipText: scheme.tooltip_text, QPalette.PlaceholderText: scheme.muted,
-        QPalette.Accent: scheme.accent,
+        Role.Window: scheme.window, Role.WindowText: scheme.text, Role.Base: scheme.base,
+        Role.AlternateBase: scheme.alternate, Role.Text: scheme.text, Role.BrightText: "#ffffff",
+        Role.Button: scheme.button, Role.ButtonText: scheme.text, Role.Light: scheme.light,
+        Role.Midlight: scheme.midlight, Role.Mid: scheme.mid, Role.Dark: scheme.dark,
+        Role.Shadow: scheme.shadow, Role.Highlight: scheme.highlight,
+        Role.HighlightedText: scheme.highlighted_text, Role.Link: scheme.link,
+        Role.LinkVisited: scheme.link_visited, Role.ToolTipBase: scheme.tooltip_base,
+        Role.ToolTipText: scheme.tooltip_text, Role.PlaceholderText: scheme.muted,
+        Role.Accent: scheme.accent,
     }
-    for group in (QPalette.Active, QPalette.Inactive, QPalette.Disabled):
+    for group in (Group.Active, Group.Inactive, Group.Disabled):
         for role, value in roles.items():
             pal.setColor(group, role, c(value))
-    for role in (QPalette.WindowText, QPalette.Text, QPalette.ButtonText, QPalette.HighlightedText,
-                 QPalette.PlaceholderText):
-        pal.setColor(QPalette.Disabled, role, c(scheme.disabled_text))
-    pal.setColor(QPalette.Disabled, QPalette.Highlight, c(scheme.mid))
+    for role in (Role.WindowText, Role.Text, Role.ButtonText, Role.HighlightedText, Role.PlaceholderText):
+        pal.setColor(Group.Disabled, role, c(scheme.disabled_text))
+    pal.setColor(Group.Disabled, Role.Highlight, c(scheme.mid))
     return pal
 
 
@@ -148,18 +148,18 @@ class Colors:
 
 
 def is_dark_palette(pal: QPalette) -> bool:
-    return pal.color(QPalette.Window).lightnessF() < 0.5
+    return pal.color(QPalette.ColorRole.Window).lightnessF() < 0.5
 
 
 def colors(pal: QPalette | None = None) -> Colors:
     """The semantic colours for `pal` (default: the application's palette), light or dark to match it."""
     if pal is None:
-        app = QApplication.instance()
-        pal = app.palette() if app is not None else QPalette()
+        pal = QApplication.palette() if QApplication.instance() is not None else QPalette()
     dark = is_dark_palette(pal)
     scheme = DARK if dark else LIGHT
-    return Colors(dark=dark, text=pal.color(QPalette.Text), muted=pal.color(QPalette.PlaceholderText),
-                  background=pal.color(QPalette.Base), surface=pal.color(QPalette.Window),
+    role = QPalette.ColorRole
+    return Colors(dark=dark, text=pal.color(role.Text), muted=pal.color(role.PlaceholderText),
+                  background=pal.color(role.Base), surface=pal.color(role.Window),
                   accent=QColor(scheme.accent), ok=QColor(scheme.ok), warn=QColor(scheme.warn), bad=QColor(scheme.bad))
 
 
@@ -229,7 +229,8 @@ class Theme(QObject):
         self.scheme = ""
         self.base_font = QFont(app.font())  # the type scale is relative to the platform's own body font
         app.styleHints().colorSchemeChanged.connect(self._system_changed)
-        app.setAttribute(Qt.AA_DontUseNativeDialogs, not native_dialogs_follow_scheme(sys.platform))
+        native = native_dialogs_follow_scheme(sys.platform)
+        app.setAttribute(Qt.ApplicationAttribute.AA_DontUseNativeDialogs, not native)
         self.apply()
 
     def set_appearance(self, appearance: str) -> None:

@@ -23,18 +23,18 @@ from core.words import counted
 HORIZONS = (("30 days", 30), ("90 days", 90), ("6 months", 180), ("1 year", 365))
 UPCOMING_COLUMNS = ("What", "Kind", "Retention now", "Forgotten")
 PAST_COLUMNS = ("What", "Kind", "Action", "When", "Why", "Score", "Restored")
-KEY_ROLE = Qt.UserRole + 1
+KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 
 
 def _table(columns: Sequence[str], stretch: int = 0) -> QTableWidget:
     table = QTableWidget(0, len(columns))
     table.setHorizontalHeaderLabels(columns)
-    table.setSelectionBehavior(QAbstractItemView.SelectRows)
-    table.setSelectionMode(QAbstractItemView.SingleSelection)
-    table.setEditTriggers(QAbstractItemView.NoEditTriggers)
+    table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+    table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+    table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
     table.verticalHeader().setVisible(False)
     table.setAlternatingRowColors(True)
-    table.horizontalHeader().setSectionResizeMode(stretch, QHeaderView.Stretch)
+    table.horizontalHeader().setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
     return table
 
 
@@ -102,7 +102,7 @@ class TimelinePanel(ReloadOnShow, QWidget):
         upper_layout.addWidget(self.plot, 1)
         upper_layout.addWidget(self.plot_empty)
         upper_layout.addLayout(chosen)
-        split = QSplitter(Qt.Vertical)
+        split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(upper)
         split.addWidget(self._tabs())
         split.setSizes([420, 260])
@@ -175,7 +175,8 @@ class TimelinePanel(ReloadOnShow, QWidget):
         if not has_curves:
             return
         warn = QColor.fromHsl(0, 180, 150)
-        self.plot.addItem(pg.InfiniteLine(pos=view.threshold, angle=0, pen=pg.mkPen(warn, width=2, style=Qt.DashLine),
+        dashed = pg.mkPen(warn, width=2, style=Qt.PenStyle.DashLine)
+        self.plot.addItem(pg.InfiniteLine(pos=view.threshold, angle=0, pen=dashed,
                                           label="forgotten below {value:.2f}",
                                           labelOpts={"position": 0.9, "color": warn}))
         for n, curve in enumerate(view.curves):
@@ -189,7 +190,7 @@ class TimelinePanel(ReloadOnShow, QWidget):
     def _pen(self, n: int, curve: Curve) -> Any:
         import pyqtgraph as pg
         chosen = self.selected is not None and self.selected.key == curve.key
-        colour = palette().color(QPalette.Highlight) if chosen else accent(n)
+        colour = palette().color(QPalette.ColorRole.Highlight) if chosen else accent(n)
         if not chosen:
             colour.setAlpha(170)
         return pg.mkPen(colour, width=3.5 if chosen else 1.4)
@@ -230,7 +231,8 @@ class TimelinePanel(ReloadOnShow, QWidget):
 
     def select_event(self, event_id: int) -> bool:
         for row in range(self.past.rowCount()):
-            if self.past.item(row, 0).data(KEY_ROLE) == event_id:
+            item = self.past.item(row, 0)
+            if item is not None and item.data(KEY_ROLE) == event_id:
                 self.past.selectRow(row)
                 return True
         return False

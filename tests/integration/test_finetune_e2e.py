@@ -1,5 +1,5 @@
-"""End to end on the real tiny MLX model: the user's standing instructions -> LoRA fine-tune in a separate process -> evaluation
-gate -> activation; and broken runs (NaN loss, killed worker) that leave everything as it was."""
+"""End to end on the real tiny MLX model: the user's standing instructions -> LoRA fine-tune in a separate process
+-> evaluation gate -> activation; and broken runs (NaN loss, killed worker) that leave everything as it was."""
 from __future__ import annotations
 
 import json
@@ -75,7 +75,8 @@ def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improv
 
     # A broken run (the loss becomes NaN) keeps the previous adapter active and the store unchanged.
     before = snapshot(db)
-    broken = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**{**TINY, "learning_rate": float("nan")}))
+    nan_rate = TrainConfig(**{**TINY, "learning_rate": float("nan")})
+    broken = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", nan_rate)
     sched = scheduler(db, broken)
     job = sched.enqueue("finetune", run_now=True)
     after = sched.run_job(job.id)

@@ -77,7 +77,8 @@ def test_download_refused_without_disk_space(tmp_path, tiny_model_dir):
 def test_download_refused_when_the_model_cannot_fit_in_memory(tmp_path, tiny_model_dir):
     hub = FakeHub(tiny_model_dir)
     store = ModelStore(tmp_path / "models", total_ram=1024, hub=hub)  # a machine with 1 KB of memory
-    with pytest.raises(ModelError, match="needs about .* GB of memory; Engram can give a model .* GB here. Choose a smaller"):
+    with pytest.raises(ModelError,
+                       match="needs about .* GB of memory; Engram can give a model .* GB here. Choose a smaller"):
         store.download(REPO)
     assert installed_names(store) == [] and not (store.root / STAGING / "tiny-org--tiny-4bit").exists()
 
