@@ -20,7 +20,7 @@ GUARD_NAME = "engram-plain-text-guard"
 class PlainTextGuard(QObject):
     def eventFilter(self, watched: QObject, event: QEvent) -> bool:
         # isinstance first: this filter sees every event of the application, and reading an event's type from
-        # Python builds an enum (a fifth of the GUI thread's time while a reply's widgets were built)
+        # Python builds an enum (a large share of the GUI thread's time building a reply's widgets)
         if (isinstance(watched, QLabel) and event.type() == QEvent.Type.Polish
                 and watched.textFormat() == Qt.TextFormat.AutoText):
             watched.setTextFormat(Qt.TextFormat.PlainText)

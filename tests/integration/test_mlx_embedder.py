@@ -3,9 +3,9 @@
 Recall figures measured with sentence-transformers carry over only if every vector matches: varied sentences
 (short, past the 256-token truncation, unicode, numbers, code) must each reach cosine ≥ 0.999 — the first 250 of
 them in the default run (25 past the truncation), all 1,000 in the heavy one (`pytest -m heavy`: four minutes of
-torch and numpy on this CPU). The runtime default encoders run them all (a one-shot process's and a lasting one's: numpy and onnxruntime here, mlx.nn on a Mac); the
-other one (mlx.nn on this CPU, numpy on a Mac) a slice of them, since mlx.nn on the CPU is slow
-(models/bert_numpy.py says why).
+torch and numpy on this CPU). The runtime default encoders run them all (a one-shot process's and a lasting
+one's: numpy and onnxruntime here, mlx.nn on a Mac); the other one (mlx.nn on this CPU, numpy on a Mac) a slice of
+them, since mlx.nn on the CPU is slow (models/bert_numpy.py says why).
 """
 from __future__ import annotations
 
