@@ -43,9 +43,10 @@ def interleave(*lists: list[dict]) -> list[dict]:
 
 
 def fingerprint(training: Any) -> str:
-    """What the adapter depends on: the examples, pairs and probes it was trained and judged on."""
-    text = json.dumps([training.examples, training.pairs, [p.__dict__ for p in training.probes]], sort_keys=True,
-                      ensure_ascii=False)
+    """What the adapter depends on: the examples, pairs and probes it was trained and judged on, by their words
+    (not the store's row ids, which move with the questions asked beside them)."""
+    probes = [[p.question, p.answer, p.kind, p.rejected] for p in training.probes]
+    text = json.dumps([training.examples, training.pairs, probes], sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 

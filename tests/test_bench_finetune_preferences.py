@@ -105,3 +105,17 @@ def test_the_results_file_keeps_the_other_models_runs(tmp_path):
     write_preferences(out, {"bench": "finetune-preferences"}, {"model": "A", "questions_answered": 8})
     runs = json.loads(out.read_text())["runs"]
     assert [(r["model"], r["questions_answered"]) for r in runs] == [("B", 2), ("A", 8)]
+
+
+def test_the_adapter_a_run_folder_keeps_is_the_same_whatever_questions_are_asked_beside_the_styles():
+    """A second run on the folder may ask more PrefEval and BEAM questions: the styles demonstrated, and so the
+    adapter, do not change (the store's row ids do, and are not part of what the adapter was trained on)."""
+    from core.finetune.dataset import build_training_set
+
+    def training(prefeval, beam):
+        cases = chunks.interleave(prefs.prefeval_cases(prefeval), prefs.beam_cases(beam),
+                                  prefs.style_cases(len(STYLES)))
+        return build_training_set(prefs.user_store(cases))
+    few, more = training(2, 2), training(14, 14)
+    assert [p.item_id for p in few.probes] != [p.item_id for p in more.probes]
+    assert few.examples == more.examples and chunks.fingerprint(few) == chunks.fingerprint(more)
