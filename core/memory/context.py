@@ -58,6 +58,16 @@ def note_lines(items: Sequence[ContextItem]) -> list[str]:
     return lines
 
 
+def in_time_order(items: Sequence[ContextItem]) -> list[ContextItem]:
+    """The notes as the model reads them: remembered facts first (best first: what is known now), then the quoted
+    turns oldest first, so the newest word on a thing stands last, nearest the question. Recall admits them best
+    first; read in that order, a value that changed stood wherever its relevance put it, the old one often first
+    (bench/answers.py: BEAM's knowledge updates, LoCoMo's "when" questions read across days)."""
+    facts = [i for i in items if i.kind != "episode" or i.at is None]
+    turns = sorted((i for i in items if i.kind == "episode" and i.at is not None), key=lambda i: (i.at, i.id))
+    return facts + turns
+
+
 @dataclass(frozen=True)
 class ContextParts:
     user_text: str
@@ -108,7 +118,7 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
                 answer.critical_section([i.line() for i in critical]) if critical else "",
                 answer.style_section(instructions) if instructions else "",
                 answer.profile_section(profile) if profile else "",
-                answer.memory_section(note_lines(recalled)) if recalled else "",
+                answer.memory_section(note_lines(in_time_order(recalled))) if recalled else "",
                 answer.NOTHING_RECALLED if parts.memory_read and not recalled else ""]
     messages = [ChatMessage("system", answer.system_prompt(sections, parts.today))]
     for user, assistant in history:
