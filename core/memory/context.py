@@ -9,9 +9,10 @@ turns — so a critical fact is the last thing ever cut. Everything remembered i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from core.memory import excerpt
 from core.memory.quoted_dates import dated_text, said_day
 from core.prompts import answer
 from core.protocols import ChatMessage
@@ -31,6 +32,7 @@ class ContextItem:
     critical: bool = False
     label: str = ""  # a critical fact's relation
     at: float | None = None  # when an earlier turn was said: quoted with its day, its "yesterday" resolved
+    sentence: str = ""  # the sentence of a turn recall matched: a long turn is quoted around it (core.memory.excerpt)
 
     def line(self) -> str:
         if self.kind == "memory":
@@ -131,11 +133,21 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
 def _admit(items: Sequence[ContextItem], budget: _Budget) -> tuple[list[ContextItem], list[ContextItem]]:
     kept: list[ContextItem] = []
     cut: list[ContextItem] = []
+    share = max(budget.left // max(len(items), 1), excerpt.FLOOR_TOKENS)  # each item's fair part of what is left
     for item in items:
+        item = _within(item, share, budget.count)
         day = item.day()
         text = item.line() if day is None else f"{answer.said_on(day)}\n{item.line()}"  # its heading, at most
         (kept if budget.take(text, 2 + (SECTION_OVERHEAD_TOKENS if not kept else 0)) else cut).append(item)
     return kept, cut
+
+
+def _within(item: ContextItem, share: int, count: TokenCounter) -> ContextItem:
+    """A recalled turn longer than its share of the budget, quoted around the sentence recall matched in it (a
+    whole 600-word turn took a 2,048-token window's room for three others); other items as they are."""
+    if not item.sentence or count(item.text) <= share:
+        return item
+    return replace(item, text=excerpt.around(item.text, item.sentence, int(share * excerpt.WORDS_PER_TOKEN)))
 
 
 def _admit_history(history: Sequence[tuple[str, str]], budget: _Budget) -> list[tuple[str, str]]:
