@@ -47,8 +47,8 @@ from core.prompts.answer import MEMORY_CLOSING  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CONDITIONS = ("engram", "none", "truncated", "gold")
-ASK_ORDER = ("none", "truncated", "gold", "engram")  # the conditions that read no memory first: a run cut short has
-# measured the baselines, which no change to Engram's memory alters, and a later run adds Engram's answers
+ASK_ORDER = ("none", "engram", "gold", "truncated")  # the window-filling truncated prompts last: on a slow machine
+# a run cut short has Engram's answers (with the cheap no-memory ones) rather than only the costliest baseline's
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_CACHE = Path("~/.cache/engram-bench/answers")
 MAX_TOKENS = {"locomo": 48, "beam": 160}  # LoCoMo wants a short phrase; BEAM's rubric needs a few sentences
