@@ -37,3 +37,19 @@ def test_the_window_holds_several_long_turns_instead_of_one():
     assert all(f"averages {i}ms" in system for i in range(1, 5))
     roomy = assemble(ContextParts("How fast is the API?", "2024-04-26", recalled=turns), words, 100_000)
     assert roomy.included[0].text == turns[0].text  # a window with room quotes each turn whole
+
+
+def test_a_prompt_filled_with_excerpts_stays_inside_its_budget_as_written():
+    """Seen on BEAM with Qwen2.5-0.5B: excerpts filled the window to the last token by the pieces' counts, and the
+    prompt as written (headings, fences, closing line, joins) came to 1,916 tokens for 1,888: the engine refused it,
+    "shorten the message". The messages as written are counted again and the notes cut until they fit."""
+    from core.memory.context import written_tokens
+
+    def words(text: str) -> int:
+        return len(text.split())
+    turns = [ContextItem("episode", i, TURN.replace("250ms", f"{i}ms"), "why", at=float(i) * 86400,
+                         sentence=f"After caching, the dashboard API averages {i}ms.") for i in range(1, 9)]
+    for budget in (300, 600, 900, 1888):
+        built = assemble(ContextParts("How fast is the dashboard API now?", "2024-04-26", recalled=turns,
+                                      memory_read=True), words, budget)
+        assert written_tokens(built.messages, words) <= budget and built.included
