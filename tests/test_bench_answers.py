@@ -219,3 +219,7 @@ def test_beams_mean_over_every_question_is_the_rubrics_and_event_orderings_row_i
     from bench.answers_summary import main_metric
     scores = {"n": 10, "rubric": 0.2, "order": 0.9, "evidence_recall": 0.3}
     assert main_metric(scores) == "order" and main_metric(scores, every=True) == "rubric"
+    from bench.answers_summary import table
+    partial = {"conditions": ["engram", "none"], "summary": {"beam": {"summarization": {
+        "none": {"n": 1, "rubric": 0.25, "evidence_recall": 0.0, "seconds": 20.0}}}}}
+    assert "| beam | summarization (rubric) | 0 | nan | 0.250 |" in table(partial)  # engram not answered yet
