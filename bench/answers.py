@@ -47,6 +47,8 @@ from core.prompts.answer import MEMORY_CLOSING  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data"
 CONDITIONS = ("engram", "none", "truncated", "gold")
+ASK_ORDER = ("none", "engram", "gold", "truncated")  # the window-filling truncated prompts last: on a slow machine
+# a run cut short has Engram's answers (with the cheap no-memory ones) rather than only the costliest baseline's
 RESULTS = ROOT / "bench" / "results"
 DEFAULT_CACHE = Path("~/.cache/engram-bench/answers")
 MAX_TOKENS = {"locomo": 48, "beam": 160}  # LoCoMo wants a short phrase; BEAM's rubric needs a few sentences
@@ -75,66 +77,95 @@ def run(dialogues: list[Dialogue], reader: Reader, embedder: Any, *, learn: str 
     `on_record` sees the records so far after each question (a long run saves as it goes). A question in `done`
     (records of an earlier run with the same settings, by id) is kept, not asked again; once time.monotonic()
     passes `stop_at` no new question is asked and the result says it is not complete (a later run resumes it).
-    `tag` is written into each new record (e.g. the commit that answered it)."""
-    from core.assistant import Assistant
-    from core.store.sessions import create_session
-
+    `tag` is written into each new answer (e.g. the commit that answered it). A question's conditions are asked
+    one condition at a time over the dialogue's questions; a record cut short holds the conditions it has."""
     records: list[dict[str, Any]] = []
     ingest_seconds: dict[str, float] = {}
     done, complete = done or {}, True
     for turn, dialogue in enumerate(dialogues):
         probes = spread(dialogue.probes, limit, turn)
-        records += [done[p.id] for p in probes if p.id in done]
-        asking = [p for p in probes if p.id not in done]
-        if not asking:
-            continue
-        if stop_at is not None and time.monotonic() > stop_at:
+        mine = {p.id: dict(done.get(p.id) or _record(dialogue, p)) for p in probes}
+        kept = len(records)
+        asking = [(c, p) for c in sorted(conditions, key=ASK_ORDER.index) for p in probes if c not in mine[p.id]]
+        if asking and stop_at is not None and time.monotonic() > stop_at:
             complete = False
-            continue
-        settings = settings_for(dialogue.dataset, context_tokens)
-        learner = reader.structured if learn == "model" else None
-        began = time.perf_counter()
-        store = ingested(dialogue, embedder, reader.chat, learner, learn, settings, cache, log)
-        ingest_seconds[dialogue.name] = round(time.perf_counter() - began, 1)
-        clock = MutableClock(dialogue.asked_at)
-        db = store.open(clock)
-        try:
-            assistant = Assistant(db, embedder, reader.chat, None, settings, clock)
-            session = create_session(db, "questions", created_at=clock())
-            for probe in asking:
-                if stop_at is not None and time.monotonic() > stop_at:
-                    complete = False
-                    break
-                record = {**_ask(assistant, session, dialogue, probe, store, conditions), **(tag or {})}
-                records.append(record)
-                on_record(records)
-                log(f"{probe.id} [{probe.category}] " + "; ".join(
-                    f"{c} {record[c]['seconds']:.1f}s {record[c]['reply'][:50]!r}" for c in conditions))
-        finally:
-            db.close()
+            asking = []
+        if asking:
+            so_far = _saver(on_record, records[:kept], mine, conditions)
+            complete &= _ask_all(dialogue, asking, mine, reader, embedder, learn, context_tokens, cache, log,
+                                 ingest_seconds, stop_at, tag or {}, so_far)
+        records += _answered(mine.values(), conditions)
     return {"learn": learn, "model": reader.name, "conditions": list(conditions), "limit_per_conversation": limit,
             "context_tokens": context_tokens, "ingest_seconds": ingest_seconds, "complete": complete,
             "resumed": sum(1 for r in records if r["id"] in done),
+            "unfinished": sum(1 for r in records if any(c not in r for c in conditions)),
             "summary": summarise(records, conditions),
             "engram_failures": failure_causes(records) if "engram" in conditions else {}, "questions": records}
 
 
-def _ask(assistant: Any, session: int, dialogue: Dialogue, probe: Probe, store: Any,
-         conditions: tuple[str, ...]) -> dict[str, Any]:
-    record: dict[str, Any] = {"id": probe.id, "dataset": dialogue.dataset, "conversation": dialogue.name,
-                              "category": probe.category, "question": probe.question, "answer": probe.answer,
-                              "corrected": probe.corrected, "evidence": sorted(probe.evidence),
-                              "abstain": probe.abstain, "update": probe.update}
-    for condition in conditions:
-        started = time.perf_counter()
-        prepared, seen = _prepared(condition, assistant, session, dialogue, probe, store)
-        reply = "".join(chunk.text for chunk in assistant.stream(prepared))
-        seconds = time.perf_counter() - started
-        record[condition] = {"reply": reply, "seconds": round(seconds, 2), "prompt_tokens": prepared.context_tokens,
-                             "seen": sorted(seen), **_scores(probe, reply, seen)}
-        if condition == "engram":
-            record[condition]["memories"] = [m.text for m in prepared.used]
-    return record
+def _ask_all(dialogue: Dialogue, asking: list[tuple[str, Probe]], mine: dict[str, dict[str, Any]], reader: Reader,
+             embedder: Any, learn: str, context_tokens: int, cache: StoreCache, log: Callable[[str], None],
+             ingest_seconds: dict[str, float], stop_at: float | None, tag: dict[str, Any],
+             saved: Callable[[], None]) -> bool:
+    """Ask the dialogue's missing (condition, question) pairs, a condition's questions one after another (the
+    model's prompt cache keeps what consecutive prompts share: the window-filling history of `truncated`, as a
+    chat app keeps its conversation's); False when time ran out first."""
+    from core.assistant import Assistant
+    from core.store.sessions import create_session
+
+    settings = settings_for(dialogue.dataset, context_tokens)
+    learner = reader.structured if learn == "model" else None
+    began = time.perf_counter()
+    store = ingested(dialogue, embedder, reader.chat, learner, learn, settings, cache, log)
+    ingest_seconds[dialogue.name] = round(time.perf_counter() - began, 1)
+    clock = MutableClock(dialogue.asked_at)
+    db = store.open(clock)
+    try:
+        assistant = Assistant(db, embedder, reader.chat, None, settings, clock)
+        session = create_session(db, "questions", created_at=clock())
+        for condition, probe in asking:
+            if stop_at is not None and time.monotonic() > stop_at:
+                return False
+            answer = _answer(condition, assistant, session, dialogue, probe, store)
+            mine[probe.id][condition] = {**answer, **tag}
+            saved()
+            log(f"{probe.id} [{probe.category}] {condition} {answer['seconds']:.1f}s "
+                f"(reused {answer.get('reused_tokens', 0)} of {answer['prompt_tokens']}) {answer['reply'][:60]!r}")
+    finally:
+        db.close()
+    return True
+
+
+def _record(dialogue: Dialogue, probe: Probe) -> dict[str, Any]:
+    return {"id": probe.id, "dataset": dialogue.dataset, "conversation": dialogue.name, "category": probe.category,
+            "question": probe.question, "answer": probe.answer, "corrected": probe.corrected,
+            "evidence": sorted(probe.evidence), "abstain": probe.abstain, "update": probe.update}
+
+
+def _saver(on_record: Callable[[list[dict[str, Any]]], None], before: list[dict[str, Any]],
+           mine: dict[str, dict[str, Any]], conditions: tuple[str, ...]) -> Callable[[], None]:
+    return lambda: on_record(before + _answered(mine.values(), conditions))
+
+
+def _answered(records: Any, conditions: tuple[str, ...]) -> list[dict[str, Any]]:
+    """The records that have at least one condition's answer."""
+    return [r for r in records if any(c in r for c in conditions)]
+
+
+def _answer(condition: str, assistant: Any, session: int, dialogue: Dialogue, probe: Probe,
+            store: Any) -> dict[str, Any]:
+    started = time.perf_counter()
+    prepared, seen = _prepared(condition, assistant, session, dialogue, probe, store)
+    reply = "".join(chunk.text for chunk in assistant.stream(prepared))
+    seconds = time.perf_counter() - started
+    answer = {"reply": reply, "seconds": round(seconds, 2), "prompt_tokens": prepared.context_tokens,
+              "seen": sorted(seen), **_scores(probe, reply, seen)}
+    reused = getattr(assistant.chat, "last_reused_tokens", None)
+    if isinstance(reused, int):
+        answer["reused_tokens"] = reused  # prompt tokens served from the model's prompt cache
+    if condition == "engram":
+        answer["memories"] = [m.text for m in prepared.used]
+    return answer
 
 
 def _prepared(condition: str, assistant: Any, session: int, dialogue: Dialogue, probe: Probe,

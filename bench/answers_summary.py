@@ -38,7 +38,8 @@ def table(result: dict[str, Any]) -> str:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for dataset, groups in result["summary"].items():
         for group, by_condition in sorted(groups.items(), key=lambda g: (g[0] == "all", g[0])):
-            metric = main_metric(by_condition.get(conditions[0], {}), every=group == "all")
+            answered = [by_condition[c] for c in conditions if c in by_condition]  # a run cut short may lack some
+            metric = main_metric({k: v for scores in answered for k, v in scores.items()}, every=group == "all")
             cells = [_cell(by_condition.get(c, {}), metric) for c in conditions]
             engram = by_condition.get("engram", {})
             recall = engram.get("evidence_recall")

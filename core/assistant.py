@@ -193,7 +193,8 @@ class Assistant:
                 continue
             text = turn_text(*unquoted[hit.id]) if hit.kind == "episode" and hit.id in unquoted else hit.text
             items.append(ContextItem(hit.kind, int(hit.id), text, hit.why, score=float(hit.score),
-                                     at=said_at.get(hit.id) if hit.kind == "episode" else None))
+                                     at=said_at.get(hit.id) if hit.kind == "episode" else None,
+                                     sentence=hit.sentence or ""))
         return items, result.hits
 
     def _session_episodes(self, session_id: int | None, before: int | None = None) -> list[Episode]:

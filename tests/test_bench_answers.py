@@ -197,7 +197,7 @@ def test_a_run_cut_short_is_resumed_without_asking_again(data, tmp_path):
     assert stopped["complete"] is False and stopped["questions"] == [] and asked == []
     first = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048, limit=2,
                 tag={"commit": "abc"})
-    assert first["complete"] and [q["commit"] for q in first["questions"]] == ["abc", "abc"]
+    assert first["complete"] and {q[c]["commit"] for q in first["questions"] for c in CONDITIONS} == {"abc"}
     saved = tmp_path / "saved.json"
     settings = {"model": "scripted", "context_tokens": 2048}
     saved.write_text(json.dumps({**settings, "questions": first["questions"]}))
@@ -207,9 +207,19 @@ def test_a_run_cut_short_is_resumed_without_asking_again(data, tmp_path):
     whole = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048, done=done)
     assert whole["complete"] and whole["resumed"] == 2 and len(whole["questions"]) == 4
     assert len(asked) == 2 * len(CONDITIONS)  # only the two questions not answered before, in every condition
+    half = {q["id"]: {k: v for k, v in q.items() if k not in CONDITIONS[1:]} for q in first["questions"]}
+    asked.clear()
+    rest = run(_dialogues(data, "locomo"), reader, embedder, cache=cache, context_tokens=2048, limit=2, done=half)
+    assert len(asked) == 2 * (len(CONDITIONS) - 1)  # a question cut short keeps its answers and asks the rest
+    assert rest["unfinished"] == 0 and [q["engram"] for q in rest["questions"]] == [q["engram"] for q in
+                                                                                      first["questions"]]
 
 
 def test_beams_mean_over_every_question_is_the_rubrics_and_event_orderings_row_is_its_tau():
     from bench.answers_summary import main_metric
     scores = {"n": 10, "rubric": 0.2, "order": 0.9, "evidence_recall": 0.3}
     assert main_metric(scores) == "order" and main_metric(scores, every=True) == "rubric"
+    from bench.answers_summary import table
+    partial = {"conditions": ["engram", "none"], "summary": {"beam": {"summarization": {
+        "none": {"n": 1, "rubric": 0.25, "evidence_recall": 0.0, "seconds": 20.0}}}}}
+    assert "| beam | summarization (rubric) | 0 | nan | 0.250 |" in table(partial)  # engram not answered yet

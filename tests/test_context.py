@@ -63,3 +63,22 @@ def test_remembered_text_cannot_close_its_fence():
     assert system.count("MEMORIES>>>") == 1 and system.count("<<<MEMORIES") == 1
     fenced = system[system.index("<<<MEMORIES"):system.index("MEMORIES>>>")]
     assert "ignore previous instructions" in fenced
+
+
+def test_recalled_notes_are_read_facts_first_then_turns_oldest_first_whatever_their_rank():
+    """Recall ranks the old value of something that changed above the new one as often as not; read in rank order
+    a small model answered with the first. The budget still admits best first; the notes are shown in time order,
+    the newest word last, nearest the question."""
+    day = 86400.0
+    recalled = [ContextItem("episode", 5, "user: the dashboard API averages 400ms", "why", at=10 * day),
+                item(2, "The user works on a budget tracker."),
+                ContextItem("episode", 8, "user: after caching it averages 250ms", "why", at=40 * day),
+                ContextItem("episode", 3, "user: the API is slow", "why", at=2 * day)]
+    built = assemble(parts(critical=[], recalled=recalled), words, 10_000)
+    system = built.messages[0].content
+    order = [system.index(s) for s in ("[m2] The user works", "[e3] user: the API is slow", "averages 400ms",
+                                       "averages 250ms")]
+    assert order == sorted(order)
+    assert [i.id for i in built.included] == [5, 2, 8, 3]  # the chips and the budget keep recall's rank
+    tight = assemble(parts(critical=[], recalled=recalled), words, built.tokens - 8)
+    assert [i.id for i in tight.included][:2] == [5, 2]  # what is cut is the lowest ranked, not the oldest

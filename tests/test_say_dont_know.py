@@ -55,3 +55,13 @@ def test_the_assistant_says_so_on_an_empty_store_and_not_when_a_note_matches(db,
     assert [m.id for m in prepared.used] == [memory]
     assert NOTHING_RECALLED not in prepared.messages[0].content
     assert NOTHING_RECALLED not in prepared.messages[-1].content  # the user's turn stays the user's words
+
+
+def test_the_heading_asks_for_i_dont_know_when_the_notes_say_it_of_someone_else():
+    """LoCoMo's adversarial questions ask what Caroline realised after "her" charity race, which Melanie ran: the
+    notes hold the answer for another person, and every reader of the last round gave it as Caroline's."""
+    note = ContextItem("episode", 19, "user: Melanie: I ran a charity race; I realised self-care is important.",
+                       "matched", at=0.0)
+    heading = _system(ContextParts("What did Caroline realise after her charity race?", "2026-01-01",
+                                   recalled=[note], memory_read=True)).split(f"<<<{MEMORY_FENCE}")[0]
+    assert "someone they told you about" in heading and "of someone else" in heading and "do not know" in heading

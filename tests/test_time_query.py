@@ -30,7 +30,7 @@ def _days(question: str, now: float = NOW) -> tuple[date, date]:
     ("What did Joanna photograph last summer?", date(2023, 6, 1), date(2023, 9, 1)),
     ("What did we do in the winter of 2021?", date(2021, 12, 1), date(2022, 3, 1)),
     ("Where was John between August 11 and August 15 2023?", date(2023, 8, 11), date(2023, 8, 16)),
-    ("Where was Tim in the week before 16 November 2023?", date(2023, 11, 9), date(2023, 11, 16)),
+    ("Where was Tim in the week before 16 November 2023?", date(2023, 11, 9), date(2023, 11, 17)),
     ("What did I read last week?", date(2023, 11, 13), date(2023, 11, 20)),
     ("Who called yesterday?", date(2023, 11, 21), date(2023, 11, 22)),
     ("What did I buy last month?", date(2023, 10, 1), date(2023, 11, 1)),
@@ -39,6 +39,28 @@ def _days(question: str, now: float = NOW) -> tuple[date, date]:
 ])
 def test_a_named_time_becomes_a_window_relative_to_now(question, start, end):
     assert _days(question) == (start, end)
+
+
+@pytest.mark.parametrize("question, start, end", [
+    ("What is the name of Maria's puppy she got two weeks before August 11, 2023?", date(2023, 7, 27),
+     date(2023, 8, 12)),
+    ("What was shown on the big screen on the Sunday before October 25, 2022?", date(2022, 10, 23),
+     date(2022, 10, 26)),
+    ("What did I do the day before 3 May 2023?", date(2023, 5, 2), date(2023, 5, 4)),
+    ("What did I do a few days before 9 June 2023?", date(2023, 6, 6), date(2023, 6, 10)),
+    ("What did I do the day after 3 May 2023?", date(2023, 5, 4), date(2023, 5, 6)),
+    ("What happened the week after May 3, 2023?", date(2023, 5, 4), date(2023, 5, 18)),
+    ("Where did we eat the Friday after 3 May 2023?", date(2023, 5, 5), date(2023, 5, 13)),
+])
+def test_a_time_placed_against_a_date_reaches_from_the_event_to_when_it_was_told(question, start, end):
+    """LoCoMo's "two weeks before August 11, 2023" is Maria's "I got a puppy two weeks ago!", said on 11 August:
+    the window ran over the anchor day only (the puppy's day was outside it) and "the week before 16 November"
+    ended the day before Tim said "last Friday" on the 16th. Told of on the event's day or later, up to the date
+    the question names, the turn is inside the window either way."""
+    assert _days(question) == (start, end)
+    told = datetime(2023, 8, 11, 0, 10, tzinfo=timezone.utc).timestamp()
+    puppy = time_window("What is the name of Maria's puppy she got two weeks before August 11, 2023?", NOW)
+    assert puppy is not None and puppy.contains(told)
 
 
 def test_the_window_keeps_the_words_that_named_it_and_holds_its_start_not_its_end():

@@ -9,9 +9,10 @@ turns — so a critical fact is the last thing ever cut. Everything remembered i
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Sequence
 
+from core.memory import excerpt
 from core.memory.quoted_dates import dated_text, said_day
 from core.prompts import answer
 from core.protocols import ChatMessage
@@ -31,6 +32,7 @@ class ContextItem:
     critical: bool = False
     label: str = ""  # a critical fact's relation
     at: float | None = None  # when an earlier turn was said: quoted with its day, its "yesterday" resolved
+    sentence: str = ""  # the sentence of a turn recall matched: a long turn is quoted around it (core.memory.excerpt)
 
     def line(self) -> str:
         if self.kind == "memory":
@@ -56,6 +58,16 @@ def note_lines(items: Sequence[ContextItem]) -> list[str]:
         shown = day
         lines.append(item.line())
     return lines
+
+
+def in_time_order(items: Sequence[ContextItem]) -> list[ContextItem]:
+    """The notes as the model reads them: remembered facts first (best first: what is known now), then the quoted
+    turns oldest first, so the newest word on a thing stands last, nearest the question. Recall admits them best
+    first; read in that order, a value that changed stood wherever its relevance put it, the old one often first
+    (bench/answers.py: BEAM's knowledge updates, LoCoMo's "when" questions read across days)."""
+    facts = [i for i in items if i.kind != "episode" or i.at is None]
+    turns = sorted((i for i in items if i.kind == "episode" and i.at is not None), key=lambda i: (i.at, i.id))
+    return facts + turns
 
 
 @dataclass(frozen=True)
@@ -93,22 +105,43 @@ class _Budget:
 
 
 def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int) -> AssembledContext:
-    """The messages for one answer, the items that made it in, and those that did not fit."""
+    """The messages for one answer, the items that made it in, and those that did not fit. The pieces are counted
+    one by one; the messages as written are counted again, and if they run over (joins, headings), assembled
+    again in a budget short by that much, so the engine never refuses what was assembled for its window."""
+    built = _assemble(parts, count_tokens, budget_tokens)
+    for _ in range(3):
+        over = written_tokens(built.messages, count_tokens) - budget_tokens
+        if over <= 0:
+            break
+        built = _assemble(parts, count_tokens, built.tokens - over)
+    return built
+
+
+MESSAGE_TOKENS = 5  # a chat template's start, role and end marks around each message
+
+
+def written_tokens(messages: Sequence[ChatMessage], count_tokens: TokenCounter) -> int:
+    return sum(count_tokens(m.content) + MESSAGE_TOKENS for m in messages)
+
+
+def _assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int) -> AssembledContext:
     budget = _Budget(budget_tokens, count_tokens)
-    budget.left -= count_tokens(answer.IDENTITY) + count_tokens(parts.user_text) + SECTION_OVERHEAD_TOKENS
+    budget.left -= (count_tokens(answer.IDENTITY) + count_tokens(parts.user_text) + SECTION_OVERHEAD_TOKENS
+                    + count_tokens(f"Today is {parts.today}.")
+                    + (count_tokens(answer.NOTHING_RECALLED) if parts.memory_read else 0))
     own = parts.own_instructions.strip()
     budget.left -= count_tokens(own) if own else 0  # the user's own words for this conversation always go in
-    critical, cut_critical = _admit(parts.critical, budget)
+    critical, cut_critical = _admit(parts.critical, budget, count_tokens(answer.critical_section([])))
     instructions = parts.instructions if parts.instructions and budget.take(parts.instructions,
                                                                             SECTION_OVERHEAD_TOKENS) else ""
     profile = [c for c in parts.profile if budget.take(c, 2)]
-    recalled, cut_recalled = _admit(parts.recalled, budget)
+    recalled, cut_recalled = _admit(parts.recalled, budget, count_tokens(answer.memory_section([])))
     history = _admit_history(parts.history, budget)
     sections = [answer.own_instructions_section(own) if own else "",
                 answer.critical_section([i.line() for i in critical]) if critical else "",
                 answer.style_section(instructions) if instructions else "",
                 answer.profile_section(profile) if profile else "",
-                answer.memory_section(note_lines(recalled)) if recalled else "",
+                answer.memory_section(note_lines(in_time_order(recalled))) if recalled else "",
                 answer.NOTHING_RECALLED if parts.memory_read and not recalled else ""]
     messages = [ChatMessage("system", answer.system_prompt(sections, parts.today))]
     for user, assistant in history:
@@ -118,14 +151,28 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
                             budget_tokens - budget.left)
 
 
-def _admit(items: Sequence[ContextItem], budget: _Budget) -> tuple[list[ContextItem], list[ContextItem]]:
+def _admit(items: Sequence[ContextItem], budget: _Budget,
+           section: int = SECTION_OVERHEAD_TOKENS) -> tuple[list[ContextItem], list[ContextItem]]:
+    """The items that fit, best first; the first one kept pays for its section's heading, fences and closing line
+    (`section` tokens: the memory section's run to ~100, past the old flat 24, and a prompt filled to the last
+    token by excerpts went 28 tokens over the window: the engine refused it, "shorten the message")."""
     kept: list[ContextItem] = []
     cut: list[ContextItem] = []
+    share = max(budget.left // max(len(items), 1), excerpt.FLOOR_TOKENS)  # each item's fair part of what is left
     for item in items:
+        item = _within(item, share, budget.count)
         day = item.day()
         text = item.line() if day is None else f"{answer.said_on(day)}\n{item.line()}"  # its heading, at most
-        (kept if budget.take(text, 2 + (SECTION_OVERHEAD_TOKENS if not kept else 0)) else cut).append(item)
+        (kept if budget.take(text, 2 + (section if not kept else 0)) else cut).append(item)
     return kept, cut
+
+
+def _within(item: ContextItem, share: int, count: TokenCounter) -> ContextItem:
+    """A recalled turn longer than its share of the budget, quoted around the sentence recall matched in it (a
+    whole 600-word turn took a 2,048-token window's room for three others); other items as they are."""
+    if not item.sentence or count(item.text) <= share:
+        return item
+    return replace(item, text=excerpt.around(item.text, item.sentence, int(share * excerpt.WORDS_PER_TOKEN)))
 
 
 def _admit_history(history: Sequence[tuple[str, str]], budget: _Budget) -> list[tuple[str, str]]:

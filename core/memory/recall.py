@@ -49,6 +49,7 @@ class RecallHit:
     score: float
     breakdown: dict[str, float]
     why: str
+    sentence: str | None = None  # a turn's: the sentence of it that was closest in meaning, when one was
 
 
 @dataclass(frozen=True)
@@ -381,7 +382,8 @@ def _hit(scored: _Scored, analysis: QueryAnalysis, window: TimeWindow | None = N
     candidate = scored.candidate
     text = hit_text(candidate)
     return RecallHit(kind=candidate.kind, id=candidate.id, text=text, score=scored.score,
-                     breakdown=scored.breakdown, why=explain(scored, analysis, text, window, sentence))
+                     breakdown=scored.breakdown, why=explain(scored, analysis, text, window, sentence),
+                     sentence=sentence)
 
 
 def _matched_sentences(db: Database, vector: np.ndarray | None, chosen: list[_Scored]) -> dict[int, str]:

@@ -2,7 +2,8 @@
 summer", "in 2023", "last week", "between August 11 and August 15 2023".
 
 Recall favours what was said inside the window. A question that names no time gives None, never a guess;
-neither does one whose time hangs on an event ("before the move"): only the calendar is read here.
+neither does one whose time hangs on an event ("before the move"): only the calendar is read here. A time placed
+against a date ("two weeks before 11 August, 2023") reaches from the event to that date, which it was told by.
 Single days come from core.memory.dates (its resolver of "yesterday", "3 days ago", "2024-05-01"...).
 """
 from __future__ import annotations
@@ -87,9 +88,39 @@ def _day_month_year(text: str, today: date, now: float):
     if not dates:
         return None
     day, phrase = dates[0]
-    if re.search(rf"\bweek (?:before|leading up to) {re.escape(phrase)}", text):
-        return day - timedelta(days=7), day, "the week before " + phrase
-    return day, day + timedelta(days=1), phrase
+    return _anchored(text, day, phrase) or (day, day + timedelta(days=1), phrase)
+
+
+_SPANS = {"day": 1, "week": 7, "weekend": 7, "fortnight": 14, "month": 30}
+_COUNTS = {"the": 1, "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "couple of": 2,
+           "few": 3}
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+
+
+def _anchored(text: str, day: date, phrase: str):
+    """A time placed against a date: "two weeks before 11 August, 2023", "the Sunday before October 25, 2022", "the
+    day after 3 May 2023". The window runs from the earliest day the event can be to the day it was told: one told
+    "before" a date is told by that date at the latest, often on it ("I got a puppy two weeks ago", said on 11
+    August), so the anchor day is inside; one "after" a date lies between it and a unit past the event."""
+    anchor = re.escape(phrase)
+    weekday = re.search(rf"\b({'|'.join(_WEEKDAY_NAMES)}) (before|after) {anchor}", text)
+    if weekday:
+        wanted = _WEEKDAY_NAMES.index(weekday[1])
+        if weekday[2] == "before":
+            back = (day.weekday() - wanted - 1) % 7 + 1
+            return day - timedelta(days=back), day + timedelta(days=1), weekday[0]
+        ahead = (wanted - day.weekday() - 1) % 7 + 1
+        return day + timedelta(days=ahead), day + timedelta(days=ahead + 8), weekday[0]
+    m = re.search(rf"\b(?:(\d+|{'|'.join(_COUNTS)}) )?(day|weekend|week|fortnight|month)s? "
+                  rf"(before|after|leading up to|prior to) {anchor}", text)
+    if not m:
+        return None
+    count = int(m[1]) if m[1] and m[1].isdigit() else _COUNTS.get(m[1] or "the", 1)
+    reach = timedelta(days=count * _SPANS[m[2]])
+    if m[3] == "after":
+        return day + timedelta(days=1), day + reach + timedelta(days=_SPANS[m[2]] + 1), m[0]
+    loose = timedelta(days=(reach.days - 1) // 7)  # "three weeks before" is loose by a few days, as "3 weeks ago"
+    return day - reach - loose, day + timedelta(days=1), m[0]
 
 
 def _month_year(text: str, today: date, now: float):
