@@ -271,6 +271,9 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, help="--preferences: start no chunk of questions that would end "
                         "after this many minutes (training is not split)")
     args = parser.parse_args()
+    from models.cpu_blas import preload_fast_blas
+    preload_fast_blas()  # before mlx loads, as the app does: the answering arms ran on MLX's reference BLAS (95 s for
+    # one 631-token SmolLM2 reply here), so a chunk of four questions never finished in a 14-minute hold
     if args.preferences:
         preferences_main(args)
         return
