@@ -109,18 +109,22 @@ def test_a_poisoned_memory_through_the_assistant_reaches_the_real_engine_as_text
     """The whole turn: a recalled memory and the user's message both carry the attack; the prompt the real engine
     renders holds only the template's own control tokens."""
     from core.assistant import Assistant
-    from core.config import Settings
+    from core.config import GenerationSettings, Settings
     from core.memory.index import index_memories
     from core.store.memories import add_memory
     from models.chat import ChatEngine
     from tests.fakes import ScriptedStructuredModel
 
+    # The tiny model's window is 2,048 tokens of a 512-token vocabulary (a character or two a token): with the
+    # default 1,024 kept for the reply, the hostile text twice and the memory section's real size left the note
+    # out. A shorter reply leaves it room, as the premise needs.
+    settings = Settings().replace(generation=GenerationSettings(max_tokens=256))
     memory = add_memory(db, f"The user's note: {HOSTILE}", subject="user", relation="note", object="the note")
     index_memories(db, embedder, [memory])
     engine = ChatEngine.load(tiny_model_dir)
     try:
         learner = ScriptedStructuredModel({"engram_facts": [{"facts": []}], "usefulness_rating": [{"useful": []}]})
-        assistant = Assistant(db, embedder, engine, learner, Settings(), clock)
+        assistant = Assistant(db, embedder, engine, learner, settings, clock)
         reply = assistant.reply(None, f"What is in my note? {HOSTILE}")
         assert memory in reply.used_ids
         prompt = engine.render(reply.prepared.messages)
