@@ -322,6 +322,23 @@ def test_the_welcome_screen_shows_the_recommended_model_with_its_fit_pill(qtbot)
     assert "3.0 GB free of this computer's memory" in text
 
 
+def test_the_welcome_screen_says_its_pace_in_words(qtbot):
+    """A pace that rounds to one is "1 token a second" (a fresh window under Xvfb said "1 tokens")."""
+    from app.ui.onboarding import model_text
+    from models.budget import AVAILABLE_RAM, MemoryBudget
+    from models.registry import find_model
+
+    class Pace:
+        def __init__(self, pace: float) -> None:
+            self.pace = pace
+
+        def model_pace(self, _info) -> float:
+            return self.pace
+    budget, model = MemoryBudget(16 * GB, AVAILABLE_RAM), find_model("Qwen3-0.6B-4bit")
+    assert "writes about 1 token a second." in model_text(model, budget, "this computer", speed=Pace(1.2))
+    assert "writes about 3 tokens a second." in model_text(model, budget, "this computer", speed=Pace(3.1))
+
+
 def test_a_dropped_connection_is_said_and_the_download_goes_on(qtbot, window, tiny_model_dir):
     repo = CURATED[0].repo_id
     _use_hub(window, FakeHub(tiny_model_dir, repo, flaky=2))

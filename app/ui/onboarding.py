@@ -56,7 +56,8 @@ def model_text(info: Any, budget: Any, machine: str, palette: Any = None, speed:
     fits = FIT_WORDS.get(verdict, "may fit")
     memory = f" ({budget_words(budget, machine)})" if budget.bytes > 0 else ""
     pace = speed.model_pace(info) if speed is not None else None
-    writes = (f" Here it writes about {pace:.0f} tokens a second." if pace is not None and pace >= 1 else
+    writes = (f" Here it writes about {pace:.0f} {'token' if round(pace) == 1 else 'tokens'} a second."
+              if pace is not None and pace >= 1 else
               f" Here it writes about {pace:.1f} tokens a second: slow on {machine}, the fastest that fits."
               if pace is not None else "")
     return (f"<p><b>A model to chat with.</b> Recommended for {machine}{memory}: <b>{_escape(info.name)}</b> "
