@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
-SUFFIX = ".clean"
+SUFFIX = "-clean"  # beside it, named as SQLite names its -wal and -shm
 FULL_CHECK_EVERY = 7 * 86400.0  # a file left alone still has every page read once a week (a failing disk)
 RACY_RETRIES, TICK = 2, 0.01  # Linux stamps files from a clock of 1–10 ms ticks; a 1–2 s clock stays racy
 

@@ -101,11 +101,13 @@ def _signed_sums(query: np.ndarray, words: np.ndarray) -> np.ndarray:
     """Each row's sum of the query's values, each signed by the row's bit (+ where the row's value is positive):
     a table of the 256 signed sums of every 8 dimensions, looked up by the row's bytes."""
     rows = np.ascontiguousarray(words.T).view(np.uint8)  # (rows, bytes), as the bits were packed
-    padded = np.zeros(rows.shape[1] * 8, dtype=np.float32)
+    width = rows.shape[1]
+    padded = np.zeros(width * 8, dtype=np.float32)
     padded[:len(query)] = query
     signs = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little") * 2.0 - 1.0
     table = padded.reshape(-1, 8) @ signs.T.astype(np.float32)  # (bytes, 256)
-    return table[np.arange(rows.shape[1]), rows].sum(axis=1)
+    # the flat table read at byte * 256 + value: the same entries as table[byte, value], at half the cost
+    return table.ravel()[rows + np.arange(width) * 256].sum(axis=1)
 
 
 def hamming(bits: Bits, query: np.ndarray) -> np.ndarray:
