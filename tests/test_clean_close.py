@@ -15,6 +15,12 @@ from core.store import clean_close, health
 from core.store.db import open_db
 
 
+@pytest.fixture(autouse=True)
+def small_stores_stamped(monkeypatch):
+    """These stores are small; a real one is stamped from clean_close.STAMP_FROM_BYTES."""
+    monkeypatch.setattr(clean_close, "STAMP_FROM_BYTES", 0)
+
+
 @pytest.fixture
 def page_checks(monkeypatch) -> list[bool]:
     """Each full page check open_db runs (PRAGMA quick_check), recorded."""
@@ -34,9 +40,7 @@ def make_store(path: Path, rows: int = 300) -> Path:
     with db.transaction():
         for n in range(rows):
             db.execute("INSERT INTO meta(key, value) VALUES (?, ?)", (f"filler-{n}", "x" * 200))
-    db.close()  # its stamp may share the clock tick of the last write (racy: a small store does not wait)
-    time.sleep(0.02)
-    open_db(path).close()  # read, not written: stamped in a later tick than the file's last change
+    db.close()
     return path
 
 
@@ -122,3 +126,12 @@ def test_a_store_found_damaged_while_open_leaves_no_stamp(tmp_path):
     assert not clean_close.stamp_path(path).exists()
     with pytest.raises(StoreCorrupt):
         open_db(path)
+
+
+def test_a_small_store_is_checked_in_full_and_nothing_is_written_beside_it(tmp_path, monkeypatch, page_checks):
+    monkeypatch.setattr(clean_close, "STAMP_FROM_BYTES", 32 * 2**20)
+    path = make_store(tmp_path / "engram.db")
+    open_db(path).close()
+    open_db(path).close()
+    assert page_checks == [False, False]  # each open after the one that made it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["engram.db"]

@@ -23,9 +23,9 @@ from typing import Callable
 SUFFIX = "-clean"  # beside it, named as SQLite names its -wal and -shm
 FULL_CHECK_EVERY = 7 * 86400.0  # a file left alone still has every page read once a week (a failing disk)
 RACY_RETRIES, TICK = 2, 0.01  # Linux stamps files from a clock of 1–10 ms ticks; a 1–2 s clock stays racy
-# A racy stamp is written again a tick later only for a file whose full check is dear (~0.1 s below this): a small
-# store's next open just checks every page, and a close that wrote (the tests' stores) does not wait.
-RACY_WAIT_FROM_BYTES = 32 * 2**20
+# Only a store whose full check is dear is stamped (below this it takes ~0.1 s): a small one is checked in full at
+# every open as before, and nothing is written beside it.
+STAMP_FROM_BYTES = 32 * 2**20
 
 
 def stamp_path(path: Path) -> Path:
@@ -55,7 +55,7 @@ def record(path: Path, checked_at: float, *, sleep: Callable[[float], None] = ti
     stamp the next open checks every page."""
     stamp = stamp_path(path)
     try:
-        if _wal_has_frames(path):
+        if _wal_has_frames(path) or path.stat().st_size < STAMP_FROM_BYTES:
             stamp.unlink(missing_ok=True)
             return
         if last_full_check(path, checked_at) == checked_at:
@@ -63,7 +63,7 @@ def record(path: Path, checked_at: float, *, sleep: Callable[[float], None] = ti
         for attempt in range(RACY_RETRIES + 1):
             identity = _identity(path.stat())
             _write(stamp, {"file": identity, "checked_at": checked_at})
-            if stamp.stat().st_ctime_ns > identity[4] or attempt == RACY_RETRIES or identity[2] < RACY_WAIT_FROM_BYTES:
+            if stamp.stat().st_ctime_ns > identity[4] or attempt == RACY_RETRIES:
                 return
             sleep(TICK)  # written in the same tick as the file's last change: once more, in the next one
     except OSError:
