@@ -123,3 +123,17 @@ def test_the_plan_grows_slowly_with_the_table_and_never_passes_on_more_rows_than
     assert scan.plan(20_000, 10) == (1500, 300)
     assert scan.plan(300, 10) == (300, 300)
     assert scan.plan(100_000, 100) == (4000, 800)  # a deep query rescores 8k at least
+
+
+def test_the_signed_sums_are_the_query_s_values_signed_by_each_row_s_bits():
+    rng = np.random.default_rng(2)
+    rows = rng.normal(size=(700, 384)).astype(np.float32)
+    query = rng.normal(size=384).astype(np.float32)
+    words = np.ascontiguousarray(scan._words(vectors.sign_bits(rows)).T)
+    sums = scan._signed_sums(query, words)
+    assert np.allclose(sums, np.where(rows > 0, query, -query).sum(axis=1), atol=1e-3)
+    # the same float32 sums, bit for bit, as the table indexed [byte, value] (how it was read before)
+    packed = np.ascontiguousarray(words.T).view(np.uint8)
+    signs = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little") * 2.0 - 1.0
+    table = query.reshape(-1, 8) @ signs.T.astype(np.float32)
+    assert np.array_equal(sums, table[np.arange(packed.shape[1]), packed].sum(axis=1))

@@ -17,7 +17,7 @@ import apsw
 import sqlite_vec
 
 from core.errors import NotADatabase, SchemaTooNew, StoreBusy, StoreCorrupt, StoreRefused
-from core.store import health
+from core.store import clean_close, health
 from core.store.backups import BACKUPS_KEPT, backup, process_gone  # noqa: F401 - backup: callers import it here
 from core.store.migrations import BOOKKEEPING, LATEST_VERSION, MIGRATIONS, Migration
 
@@ -48,6 +48,9 @@ class Database:
     memo: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
     busy_pauses: Sequence[float] = BUSY_RETRIES  # see retrying()
     sleep: Callable[[float], None] = field(default=time.sleep, repr=False, compare=False)
+    # When every page of the file was last checked (open_db): a clean close stamps the file with it
+    # (core.store.clean_close). None: this connection leaves no stamp (read-only, in memory).
+    pages_checked_at: float | None = field(default=None, repr=False, compare=False)
 
     @contextmanager
     def transaction(self) -> Iterator[apsw.Connection]:
@@ -141,6 +144,12 @@ class Database:
         except apsw.Error:
             pass  # closing must not fail (nor a second close); the next open tries again
         self.conn.close()
+        checked, self.pages_checked_at = self.pages_checked_at, None
+        if checked is not None:
+            if health.marker_path(self.path).exists():
+                clean_close.forget(self.path)
+            else:
+                clean_close.record(self.path, checked)
 
 
 def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
@@ -164,13 +173,16 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
         os.chmod(path.parent, 0o700)
     if not existed:
         _create(path, migrations, clock)
+    opened_at = time.time()  # the stamp of a clean close is about the file, not the user's data: the real clock
+    checked_at = clean_close.last_full_check(path, opened_at) if existed else opened_at  # before a WAL is made
     conn = _connect(path)
     try:
         _check_readable(conn, path)
         health.guard(conn, path)  # from here on, damage met by any statement stops every write
         if existed:
             _refuse_foreign(conn, path)
-            health.check_on_open(conn, path)
+            if health.check_on_open(conn, path, left_clean=checked_at is not None) or checked_at is None:
+                checked_at = opened_at
         latest = migrations[-1].version if migrations else 0
         current = schema_version(conn)
         if current > latest:
@@ -185,7 +197,7 @@ def open_db(path: Path | str, *, clock: Callable[[], float] = time.time,
     except BaseException:
         conn.close()
         raise
-    database = Database(conn=conn, path=path, clock=clock)
+    database = Database(conn=conn, path=path, clock=clock, pages_checked_at=checked_at)
     if database.scrub_pending():
         database.scrub_wal()
     if not existed:

@@ -3,9 +3,10 @@
 SQLite finds a damaged b-tree only when a statement walks it, so a flipped page showed up as a CorruptError in
 the middle of a search after a write had already gone into the damaged file. Engram checks the file when it opens
 it: `PRAGMA quick_check` reads every page (measured here: 0.15 s for a 226 MB file of 100k rows, warm cache), so
-it runs on open for files up to QUICK_CHECK_MAX_BYTES; a larger file gets the cheap structural check on open and
-the full one from `engram doctor`. Damage found at any time leaves a marker beside the file, and no process opens
-a marked file for writing until the user has checked, restored or rebuilt it.
+it runs on open for files up to QUICK_CHECK_MAX_BYTES; a larger file, or one exactly as Engram's last clean close
+left it (core.store.clean_close), gets the cheap structural check on open and the full one from `engram doctor`.
+Damage found at any time leaves a marker beside the file, and no process opens a marked file for writing until the
+user has checked, restored or rebuilt it.
 """
 from __future__ import annotations
 
@@ -71,16 +72,20 @@ def check(conn: apsw.Connection, *, full: bool) -> CheckResult:
     return CheckResult(rows == ["ok"], [] if rows == ["ok"] else rows)
 
 
-def check_on_open(conn: apsw.Connection, path: Path) -> None:
-    """Refuse a damaged file before anything writes into it (see the module's note on the budget)."""
+def check_on_open(conn: apsw.Connection, path: Path, *, left_clean: bool = False) -> bool:
+    """Refuse a damaged file before anything writes into it (see the module's note on the budget). `left_clean`: the
+    file is as Engram's last clean close left it (core.store.clean_close), so the cheap check is enough. True when
+    every page was read."""
     size = path.stat().st_size
-    if size <= QUICK_CHECK_MAX_BYTES:
+    every_page = size <= QUICK_CHECK_MAX_BYTES and not left_clean
+    if every_page:
         result = check(conn, full=False)
     else:
         result = _structural_check(conn, size)
     if not result.ok:
         mark_damaged(path, result.summary())
         raise StoreCorrupt(damaged_message(path, result.summary()))
+    return every_page
 
 
 def _structural_check(conn: apsw.Connection, size: int) -> CheckResult:

@@ -40,14 +40,45 @@ class Bits:
     """A table's rows as sign bits: `words` is (64-bit words a row, rows), one word of every row contiguous."""
     ids: np.ndarray  # int64, one a row
     words: np.ndarray  # uint64 (words, rows)
+    chunks: np.ndarray | None = None  # (chunk id, first row, rows) of each vec0 chunk, in order: see _reread
 
     def __len__(self) -> int:
         return len(self.ids)
 
 
-def changed(db: Database, name: str) -> None:
-    """Mark the table's vectors as changed (inside the writing transaction): every connection's cache reloads."""
-    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (_stamp_key(name), uuid.uuid4().hex))
+def changed(db: Database, name: str, chunks: set[int] | None = None) -> None:
+    """Mark the table's vectors as changed (inside the writing transaction): every connection's cache reloads.
+    `chunks`: every vec0 chunk this write touched, when the writer knows them all (chunks_of, before a deletion and
+    after an insertion); this connection's cache then reads those chunks again, not the whole table (a turn adds
+    one row to a table of 10k turns in 512 chunks: ~11 ms of reading, at every turn)."""
+    key = _stamp_key(name)
+    before = db.scalar("SELECT value FROM meta WHERE key = ?", (key,))
+    stamp = uuid.uuid4().hex
+    db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)", (key, stamp))
+    _note_touched(db, name, before, stamp, chunks)
+
+
+def chunks_of(db: Database, name: str, ids: list[int]) -> set[int]:
+    """The vec0 chunks holding these rows now."""
+    found: set[int] = set()
+    for start in range(0, len(ids), 500):
+        part = [int(i) for i in ids[start:start + 500]]
+        found.update(int(c) for (c,) in db.execute(
+            f"SELECT DISTINCT chunk_id FROM {name}_rowids WHERE rowid IN ({','.join('?' * len(part))})", part))
+    return found
+
+
+def _note_touched(db: Database, name: str, before: object, stamp: str, chunks: set[int] | None) -> None:
+    """Chain this write's chunks to those written through this connection since its cached bits were read (a
+    rolled-back write leaves an entry no stamp matches, so nothing is read from it)."""
+    key, cached = _touched_key(name), db.memo.get(_stamp_key(name))
+    pending = db.memo.pop(key, None)
+    if chunks is None:
+        return  # a write that does not say what it touched: the next query reads every chunk
+    if pending is not None and pending[1] == before:
+        db.memo[key] = (pending[0], stamp, pending[2] | set(chunks))
+    elif cached is not None and cached[0] == before:
+        db.memo[key] = (before, stamp, set(chunks))
 
 
 def plan(rows: int, k: int) -> tuple[int, int]:
@@ -66,7 +97,12 @@ def table_bits(db: Database, name: str, dimension: int) -> Bits | None:
     cached = db.memo.get(key)  # only makes the next query read them again
     if cached is not None and cached[0] == stamp:
         return cached[1]
-    bits = _read_chunks(db, name, dimension)
+    pending = db.memo.pop(_touched_key(name), None)
+    bits = None
+    if cached is not None and pending is not None and pending[0] == cached[0] and pending[1] == stamp:
+        bits = _reread(db, name, dimension, cached[1], pending[2])  # only this connection wrote since
+    if bits is None:
+        bits = _read_chunks(db, name, dimension)
     if bits is not None:
         db.memo[key] = (stamp, bits)
     return bits
@@ -101,11 +137,13 @@ def _signed_sums(query: np.ndarray, words: np.ndarray) -> np.ndarray:
     """Each row's sum of the query's values, each signed by the row's bit (+ where the row's value is positive):
     a table of the 256 signed sums of every 8 dimensions, looked up by the row's bytes."""
     rows = np.ascontiguousarray(words.T).view(np.uint8)  # (rows, bytes), as the bits were packed
-    padded = np.zeros(rows.shape[1] * 8, dtype=np.float32)
+    width = rows.shape[1]
+    padded = np.zeros(width * 8, dtype=np.float32)
     padded[:len(query)] = query
     signs = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little") * 2.0 - 1.0
     table = padded.reshape(-1, 8) @ signs.T.astype(np.float32)  # (bytes, 256)
-    return table[np.arange(rows.shape[1]), rows].sum(axis=1)
+    # the flat table read at byte * 256 + value: the same entries as table[byte, value], at half the cost
+    return table.ravel()[rows + np.arange(width) * 256].sum(axis=1)
 
 
 def hamming(bits: Bits, query: np.ndarray) -> np.ndarray:
@@ -126,18 +164,67 @@ def _read_chunks(db: Database, name: str, dimension: int) -> Bits | None:
     if db.scalar("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?",
                  (f"{name}_vector_chunks00",)) is None:
         return None
-    chunks = db.execute(f"SELECT c.validity, c.rowids, v.vectors FROM {name}_chunks c "
-                        f"JOIN {name}_vector_chunks00 v ON v.rowid = c.chunk_id").fetchall()
+    chunks = db.execute(f"SELECT c.chunk_id, c.validity, c.rowids, v.vectors FROM {name}_chunks c "
+                        f"JOIN {name}_vector_chunks00 v ON v.rowid = c.chunk_id ORDER BY c.chunk_id").fetchall()
+    return _from_chunks(chunks, width)
+
+
+def _from_chunks(chunks: list, width: int) -> Bits | None:
+    """Bits of the used slots of (chunk id, validity, rowids, vectors) rows, in their order."""
     if any(len(vectors) * 8 != len(rowids) * width or len(validity) * 64 != len(rowids)
-           for validity, rowids, vectors in chunks):
+           for _, validity, rowids, vectors in chunks):
         return None  # not the layout this reads: a bit a slot, 8-byte ids, `width` bytes of bits a slot
     if not chunks:
-        return Bits(np.zeros(0, dtype=np.int64), np.zeros((_word_count(width), 0), dtype=np.uint64))
-    used = np.unpackbits(np.frombuffer(b"".join(c[0] for c in chunks), dtype=np.uint8), bitorder="little")
+        return Bits(np.zeros(0, dtype=np.int64), np.zeros((_word_count(width), 0), dtype=np.uint64),
+                    np.zeros((0, 3), dtype=np.int64))
+    used = np.unpackbits(np.frombuffer(b"".join(c[1] for c in chunks), dtype=np.uint8), bitorder="little")
     used = used.astype(bool)
-    ids = np.frombuffer(b"".join(c[1] for c in chunks), dtype=np.int64)[used]
-    rows = np.frombuffer(b"".join(c[2] for c in chunks), dtype=np.uint8).reshape(-1, width)[used]
-    return Bits(ids, np.ascontiguousarray(_words(rows).T))
+    ids = np.frombuffer(b"".join(c[2] for c in chunks), dtype=np.int64)[used]
+    rows = np.frombuffer(b"".join(c[3] for c in chunks), dtype=np.uint8).reshape(-1, width)[used]
+    slots = np.cumsum([0] + [len(c[1]) * 8 for c in chunks])
+    counts = np.add.reduceat(used.astype(np.int64), slots[:-1])
+    layout = np.stack([np.array([c[0] for c in chunks], dtype=np.int64),
+                       np.cumsum(counts) - counts, counts.astype(np.int64)], axis=1)
+    return Bits(ids, np.ascontiguousarray(_words(rows).T), layout)
+
+
+def _reread(db: Database, name: str, dimension: int, old: Bits, touched: set[int]) -> Bits | None:
+    """`old` with the `touched` chunks read again: the same arrays as reading every chunk (tests hold it so). None
+    when `old` carries no layout or the chunks are not in the layout _read_chunks reads."""
+    if old.chunks is None:
+        return None
+    wanted = sorted(touched)
+    fresh: dict[int, Bits] = {}
+    for start in range(0, len(wanted), 500):
+        part = wanted[start:start + 500]
+        for row in db.execute(f"SELECT c.chunk_id, c.validity, c.rowids, v.vectors FROM {name}_chunks c "
+                              f"JOIN {name}_vector_chunks00 v ON v.rowid = c.chunk_id "
+                              f"WHERE c.chunk_id IN ({','.join('?' * len(part))})", part).fetchall():
+            one = _from_chunks([row], dimension // 8)
+            if one is None:
+                return None
+            fresh[int(row[0])] = one
+    chunks = old.chunks  # (chunk id, first row, rows), by chunk id
+    ids: list[np.ndarray] = []
+    words: list[np.ndarray] = []
+    at = 0  # the old rows before `at` are placed
+    for chunk in wanted:  # a few: the old rows between them are kept as they were, in one slice each
+        place = int(np.searchsorted(chunks[:, 0], chunk))
+        found = place < len(chunks) and chunks[place, 0] == chunk
+        edge = int(chunks[place, 1]) if place < len(chunks) else len(old.ids)
+        ids.append(old.ids[at:edge])
+        words.append(old.words[:, at:edge])
+        at = edge + int(chunks[place, 2]) if found else edge
+        if chunk in fresh:  # else gone (sqlite-vec 0.1 keeps its chunks): its rows are left out
+            ids.append(fresh[chunk].ids)
+            words.append(fresh[chunk].words)
+    ids.append(old.ids[at:])
+    words.append(old.words[:, at:])
+    layout = np.concatenate([chunks[~np.isin(chunks[:, 0], wanted), :], np.array(
+        [(chunk, 0, len(fresh[chunk])) for chunk in wanted if chunk in fresh], dtype=np.int64).reshape(-1, 3)])
+    layout = layout[np.argsort(layout[:, 0], kind="stable")]
+    layout[:, 1] = np.cumsum(layout[:, 2]) - layout[:, 2]
+    return Bits(np.concatenate(ids), np.ascontiguousarray(np.concatenate(words, axis=1)), layout)
 
 
 def _sign_bytes(vectors: np.ndarray) -> np.ndarray:
@@ -159,3 +246,7 @@ def _word_count(width: int) -> int:
 
 def _stamp_key(name: str) -> str:
     return f"{name}_bits_stamp"
+
+
+def _touched_key(name: str) -> str:
+    return f"{name}_bits_touched"

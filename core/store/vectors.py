@@ -85,16 +85,17 @@ def upsert_vectors(db: Database, table: Table, ids: Sequence[int], vectors: np.n
     keys = [int(i) for i in ids]
     with db.transaction():
         left = vector_packs.leaving(db, name, keys) if _has_bits(db) else {}
+        touched = vector_scan.chunks_of(db, name, keys) if _has_bits(db) else set()  # where they leave
         db.conn.executemany(f"DELETE FROM {name} WHERE id = ?", [(i,) for i in keys])
         if not _has_bits(db):  # a store bound before the sharded layout: float vec0 only
             db.conn.executemany(f"INSERT INTO {name}(id, embedding) VALUES (?, ?)",
                                 [(i, v.tobytes()) for i, v in zip(keys, vectors)])
             return
-        vector_scan.changed(db, name)
         centres = clusters.centroids(db, name)
         partitions = clusters.nearest_clusters(centres, vectors) if centres is not None else [i % SHARDS for i in keys]
         db.conn.executemany(f"INSERT INTO {name}(id, shard, bits) VALUES (?, ?, vec_bit(?))",
                             [(i, int(p), b.tobytes()) for i, p, b in zip(keys, partitions, sign_bits(vectors))])
+        vector_scan.changed(db, name, touched | vector_scan.chunks_of(db, name, keys))  # and where they land
         db.conn.executemany(f"INSERT OR REPLACE INTO {name}_float(id, embedding) VALUES (?, ?)",
                             [(i, v.tobytes()) for i, v in zip(keys, vectors)])
         vector_packs.touch(db, name, left, {i: (int(p), v) for i, p, v in zip(keys, partitions, vectors)},
@@ -125,9 +126,10 @@ def delete_vectors(db: Database, table: Table, ids: Iterable[int]) -> None:
     keys = [(int(i),) for i in ids]
     with db.transaction():
         left = vector_packs.leaving(db, name, [k for (k,) in keys]) if _has_bits(db) else {}
+        touched = vector_scan.chunks_of(db, name, [k for (k,) in keys]) if _has_bits(db) else set()
         db.conn.executemany(f"DELETE FROM {name} WHERE id = ?", keys)
         if _has_bits(db):
-            vector_scan.changed(db, name)
+            vector_scan.changed(db, name, touched)
             db.conn.executemany(f"DELETE FROM {name}_float WHERE id = ?", keys)
             vector_packs.touch(db, name, left, {}, _dimension(db))
 
