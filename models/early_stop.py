@@ -11,6 +11,7 @@ same sets (models.finetune).
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -81,6 +82,27 @@ class EarlyStop:
     def _save(self) -> None:
         (self.folder / "early_stop.json").write_text(json.dumps({"base": self.base, "best": self.best,
                                                                  "last": self.last, "misses": self.misses}))
+
+
+def first_reading_broke_margins(folder: Path) -> Optional[dict]:
+    """The first reading of a finished run when it was already outside the gate's margins (so no weights of the run
+    are worth keeping), else None. The first reading inside the margins always becomes `best`."""
+    state = folder / "early_stop.json"
+    if not state.exists():
+        return None
+    saved = json.loads(state.read_text())
+    return saved.get("last") if saved.get("best") is None and saved.get("last") else None
+
+
+def start_again(folder: Path) -> None:
+    """Empty a run's adapter folder (weights, checkpoint, readings) but keep the base model's scores: a run started
+    again on the same model and sets scores the same base, so it is not scored twice."""
+    state = folder / "early_stop.json"
+    base = json.loads(state.read_text()).get("base") if state.exists() else None
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(mode=0o700, parents=True)
+    if base is not None:
+        state.write_text(json.dumps({"base": base, "best": None, "last": None, "misses": 0}))
 
 
 def kept_scores(folder: Path) -> tuple[Optional[dict], Optional[dict]]:

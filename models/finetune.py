@@ -26,11 +26,11 @@ from typing import Any, Callable, Optional
 from core.errors import ModelError
 from core.finetune import adapters as versions
 from core.finetune.dataset import TrainingSet, build_training_set
-from core.finetune.recipe import MIN_EXAMPLES, readiness, recipe_for
+from core.finetune.recipe import MIN_EXAMPLES, cooler_rate, readiness, recipe_for
 from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS, GateSettings, Scores, decide
 from core.scheduler import YIELDED, JobContext
 from core.store.db import Database
-from models.early_stop import kept_scores
+from models.early_stop import first_reading_broke_margins, kept_scores, start_again
 from models.parent_guard import child_env
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
@@ -158,8 +158,14 @@ class FineTuner:
         if state["phase"] == "train":
             # Always resume: the worker continues from its last checkpoint when there is one, which after a crash
             # or quit mid-training (no clean yield recorded) is its periodic save.
-            if self._train(ctx, run_dir, state) == YIELDED:
-                return self._yielded(ctx, run_dir, state)
+            while True:
+                if self._train(ctx, run_dir, state) == YIELDED:
+                    return self._yielded(ctx, run_dir, state)
+                cooler = self._cooler(ctx, run_dir, state)
+                if cooler is None:
+                    break
+                state = cooler
+                ctx.checkpoint(state)
             state = {**state, "phase": "evaluate"}
             ctx.checkpoint(state)
         if self._evaluate_and_record(ctx, run_dir, state) == YIELDED:
@@ -216,6 +222,23 @@ class FineTuner:
             raise ModelError(f"fine-tuning failed: {result.error()}; the active adapter is unchanged")
         return None
 
+    def _cooler(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[dict]:
+        """The run's state started again at a lower learning rate when its first reading was already outside the
+        gate's margins (core.finetune.recipe: too hot for this model), else None."""
+        broke = first_reading_broke_margins(run_dir / "adapter")
+        rate = state["config"]["learning_rate"]
+        cooler = cooler_rate(rate, state.get("coolings", 0)) if broke else None
+        if broke is None or cooler is None:
+            return None
+        start_again(run_dir / "adapter")
+        ctx.progress(0.0, f"the first {broke['step']} steps at learning rate {rate:.2g} pushed plain text or known "
+                          f"facts past the gate's margins: starting again at {cooler:.2g}")
+        tried = [*state.get("too_hot", []), {"learning_rate": rate, "step": broke["step"],
+                                             "general_ppl": broke["general_ppl"],
+                                             "known_fact_loss": broke["known_fact_loss"]}]
+        return {**state, "config": {**state["config"], "learning_rate": cooler},
+                "coolings": state.get("coolings", 0) + 1, "too_hot": tried}
+
     def _evaluate_and_record(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[str]:
         ctx.progress(0.92, "scoring the new adapter against the active one")
         active = versions.active_adapter(self.db)
@@ -260,7 +283,7 @@ class FineTuner:
                                                 "candidate": results[1].get("probe_loss_by_kind")},
                          "baseline_adapter": active.id if active else None, "baseline_key": key,
                          "baseline_reused": reused is not None, "scored_while_training": kept is not None,
-                         "iters": state["iters"],
+                         "iters": state["iters"], "too_hot": state.get("too_hot", []),
                          "examples": state.get("examples"), "pairs": state.get("pairs"),
                          "preference_margin": {"baseline": results[0].get("preference_margin"),
                                                "candidate": results[1].get("preference_margin")}},

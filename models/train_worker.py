@@ -190,7 +190,8 @@ def train(config: dict, report: Reporter) -> int:
         if early is None or step % early.every:
             return False
         last["checked"] = step
-        return early.check(step, model, tokenizer, save_best)
+        last["stopped_early"] = early.check(step, model, tokenizer, save_best)
+        return last["stopped_early"]
 
     class Progress(TrainingCallback):
         def on_train_loss_report(self, info: dict) -> None:
@@ -220,7 +221,9 @@ def train(config: dict, report: Reporter) -> int:
         tuner_train(model=model, optimizer=optimizer, train_dataset=train_set, val_dataset=valid_set, args=args,
                     loss=loss, iterate_batches=batches, training_callback=Progress())
     if early is not None:
-        if last.get("checked") != last.get("step", iters) and start < iters:
+        # The last weights unread (a run that ended between readings); not after an early stop, whose weights were
+        # just read (its last loss report may be steps behind, and reading them again would mislabel the step).
+        if not last.get("stopped_early") and last.get("checked") != last.get("step", iters) and start < iters:
             early.check(int(last.get("step", iters)), model, tokenizer, save_best)
         if best_file.exists():
             best_file.replace(adapter_dir / "adapters.safetensors")  # the best weights inside the margins

@@ -13,6 +13,11 @@ One recipe for every store over-trained the small ones: eight epochs at one lear
   scale stays mlx-lm's 20;
 - the gate's own measures are read every eval_every steps (about four times a run): training stops early and keeps
   the best weights once plain text or known facts leave the gate's margins or the probes stop improving;
+- too hot for this model: when the very first reading already has plain text or known facts outside the gate's
+  margins, no weights of the run can be kept, so it starts again from the base at a COOLING_FACTOR smaller
+  learning rate, at most MAX_COOLINGS times. The rates were set on SmolLM2-135M; Qwen2.5-0.5B's known-fact loss
+  went 0.52 -> 3.70 after two steps at 5e-4 (bench/notes.md, 2026-11-29), and a larger model on a Mac is likelier
+  still to need a gentler rate;
 - objective "orpo" (a preference-pair term added to the plain loss, models/train_worker.py) when there are at
   least MIN_PAIRS kept-versus-rejected pairs, else plain "sft".
 """
@@ -34,6 +39,7 @@ MAX_BATCH = 4
 TOP_LEARNING_RATE, LOWEST_LEARNING_RATE = 5e-4, 1e-4
 FULL_RATE_EXAMPLES = 16
 EVALS_PER_RUN = 4
+COOLING_FACTOR, MAX_COOLINGS = 4, 2
 
 
 @dataclass(frozen=True)
@@ -58,6 +64,11 @@ def recipe_for(examples: int, pairs: int = 0) -> Recipe:
     rank = 4 if examples < 64 else 8 if examples < 512 else 16
     return Recipe(steps=steps, learning_rate=rate, rank=rank, num_layers=rank, batch_size=batch,
                   objective="orpo" if pairs >= MIN_PAIRS else "sft", eval_every=max(1, steps // EVALS_PER_RUN))
+
+
+def cooler_rate(rate: float, coolings: int) -> float | None:
+    """The learning rate to start again at after a run was too hot at `rate` (None: it has been cooled enough)."""
+    return rate / COOLING_FACTOR if coolings < MAX_COOLINGS and math.isfinite(rate) else None
 
 
 def readiness(examples: int, probes: int) -> str:

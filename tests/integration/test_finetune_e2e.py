@@ -260,3 +260,24 @@ def test_forget_everything_while_the_new_adapter_is_scored_keeps_nothing_it_lear
     assert final.state == "cancelled", (final.state, final.message)
     assert versions.list_adapters(db) == [] and versions.active_adapter(db) is None
     assert not list((tmp_path / "adapters").glob("run-*")), "the run's data and adapter stay on disk"
+
+
+@pytest.mark.heavy  # three training processes: 160 s at load 7 here; tests/test_finetune_cooling.py drives the logic
+def test_a_run_too_hot_for_the_model_starts_again_cooler_on_the_real_worker(db, tiny_model_dir, tmp_path):
+    """Margins no reading can keep (plain text may not move at all): each run's first reading breaks them, so the
+    real worker trains again from the base at a quarter of the rate, twice, then the gate refuses the last run."""
+    from core.finetune.gate import GateSettings
+    add_facts(db)
+    tight = GateSettings(max_general_ppl_rise=-0.5)
+    config = TrainConfig(**{**TINY, "epochs": 1, "num_layers": 1, "rank": 2, "steps": 2, "eval_every": 1})
+    sched = scheduler(db, FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", config, gate=tight))
+    final = sched.run_job(sched.enqueue("finetune", run_now=True).id)
+    assert final.state == "done", final.last_error
+    [adapter] = versions.list_adapters(db)
+    assert adapter.status == "rejected" and "kept the active one" in final.message
+    rates = [hot["learning_rate"] for hot in adapter.metrics["too_hot"]] + [adapter.config["learning_rate"]]
+    assert rates == pytest.approx([1e-4, 2.5e-5, 6.25e-6])
+    assert all(hot["step"] == 1 for hot in adapter.metrics["too_hot"]), adapter.metrics["too_hot"]
+    events = [json.loads(line) for line in (Path(adapter.path).parent / "train.log").read_text().splitlines()
+              if line.startswith("{")] if (Path(adapter.path).parent / "train.log").exists() else []
+    assert [e for e in events if e.get("verdict") == "base"][:1] == [e for e in events if e.get("verdict") == "base"]
