@@ -44,7 +44,9 @@ def scheduler(db, tuner, idle=lambda: 1e9):
                                      localtime=lambda t: time.struct_time((2026, 1, 1, 2, 0, 0, 3, 1, 0))))
 
 
-def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path):
+def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # the workers list their imports in their logs
     (facts, instructions) = add_facts(db)
     activated = []
     tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**TINY),
@@ -72,6 +74,12 @@ def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improv
     folder = Path(adapter.path)
     assert (folder / "adapters.safetensors").is_file() and json.loads(
         (folder / "adapter_config.json").read_text())["fine_tune_type"] == "lora"
+    # Neither worker imports torch (installed here for the tests' reference embedder): transformers, which mlx-lm's
+    # loader and tuner import, would (models.mlx_lm_package.keep_torch_out), seconds of every worker's start.
+    for log in ("train.log", "evaluate.log"):
+        imported = {line.rsplit("|", 1)[-1].strip() for line in (run_dir / log).read_text().splitlines()
+                    if line.startswith("import time:")}
+        assert "transformers" in imported and "torch" not in imported, log
 
     # A broken run (the loss becomes NaN) keeps the previous adapter active and the store unchanged.
     before = snapshot(db)
