@@ -98,7 +98,9 @@ def main(argv: list[str]) -> int:
         _emit("error", message="usage: python -m models.gguf_worker GGUF OUT [--budget=BYTES]")
         return 2
     from models.cpu_blas import preload_fast_blas
+    from models.mlx_lm_package import keep_torch_out
     preload_fast_blas()  # before mlx loads, as in the app
+    keep_torch_out()  # mlx-lm's saving imports transformers, which would import torch (the `st` extra) for nothing
     try:
         done = convert(argv[0], argv[1], budget=budget,
                        progress=lambda stage, fraction: _emit("progress", stage=stage, fraction=fraction))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, cast
 
 from models.cpu_blas import preload_fast_blas
+from models.mlx_lm_package import keep_torch_out
 from models.adapter_scores import gate_scores
 from models.parent_guard import stop_with_parent, watch_parent  # noqa: F401 - watch_parent: tests use it here
 from models.prompt_text import control_markers, neutralise
@@ -258,6 +259,7 @@ def main(argv: list[str]) -> int:
     stop_with_parent()  # first: a parent killed while this process started leaves no orphan training
     os.umask(0o077)  # the adapter, optimizer state and checkpoints it writes hold what it learnt about the user
     preload_fast_blas()  # before mlx loads: training's float32 matmuls on an optimized BLAS (Linux)
+    keep_torch_out()  # mlx-lm's tuner imports transformers, which would import torch (the `st` extra) for nothing
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in a terminal reaches the whole group: the parent asks
     report = Reporter()                            # this process to checkpoint and stop (SIGTERM) instead
     if len(argv) != 2 or argv[0] not in ("train", "evaluate"):

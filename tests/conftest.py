@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import background_bundle, mac_shaped
+from tests import background_bundle, fuzzkit, mac_shaped  # noqa: F401 - fuzzkit: registers the thorough profile
 
 # Set before anything imports Qt or Hugging Face code: tests never open a window or touch the network.
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")

@@ -1,5 +1,5 @@
-"""CI runs the linter and type checker (issue 41), the README's test command exactly, then the Mac-shaped lane (issue
-36), and fails if any pass fails."""
+"""CI runs the linter and type checker (issue 41), the README's test command exactly, the fuzz tests at their full
+example counts, then the Mac-shaped lane (issue 36), and fails if any pass fails."""
 from __future__ import annotations
 
 import os
@@ -31,7 +31,7 @@ def test_ci_runs_ruff_and_mypy_before_the_tests():
     assert lint < lines.index(readme_test_command())
 
 
-def run_ci_with(tmp_path, main_exit: int, lane_exit: int, lint_exit: int = 0) -> int:
+def run_ci_with(tmp_path, main_exit: int, lane_exit: int, lint_exit: int = 0, fuzz_exit: int = 0) -> int:
     """.ci/run in a copy whose python3 and .venv are stand-ins returning the given exit codes."""
     tmp_path.mkdir()
     (tmp_path / ".ci").mkdir()
@@ -40,7 +40,8 @@ def run_ci_with(tmp_path, main_exit: int, lane_exit: int, lint_exit: int = 0) ->
     bin_dir.mkdir(parents=True)
     (bin_dir / "pip").write_text("#!/bin/sh\nexit 0\n")
     (bin_dir / "python").write_text(f'#!/bin/sh\ncase "$*" in *--mac-shaped*) exit {lane_exit};; '
-                                    f"*ruff*|*mypy*) exit {lint_exit};; esac\nexit {main_exit}\n")
+                                    f"*ruff*|*mypy*) exit {lint_exit};; *thorough*) exit {fuzz_exit};; "
+                                    f"esac\nexit {main_exit}\n")
     fake = tmp_path / "fakebin"
     fake.mkdir()
     (fake / "python3").write_text("#!/bin/sh\nexit 0\n")
@@ -56,3 +57,13 @@ def test_ci_fails_when_either_pass_fails_and_when_the_lane_collects_nothing(tmp_
     assert run_ci_with(tmp_path / "c", 0, 1) == 1
     assert run_ci_with(tmp_path / "d", 0, 5) == 5  # no tests collected
     assert run_ci_with(tmp_path / "e", 0, 0, lint_exit=1) == 1  # a lint or type finding
+    assert run_ci_with(tmp_path / "f", 0, 0, fuzz_exit=1) == 1  # a fuzz case at the full example count
+
+
+def test_ci_runs_the_fuzz_tests_at_their_full_example_counts():
+    """The default run draws a quarter of each fuzz test's examples (tests/fuzzkit.py); CI runs them all."""
+    lines = (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+    fuzz = next(i for i, line in enumerate(lines) if "--hypothesis-profile=thorough" in line)
+    assert lines.index(readme_test_command()) < fuzz
+    named = " ".join(lines[fuzz:fuzz + 2])
+    assert "tests/test_fuzz_cli.py" in named and "tests/test_fuzz_api.py" in named

@@ -1,9 +1,11 @@
 """`engram models add PATH` (issue 38 #6): a .gguf file or a model folder from the terminal, converted through the
 same code path as the app's "Add a GGUF file…", with progress; a path relative to where the command runs works
-(the conversion worker runs in another folder); `models use FILE.gguf` says what to do."""
+(the conversion worker runs in another folder); `models use FILE.gguf` says what to do.
+
+The file converted here is the tiny model written as llama.cpp writes a qwen2 GGUF (a few seconds through the worker):
+the real SmolLM2 file goes through the same conversion in tests/test_gui_models.py and tests/integration."""
 from __future__ import annotations
 
-import shutil
 
 import pytest
 
@@ -12,14 +14,11 @@ from core.config import load_settings
 
 def test_a_relative_gguf_path_is_converted_with_progress_and_chosen(cli, tmp_path, monkeypatch):
     pytest.importorskip("models.gguf")
-    from models.testing_real import smollm2_gguf
-    try:
-        source = smollm2_gguf()
-    except Exception as exc:  # noqa: BLE001 - the real small model is an install away
-        pytest.skip(str(exc))
+    from models.testing import build_tiny_model
+    from tests.integration.test_gguf_convert import write_qwen2_gguf
     work = tmp_path / "Downloads"
     work.mkdir()
-    shutil.copyfile(source, work / "smol.gguf")
+    write_qwen2_gguf(build_tiny_model(tmp_path / "float", quantize_bits=None), work / "smol.gguf")
     monkeypatch.chdir(work)
     code, out, err = cli("models", "add", "smol.gguf")
     assert code == 0, err

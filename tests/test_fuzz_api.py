@@ -16,9 +16,9 @@ from core.memory.manage import MemoryManager
 from core.memory.recall import recall
 from core.store.db import open_db
 from tests.fakes import HashEmbedder
-from tests.fuzzkit import fingerprint, ids, numbers, texts
+from tests.fuzzkit import examples, fingerprint, ids, numbers, texts
 
-FUZZ = settings(max_examples=400, deadline=None, derandomize=True, database=None,
+FUZZ = settings(max_examples=examples(400), deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 operations = st.one_of(

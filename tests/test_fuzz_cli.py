@@ -23,9 +23,9 @@ from hypothesis import strategies as st
 from app.cli.main import build_parser, run_cli
 from core.store.db import open_db
 from tests.fakes import HashEmbedder
-from tests.fuzzkit import NASTY_CHARS, fingerprint, texts
+from tests.fuzzkit import NASTY_CHARS, examples, fingerprint, texts
 
-FUZZ = settings(max_examples=400, deadline=None, derandomize=True, database=None,
+FUZZ = settings(max_examples=examples(400), deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                        HealthCheck.data_too_large])
 
@@ -196,7 +196,7 @@ def test_any_memory_command_line_ends_cleanly(seeded, tmp_path, capsys, monkeypa
     _in_a_copy(seeded, tmp_path, monkeypatch, argv, capsys)
 
 
-@settings(FUZZ, max_examples=500)
+@settings(FUZZ, max_examples=examples(500))
 @given(argv=any_argvs)
 def test_any_command_line_of_any_group_ends_cleanly(seeded, tmp_path, capsys, monkeypatch, argv):
     _in_a_copy(seeded, tmp_path, monkeypatch, argv, capsys)

@@ -1,6 +1,7 @@
 """`engram finetune now|status` on the real tiny MLX model (issue 42): a store with too little to learn queues nothing
-and says why; a run shows steps, loss and time left; Ctrl-C in the terminal (SIGINT to the whole process group, the
-training process included) stops it at a checkpoint, and the next `finetune now` resumes from it."""
+and says why; a run shows steps, loss and time left (tested with the recipe's run in test_finetune_e2e.py); Ctrl-C
+in the terminal (SIGINT to the whole process group, the training process included) stops it at a checkpoint, and the
+next `finetune now` resumes from it."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from core.config import Settings, save_settings
 from core.store import jobs as store
 from core.store.db import open_db
 from core.store.episodes import add_episode
-from tests.finetune_store import first_hour_store, say_standing_instructions
+from tests.finetune_store import first_hour_store
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,15 +46,8 @@ def test_the_first_hour_store_queues_no_fine_tune_and_says_why(tmp_path, tiny_mo
     db.close()
 
 
-def test_finetune_now_shows_steps_loss_and_time_left(tmp_path, tiny_model_dir, capsys):
-    from app.cli.main import run_cli
-    home = home_with(tmp_path, tiny_model_dir, lambda db: (first_hour_store(db), say_standing_instructions(db)))
-    assert run_cli(["--data-dir", str(home), "finetune", "now"]) == 0
-    out = capsys.readouterr().out
-    steps = [line for line in out.splitlines() if "step " in line and "loss" in line and "ETA" in line]
-    assert steps, out
-    assert "checked: held-out probes" in out  # the early stop read the gate's measures while it trained
-    assert "fine-tune job 1: done" in out and "held-out probes" in out
+# A run's steps, loss and time left (and its recipe judged on its early stop's scores): tests/integration/
+# test_finetune_e2e.py::test_engram_finetune_now_runs_the_recipe_judged_on_the_scores_its_early_stop_measured
 
 
 def _many_rated_replies(db):

@@ -44,7 +44,9 @@ def scheduler(db, tuner, idle=lambda: 1e9):
                                      localtime=lambda t: time.struct_time((2026, 1, 1, 2, 0, 0, 3, 1, 0))))
 
 
-def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path):
+def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improved(db, tiny_model_dir, tmp_path,
+                                                                                   monkeypatch):
+    monkeypatch.setenv("PYTHONPROFILEIMPORTTIME", "1")  # the workers list their imports in their logs
     (facts, instructions) = add_facts(db)
     activated = []
     tuner = FineTuner(db, str(tiny_model_dir), tmp_path / "adapters", TrainConfig(**TINY),
@@ -72,6 +74,12 @@ def test_instructions_are_learned_and_the_adapter_is_activated_because_it_improv
     folder = Path(adapter.path)
     assert (folder / "adapters.safetensors").is_file() and json.loads(
         (folder / "adapter_config.json").read_text())["fine_tune_type"] == "lora"
+    # Neither worker imports torch (installed here for the tests' reference embedder): transformers, which mlx-lm's
+    # loader and tuner import, would (models.mlx_lm_package.keep_torch_out), seconds of every worker's start.
+    for log in ("train.log", "evaluate.log"):
+        imported = {line.rsplit("|", 1)[-1].strip() for line in (run_dir / log).read_text().splitlines()
+                    if line.startswith("import time:")}
+        assert "transformers" in imported and "torch" not in imported, log
 
     # A broken run (the loss becomes NaN) keeps the previous adapter active and the store unchanged.
     before = snapshot(db)
@@ -101,22 +109,39 @@ def _kill_worker_once_training(db, job_id, killed):
         time.sleep(0.05)
 
 
-def test_a_recipe_run_is_judged_on_the_scores_its_early_stop_measured(db, tiny_model_dir, tmp_path):
-    """The recipe's run scores the base before its first step and the weights it keeps, on the gate's own sets: the
-    gate reads those figures instead of loading the model again, and they are what a separate scoring measures."""
+def test_engram_finetune_now_runs_the_recipe_judged_on_the_scores_its_early_stop_measured(tmp_path, tiny_model_dir,
+                                                                                          capsys):
+    """`engram finetune now` shows steps, loss and time left and runs the recipe (None: the recipe's config; the
+    default TrainConfig targets real models' 16 layers, the tiny one has 2). The run scores the base before its first
+    step and the weights it keeps, on the gate's own sets: the gate reads those figures instead of loading the model
+    again, and they are what a separate scoring measures. (One run for what were three tests' three fine-tunes.)"""
+    from app.cli.main import run_cli
+    from core.config import Settings, save_settings
     from core.finetune.dataset import build_training_set
     from core.finetune.gate import GENERAL_TEXT, KNOWN_FACTS
+    from core.store.db import open_db
     from models.finetune import run_worker
+    home = tmp_path / "home"
+    save_settings(Settings(chat_model=str(tiny_model_dir)), home)
+    db = open_db(home / "engram.db")
     add_facts(db)
-    sched = scheduler(db, FineTuner(db, str(tiny_model_dir), tmp_path / "adapters"))  # None: the recipe's config
-    final = sched.run_job(sched.enqueue("finetune", run_now=True).id)
-    assert final.state == "done", final.last_error
+    db.close()
+    assert run_cli(["--data-dir", str(home), "finetune", "now"]) == 0
+    out = capsys.readouterr().out
+    steps = [line for line in out.splitlines() if "step " in line and "loss" in line and "ETA" in line]
+    assert steps, out
+    assert "checked: held-out probes" in out  # the early stop read the gate's measures while it trained
+    assert "fine-tune job 1: done" in out and "held-out probes" in out and "known facts" in out
+    assert run_cli(["--data-dir", str(home), "finetune", "adapters"]) == 0
+    assert "held-out probes" in capsys.readouterr().out
+    db = open_db(home / "engram.db")
     [adapter] = versions.list_adapters(db)
     run_dir = Path(adapter.path).parent
     assert adapter.config["eval_every"] and adapter.metrics["scored_while_training"]
     assert not (run_dir / "evaluate.log").exists()  # no scoring process was started
     probes = [{"question": p.question, "answer": p.answer, "kind": p.kind, "rejected": p.rejected}
               for p in build_training_set(db).probes]
+    db.close()
     check = run_worker("evaluate", {"model": str(tiny_model_dir), "adapters": [None, adapter.path], "probes": probes,
                                     "general": list(GENERAL_TEXT),
                                     "known_facts": [{"question": q, "answer": a} for q, a in KNOWN_FACTS]},
@@ -180,23 +205,6 @@ def test_a_fine_tune_yields_to_the_user_and_resumes_from_its_checkpoint(db, tiny
     assert first > saved["step"]  # it went on from the checkpoint, not from step 0
     assert versions.list_adapters(db)[0].metrics["candidate"]["probe_loss"] < \
         versions.list_adapters(db)[0].metrics["baseline"]["probe_loss"]
-
-
-def test_engram_finetune_now_from_the_command_line(tmp_path, tiny_model_dir, capsys):
-    from app.cli.main import run_cli
-    from core.config import Settings, save_settings
-    from core.store.db import open_db
-    home = tmp_path / "home"
-    save_settings(Settings(chat_model=str(tiny_model_dir)), home)
-    db = open_db(home / "engram.db")
-    add_facts(db)
-    db.close()
-    # The default TrainConfig targets real models (16 layers); the tiny one has 2, which LoRA handles.
-    assert run_cli(["--data-dir", str(home), "finetune", "now"]) == 0
-    out = capsys.readouterr().out
-    assert "fine-tune job 1: done" in out and "held-out probes" in out and "known facts" in out
-    assert run_cli(["--data-dir", str(home), "finetune", "adapters"]) == 0
-    assert "held-out probes" in capsys.readouterr().out
 
 
 def test_cancelling_a_running_fine_tune_removes_its_run(db, tiny_model_dir, tmp_path):
