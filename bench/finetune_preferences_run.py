@@ -86,7 +86,8 @@ def adapter_figures(adapter: versions.Adapter, seconds: float) -> dict:
             "known_fact_loss": {"base": m["baseline"]["known_fact_loss"],
                                 "adapter": m["candidate"]["known_fact_loss"]},
             "probe_loss": {"base": m["baseline"]["probe_loss"], "adapter": m["candidate"]["probe_loss"]},
-            "preference_margin": m.get("preference_margin")}
+            "preference_margin": m.get("preference_margin"),
+            "too_hot": m.get("too_hot", [])}  # the learning rates whose first reading broke the gate's margins
 
 
 def train(db: Any, model_dir: str, folder: Path, config: Any = None) -> dict:
