@@ -288,6 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     log = lambda line: print(line, file=sys.stderr, flush=True)  # noqa: E731
     from models.cpu_blas import preload_fast_blas
     preload_fast_blas()  # before mlx loads, as the app does (Linux: MLX's CPU wheel links a slow reference BLAS)
+    args.save = args.save or args.out is not None  # naming the result file is asking for it to be written
     header = stamp("answers")
     from models.embeddings import load_embedder
     embedder = load_embedder(Settings().embedder, lasting=True)
