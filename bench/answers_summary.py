@@ -104,7 +104,10 @@ if __name__ == "__main__":  # python -m bench.answers_summary bench/results/answ
     import sys
     from pathlib import Path
     for name in sys.argv[1:]:
-        saved = json.loads(Path(name).read_text(encoding="utf-8"))
+        try:
+            saved = json.loads(Path(name).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            sys.exit(f"{name}: not a saved answers result ({error.__class__.__name__})")
         print(f"\n{saved['model']}, {saved['dataset']}, learn {saved['learn']}, window {saved['context_tokens']} "
               f"({saved['date']}, commit {saved['commit']}{', partial' if saved.get('partial') else ''})\n")
         print(table(saved))
