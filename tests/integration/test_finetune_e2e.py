@@ -270,7 +270,7 @@ def test_forget_everything_while_the_new_adapter_is_scored_keeps_nothing_it_lear
     assert not list((tmp_path / "adapters").glob("run-*")), "the run's data and adapter stay on disk"
 
 
-@pytest.mark.heavy  # three training processes (16 s at load 4, 160 s at 7); tests/test_finetune_cooling.py drives the logic
+@pytest.mark.heavy  # three trainings (16 s at load 4, 160 s at 7); tests/test_finetune_cooling.py drives the logic
 def test_a_run_too_hot_for_the_model_starts_again_cooler_on_the_real_worker(db, tiny_model_dir, tmp_path):
     """Margins no reading can keep (plain text may not move at all): each run's first reading breaks them, so the
     real worker trains again from the base at a quarter of the rate, twice, then the gate refuses the last run."""
