@@ -161,7 +161,7 @@ class FineTuner:
             while True:
                 if self._train(ctx, run_dir, state) == YIELDED:
                     return self._yielded(ctx, run_dir, state)
-                cooler = self._cooler(ctx, run_dir, state)
+                cooler = self._start_again_cooler(ctx, run_dir, state)
                 if cooler is None:
                     break
                 state = cooler
@@ -222,12 +222,12 @@ class FineTuner:
             raise ModelError(f"fine-tuning failed: {result.error()}; the active adapter is unchanged")
         return None
 
-    def _cooler(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[dict]:
-        """The run's state started again at a lower learning rate when its first reading was already outside the
-        gate's margins (core.finetune.recipe: too hot for this model), else None."""
+    def _start_again_cooler(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[dict]:
+        """When the run's first reading was already outside the gate's margins (core.finetune.recipe: too hot for
+        this model), empty its adapter folder and return its state at a lower learning rate; else None."""
         broke = first_reading_broke_margins(run_dir / "adapter")
         rate = state["config"]["learning_rate"]
-        cooler = cooler_rate(rate, state.get("coolings", 0)) if broke else None
+        cooler = cooler_rate(rate, len(state.get("too_hot", []))) if broke else None
         if broke is None or cooler is None:
             return None
         start_again(run_dir / "adapter")
@@ -236,8 +236,7 @@ class FineTuner:
         tried = [*state.get("too_hot", []), {"learning_rate": rate, "step": broke["step"],
                                              "general_ppl": broke["general_ppl"],
                                              "known_fact_loss": broke["known_fact_loss"]}]
-        return {**state, "config": {**state["config"], "learning_rate": cooler},
-                "coolings": state.get("coolings", 0) + 1, "too_hot": tried}
+        return {**state, "config": {**state["config"], "learning_rate": cooler}, "too_hot": tried}
 
     def _evaluate_and_record(self, ctx: JobContext, run_dir: Path, state: dict) -> Optional[str]:
         ctx.progress(0.92, "scoring the new adapter against the active one")
