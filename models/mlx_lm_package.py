@@ -36,7 +36,7 @@ def install() -> ModuleType:
 
 def keep_torch_out() -> None:
     """For a worker process that reads models with MLX only: transformers (which mlx-lm's loader and tuner import)
-    imports torch wherever the `st` extra installed it, 5 s of CPU per process start for nothing. With this the
+    imports torch wherever the `st` extra installed it, ~2.3 s of CPU per process start for nothing. With this the
     worker runs as on an install without that extra: transformers sees no torch. A process that loaded torch
     already keeps it."""
     sys.modules.setdefault("torch", None)  # type: ignore[arg-type]  # None: `import torch` fails, find_spec is None
