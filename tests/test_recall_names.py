@@ -4,6 +4,7 @@ Real store (FTS5, sqlite-vec) and, where meaning matters, the real MiniLM embedd
 """
 from __future__ import annotations
 
+from core.config import Settings
 from core.memory import recall as recall_module
 from core.memory import recall_sources
 from core.memory.query import analyse
@@ -50,7 +51,7 @@ def test_a_deep_recall_asks_each_retriever_for_more_rows_than_it_returns(db, emb
     assert set(recall(db, embedder, "garden shed", k=100, kinds=("memory",)).ids("memory")) == set(ids)
     assert asked == [recall_module.POOL_PER_HIT * 100 * recall_module.TEXT_SHARE]
     recall(db, embedder, "garden shed", k=5, kinds=("memory",))
-    assert asked[-1] == 50 * recall_module.TEXT_SHARE  # a usual k keeps the settings' pool
+    assert asked[-1] == Settings().recall.candidates * recall_module.TEXT_SHARE  # a usual k keeps the settings' pool
 
 
 def test_full_text_candidates_are_fts5s_own_bm25_ranking_with_ties_broken_by_id(db):
