@@ -39,8 +39,11 @@ Recall's blend learns from vetoes, thumbs and pins with the terms finish stored 
 from __future__ import annotations
 
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
 
 from core.config import Settings
 from core.errors import InvalidInput, NotFound
@@ -122,6 +125,7 @@ class Assistant:
         self.clock = clock or db.clock
         self.intents = IntentClassifier(embedder, threshold=self.settings.generation.intent_threshold)
         self._counted: tuple[ChatModel, CountedTokens] | None = None  # the model whose counts are remembered
+        self._embedding_lane: ThreadPoolExecutor | None = None  # one thread, made at the first turn
 
     # -- prepare (db lane; reads only) ---------------------------------------------------------------
 
@@ -143,9 +147,18 @@ class Assistant:
         reading = k > 0 and not incognito
         recent = [] if incognito else self._session_episodes(session_id, before=edits)
         replaced = set(branches.line_from(self.db, edits)) if edits is not None else set()
-        critical, intents = self._critical(user_text, excluded) if reading else ([], [])
-        recalled, hits = (self._recalled(user_text, k, now, excluded, session_id, {c.id for c in critical},
-                                         {e.id for e in recent} | replaced) if reading else ([], []))
+        critical: list[ContextItem] = []
+        intents: list[str] = []
+        recalled: list[ContextItem] = []
+        hits: list[Any] = []
+        if reading:
+            query = query_of_message(user_text)
+            embedding = self._embedding_soon(query)
+            recalled, hits = self._recalled(query, k, now, excluded, session_id, {e.id for e in recent} | replaced,
+                                            embedding)
+            critical, intents = self._critical(user_text, excluded, embedding if query == user_text else None)
+            first = {c.id for c in critical}  # a critical fact stands first; recall's copy of it is left out
+            recalled = [i for i in recalled if not (i.kind == "memory" and i.id in first)]
         if history is None:
             history = [(e.user_text, e.assistant_text) for e in reversed(recent) if e.assistant_text]
         instructions = session_instructions(self.db) if reading else ""  # what reflection learned of style
@@ -169,8 +182,9 @@ class Assistant:
         g = self.settings.generation
         return {"off": 0.0, "light": g.dial_light, "normal": 1.0, "eager": g.dial_eager}[dial]
 
-    def _critical(self, user_text: str, exclude: tuple[MemoryId, ...]) -> tuple[list[ContextItem], list[str]]:
-        intents = self.intents.classify(user_text)
+    def _critical(self, user_text: str, exclude: tuple[MemoryId, ...],
+                  embedding: Callable[[], np.ndarray] | None = None) -> tuple[list[ContextItem], list[str]]:
+        intents = self.intents.classify(user_text, embedding)
         relations = relations_for(intents)
         ids = [i for i in critical_memory_ids(self.db, relations, self.settings.generation.critical_first)
                if i not in exclude]
@@ -180,16 +194,24 @@ class Assistant:
                              score=1.0, critical=True, label=m.relation) for m in (found[i] for i in ids if i in found)]
         return items, [i.name for i in intents]
 
-    def _recalled(self, user_text: str, k: int, now: float, exclude: tuple[MemoryId, ...], session_id: int | None,
-                  already: set[int], current: set[int]) -> tuple[list[ContextItem], list[Any]]:
-        """Recall's hits minus the critical facts already first and the turns already in the history; all hits."""
-        result = recall(self.db, self.embedder, query_of_message(user_text), k=k, settings=self.settings, now=now,
-                        exclude=exclude, session_id=session_id, blend=recall_learning.effective(self.db, self.settings))
+    def _embedding_soon(self, text: str) -> Callable[[], np.ndarray]:
+        """The message's vector, started now on the embedding thread: recall's full-text search reads the store
+        meanwhile. A caller gets it (or the embedder's error) by calling what this returns."""
+        if self._embedding_lane is None:
+            self._embedding_lane = ThreadPoolExecutor(max_workers=1, thread_name_prefix="engram-query-embedding")
+        return self._embedding_lane.submit(lambda: self.embedder.embed([text])[0]).result
+
+    def _recalled(self, query: str, k: int, now: float, exclude: tuple[MemoryId, ...], session_id: int | None,
+                  current: set[int], embedding: Callable[[], np.ndarray]) -> tuple[list[ContextItem], list[Any]]:
+        """Recall's hits minus the turns already in the history; all hits."""
+        result = recall(self.db, self.embedder, query, k=k, settings=self.settings, now=now, exclude=exclude,
+                        session_id=session_id, blend=recall_learning.effective(self.db, self.settings),
+                        embedding=embedding)
         unquoted = turns.unquoted_replies(self.db, result.ids("episode"))
         said_at = turns.said_at(self.db, result.ids("episode"))
         items = []
         for hit in result.hits:
-            if (hit.kind == "memory" and hit.id in already) or (hit.kind == "episode" and hit.id in current):
+            if hit.kind == "episode" and hit.id in current:
                 continue
             text = turn_text(*unquoted[hit.id]) if hit.kind == "episode" and hit.id in unquoted else hit.text
             items.append(ContextItem(hit.kind, int(hit.id), text, hit.why, score=float(hit.score),

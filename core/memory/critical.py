@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -92,12 +92,13 @@ class IntentClassifier:
     intents: Sequence[Intent] = INTENTS
     _vectors: list[np.ndarray] | None = field(default=None, repr=False)
 
-    def classify(self, text: str, query_vector: np.ndarray | None = None) -> list[Intent]:
+    def classify(self, text: str, embedding: Callable[[], np.ndarray] | None = None) -> list[Intent]:
+        """`embedding`: the text's vector when asked for (the turn's, made already for recall)."""
         lowered = text.lower()
         found = [i for i in self.intents if any(re.search(rf"\b{re.escape(k)}", lowered) for k in i.keywords)]
         if found or self.embedder is None:
             return found
-        vector = self.embedder.embed([text])[0] if query_vector is None else query_vector
+        vector = self.embedder.embed([text])[0] if embedding is None else embedding()
         return [i for i, s in zip(self.intents, self.scores(vector)) if s >= self.threshold]
 
     def scores(self, vector: np.ndarray) -> list[float]:

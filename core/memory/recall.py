@@ -39,6 +39,8 @@ POOL_PER_HIT = 2  # rescoring lifts rows from deeper in each retriever's list th
 LEADERS_PER_HIT, MIN_LEADERS = 3, 30  # episode matches whose neighbouring turns are looked up (see _leaders)
 TIME_WEIGHT = 1.0  # a row from the time the query names ("in March") counts its own relevance twice
 SAME_DISTANCE = 1e-6  # a sentence this near the turn's distance is what gave it (float32 rounding)
+# Full-text search of one kind (asked at a depth), and its first ranking: id → bm25, best first (_text_search).
+TextSearch = tuple[Callable[[int], dict[int, float]], dict[int, float]]
 
 
 @dataclass(frozen=True)
@@ -65,26 +67,30 @@ class RecallResult:
 def recall(db: Database, embedder: Embedder, query: str, *, k: int = 10, settings: Settings | None = None,
            now: float | None = None, include_history: bool = False, kinds: Sequence[str] = KINDS,
            exclude: Iterable[int] = (), session_id: int | None = None,
-           blend: RecallBlend | None = None) -> RecallResult:
+           blend: RecallBlend | None = None, embedding: Callable[[], np.ndarray] | None = None) -> RecallResult:
     """The top-k memories and episodes for `query`.
 
     `exclude`: memory ids the user vetoed for this answer. `session_id`: the conversation in progress; its
     newest turns are already in the prompt, so they are not recalled. `include_history` also returns
     invalidated, forgotten and trashed rows (marked as such in `why`). `blend`: what was learnt from the user's
-    vetoes, pins and thumbs (core.memory.recall_learning), which re-weighs the memories' terms."""
+    vetoes, pins and thumbs (core.memory.recall_learning), which re-weighs the memories' terms. `embedding`: the
+    query's vector once it is ready, from a caller that started making it already (the turn does: full-text search,
+    which needs no vector, reads the store meanwhile); by default recall embeds the query after that search."""
     settings = settings or Settings()
     k, kinds, vetoed = _checked(k, kinds, exclude)
     analysis = analyse(query)
     weights = scoring.preset(settings.recall.preset)
     has_vectors = sources.check_embedder(db, embedder.name, embedder.dimension)
-    vector = embedder.embed([analysis.text])[0] if has_vectors else None
     skip = _in_context(db, session_id, settings)
     pool = max(int(settings.recall.candidates), POOL_PER_HIT * k)
+    excluded = {kind: vetoed if kind == "memory" else skip for kind in kinds}
+    texts = {kind: _text_search(db, kind, analysis, pool, excluded[kind]) for kind in kinds}
+    vector = (embedding or partial(_embedded, embedder, analysis.text))() if has_vectors else None
     now = now or db.now()
     window = time_window(analysis.text, now)
     scored: list[_Scored] = []
     for kind in kinds:
-        found = _gather(db, kind, vector, analysis, pool, vetoed if kind == "memory" else skip, include_history)
+        found = _gather(db, kind, vector, pool, excluded[kind], include_history, texts[kind])
         if vector is not None:
             _fill_distances(db, kind, vector, found)
         best_bm25 = min((c.bm25 for c in found.values() if c.bm25 is not None), default=0.0)
@@ -159,13 +165,31 @@ def _in_context(db: Database, session_id: int | None, settings: Settings) -> set
     return sources.in_context_turns(db, session_id, settings.generation.history_turns)
 
 
-def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryAnalysis, pool: int,
-            excluded: set[int], include_history: bool) -> dict[int, Candidate]:
+def _embedded(embedder: Embedder, text: str) -> np.ndarray:
+    return embedder.embed([text])[0]
+
+
+def _text_search(db: Database, kind: str, analysis: QueryAnalysis, pool: int,
+                 excluded: set[int]) -> TextSearch:
+    """Full-text search, and its first ranking (as deep as _gather first asks it): it needs no vector, so it runs
+    before recall waits for the query's embedding."""
+    fetch = partial(sources.bm25_candidates, db, kind, _topic_terms(db, kind, analysis))
+    return fetch, fetch(_first_depth(pool * TEXT_SHARE, excluded))
+
+
+def _first_depth(wanted: int, excluded: set[int]) -> int:
+    """How deep a retriever is asked first: its share of the pool, and the rows recall may not return on top."""
+    return min(wanted + len(excluded), max(wanted, MAX_DEPTH))
+
+
+def _gather(db: Database, kind: str, vector: np.ndarray | None, pool: int, excluded: set[int],
+            include_history: bool, text: TextSearch) -> dict[int, Candidate]:
     """The best rows recall may return: `pool` of the vector search's, TEXT_SHARE times that of full-text search's.
     Rows it may not return are ranked by the retrievers too: the `excluded` few (vetoed, already in the prompt)
     are asked for on top, and a retriever left short by the others (forgotten, trashed: unless `include_history`)
     is asked again, deeper, while it has more to give — a store whose nearest rows forgetting has archived still
-    fills its pool, and one with nothing archived is asked once."""
+    fills its pool, and one with nothing archived is asked once. `text`: full-text search and its first ranking
+    (_text_search)."""
     rows: dict[int, dict] = {}
     active: dict[int, bool] = {}  # a vector whose row is gone: none
 
@@ -186,10 +210,10 @@ def _gather(db: Database, kind: str, vector: np.ndarray | None, analysis: QueryA
     retrievers: dict[str, Callable[[int], dict[int, float]]] = {}
     if vector is not None:  # it passes over unusable rows before it rescores any, so one search fills its pool
         retrievers["distance"] = partial(sources.vector_candidates, db, kind, vector, keep=keep)
-    retrievers["bm25"] = partial(sources.bm25_candidates, db, kind, _topic_terms(db, kind, analysis))
+    retrievers["bm25"] = text[0]
     wanted = {name: pool * TEXT_SHARE if name == "bm25" else pool for name in retrievers}
-    first = {name: min(want + len(excluded), max(want, MAX_DEPTH)) for name, want in wanted.items()}
-    ranked = {name: fetch(first[name]) for name, fetch in retrievers.items()}
+    first = {name: _first_depth(want, excluded) for name, want in wanted.items()}
+    ranked = {name: text[1] if name == "bm25" else fetch(first[name]) for name, fetch in retrievers.items()}
     note({i for found in ranked.values() for i in found}, load=True)
     usable = _usable(active, excluded, include_history)
     # Asked again, deeper, while short and full: full-text search, and the vector search where it bit-scans (a
