@@ -53,3 +53,20 @@ def test_a_prompt_filled_with_excerpts_stays_inside_its_budget_as_written():
         built = assemble(ContextParts("How fast is the dashboard API now?", "2024-04-26", recalled=turns,
                                       memory_read=True), words, budget)
         assert written_tokens(built.messages, words) <= budget and built.included
+
+
+def test_a_prompt_far_inside_its_budget_is_not_counted_again_as_written():
+    """The whole system prompt is counted anew only near the budget (the joins are a few tokens in thousands)."""
+    counted: list[str] = []
+
+    def words(text: str) -> int:
+        counted.append(text)
+        return len(text.split())
+    turns = [ContextItem("episode", i, f"The API averages {i}ms now.", "why", at=float(i) * 86400) for i in range(1, 4)]
+    built = assemble(ContextParts("How fast is the API?", "2024-04-26", recalled=turns, memory_read=True), words,
+                     10_000)
+    assert len(built.included) == 3 and built.messages[0].content not in counted
+    counted.clear()
+    near = assemble(ContextParts("How fast is the API?", "2024-04-26", recalled=turns, memory_read=True), words,
+                    built.tokens + 10)
+    assert near.messages[0].content in counted  # near the budget: counted as written

@@ -110,6 +110,8 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
     again in a budget short by that much, so the engine never refuses what was assembled for its window."""
     built = _assemble(parts, count_tokens, budget_tokens)
     for _ in range(3):
+        if built.tokens + max(RECOUNT_FLOOR, int(built.tokens * RECOUNT_SHARE)) <= budget_tokens:
+            break  # far inside its budget: the joins cannot take it over (a turn's prompt, most often)
         over = written_tokens(built.messages, count_tokens) - budget_tokens
         if over <= 0:
             break
@@ -118,6 +120,10 @@ def assemble(parts: ContextParts, count_tokens: TokenCounter, budget_tokens: int
 
 
 MESSAGE_TOKENS = 5  # a chat template's start, role and end marks around each message
+# The messages as written differ from their pieces' counts by joins and headings (28 tokens in 1,916 on BEAM), so a
+# prompt whose pieces leave this much of the budget free is not counted again: counting the whole system prompt
+# anew was ~3.5 ms of a turn's ~60 at 100k memories (SmolLM2's tokenizer, bench/notes.md 2026-11-29).
+RECOUNT_FLOOR, RECOUNT_SHARE = 64, 0.25
 
 
 def written_tokens(messages: Sequence[ChatMessage], count_tokens: TokenCounter) -> int:
