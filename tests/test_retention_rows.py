@@ -32,3 +32,11 @@ def test_below_is_every_item_under_the_threshold_lowest_first_with_its_own_terms
     assert all(type(getattr(s, f)) is float for s in t.below(0.4) for f in ("recency", "retention", "preference"))
     assert t.row(9) == one_at_a_time(t, 9)
     assert t.below(0.0) == []
+
+
+def test_lookup_gives_each_ids_count_and_zero_for_the_others():
+    from core.memory.importance import lookup
+    counts = {7: 2, 3: 1, 100: 5}
+    ids = np.array([1, 3, 7, 8, 100, 101, 3])
+    assert lookup(counts, ids).tolist() == [counts.get(int(i), 0) for i in ids]
+    assert lookup({}, ids).tolist() == [0.0] * 7 and lookup(counts, []).tolist() == []
