@@ -129,7 +129,7 @@ def episode_evidence(db: Database) -> dict[int, int]:
 
 def lookup(counts: dict[int, int], ids: Sequence[int] | np.ndarray) -> np.ndarray:
     """counts[id] for each id (0 when absent), found by a sorted search rather than one dict lookup per id (100k
-    ids: 0.2 s of `forget --preview`)."""
+    ids: 0.05 s of `forget --preview` a table)."""
     found = np.zeros(len(ids))
     if not counts or not len(ids):
         return found

@@ -75,7 +75,8 @@ class ScoreTable:
 
     def rows(self, positions: Sequence[int] | np.ndarray) -> list[Scored]:
         """The items at `positions` (indexes into the columns), in that order; the columns are converted to Python
-        numbers once, not item by item (100k items: 0.1 s instead of 5 s, a zeros array made per item)."""
+        numbers once, not item by item (`forget --preview` at 100k memories spent 2.4 s CPU making a zeros array
+        per item)."""
         at = np.asarray(positions, dtype=np.int64)
         preference = np.zeros(len(at)) if self.preference is None else self.preference[at]
         columns = zip(self.ids[at].tolist(), self.recency[at].tolist(), self.relevance[at].tolist(),
