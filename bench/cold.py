@@ -6,7 +6,11 @@
    `python -c pass` (the interpreter's own start), so a busy machine slows both: on a fresh folder, then on a copy
    of bench/realstore.py's store of --store-n real-text memories (100,000). Medians of --repeats rounds; then one
    round on cold pages (the page cache dropped before each process, as after a reboot; `cold_pages_s`) where the
-   machine lets the bench drop it (root on Linux). `--self-check` runs on the fresh folder only, twice: as this
+   machine lets the bench drop it (root on Linux; --no-cold-round skips it). On the store, also each verb's CPU
+   time (cpu_median_s: what a busy machine inflates least) and, in one more round with only engram.db evicted from
+   the page cache (bench/page_cache.py), how many MB of the store it read (store_read_mb, the kernel's readahead
+   included) and its wall time so (cold_store_s). --store-only and --only VERB... narrow the run.
+   `--self-check` runs on the fresh folder only, twice: as this
    checkout is installed (the tests' torch is here) and as Engram is installed without the `st` extra.
 2. Embedder import + load, each in a fresh process: the default (the torch-free BERT) and sentence-transformers.
 3. One new query's embedding, p50/p95 over distinct queries (no cache hits), each embedder in its own process,
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -64,6 +69,21 @@ def verbs(data: str, fact: str, small_file: str) -> dict[str, tuple[str, list[st
             "import_small_file": on("import", "memories", small_file)}
 
 
+def new_fact(round_index: int) -> str:
+    """A fact the store does not hold yet in every round: `memory add` embeds and writes it (a statement already
+    remembered only raises its confidence, and loads no embedder)."""
+    return f"{FACTS[round_index % len(FACTS)].rstrip('.')} (told on day {round_index})."
+
+
+def small_file(folder: Path, round_index: int) -> Path:
+    """A list of four memories new in this round, so every round's import embeds and writes them."""
+    path = folder / f"memories-{round_index}.txt"
+    if not path.exists():
+        path.write_text("".join(f"{fact.rstrip('.')} (imported on day {round_index}).\n" for fact in FACTS),
+                        encoding="utf-8")
+    return path
+
+
 SELF_CHECKS = {"self_check": (ENTRY, ["--self-check"]),
                "self_check_without_torch": (WITHOUT_TORCH + ENTRY, ["--self-check"])}
 
@@ -78,14 +98,21 @@ def child_env(**extra: str) -> dict[str, str]:
 
 
 def wall(code: str, argv: list[str] | None = None) -> float:
+    return timed(code, argv)[0]
+
+
+def timed(code: str, argv: list[str] | None = None) -> tuple[float, float]:
+    """(wall seconds, CPU seconds: the process's user + system time, which a busy machine inflates far less)."""
     env = child_env(QT_QPA_PLATFORM="offscreen")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-c", code, *(argv or [])], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=600)
     seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if done.returncode != 0:
         raise RuntimeError(f"{argv or code[:60]} exited {done.returncode}: {done.stderr.strip()[-400:]}")
-    return seconds
+    return seconds, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
 
 
 def _summary(times: list[float]) -> dict:
@@ -96,35 +123,61 @@ def _summary(times: list[float]) -> dict:
 def time_verbs(repeats: int, store: Path | None = None, only: tuple[str, ...] | None = None, *,
                cold_round: bool = False) -> dict:
     """Each round runs `python -c pass` and then each verb once, on an empty folder or a copy of `store` (a data
-    folder); medians over the rounds. Then one round on cold pages (the kernel's page cache dropped before each
-    process, as after a reboot), if this machine lets the bench drop it."""
+    folder); medians over the rounds, of wall and of CPU time. On the store, one round with only the store's
+    pages evicted (store_read_mb: how much of the file the verb brought into the cache, readahead included;
+    cold_store_s). Then one round on cold pages (the kernel's whole page cache dropped before each process, as
+    after a reboot), if this machine lets the bench drop it."""
     from bench.recall import drop_page_cache
     with tempfile.TemporaryDirectory() as folder:
         data = Path(folder) / "data"
         if store is not None:
             from bench.realstore import RealStore
             RealStore(store, 0, 0).copy_to(data)
-        small = Path(folder) / "memories.txt"
-        small.write_text("\n".join(FACTS) + "\n", encoding="utf-8")
-        commands = lambda i: {**verbs(str(data), FACTS[i % len(FACTS)], str(small)),  # noqa: E731
+        commands = lambda i: {**verbs(str(data), new_fact(i), str(small_file(Path(folder), i))),  # noqa: E731
                               **({} if store is not None else SELF_CHECKS)}
         names = [n for n in commands(0) if only is None or n in only]
         runs: dict[str, list[float]] = {"python_c_pass": [], **{n: [] for n in names}}
+        cpu: dict[str, list[float]] = {name: [] for name in runs}
         for round_index in range(repeats):
-            runs["python_c_pass"].append(wall("pass"))
-            for name in names:
-                runs[name].append(wall(*commands(round_index)[name]))
+            for name in runs:
+                seconds, cpu_seconds = timed(*(("pass", None) if name == "python_c_pass"
+                                               else commands(round_index)[name]))
+                runs[name].append(seconds)
+                cpu[name].append(cpu_seconds)
+        store_reads = _store_reads(data, names, commands(repeats + 1)) if store is not None else {}
         cold: dict[str, float] = {}
         for name in ["python_c_pass", *names] if cold_round else []:
             if not drop_page_cache():
                 break
             cold[name] = round(wall(*(("pass", None) if name == "python_c_pass" else commands(repeats)[name])), 3)
     baseline = statistics.median(runs["python_c_pass"])
-    out = {name: _summary(times) for name, times in runs.items()}
+    out = {name: {**_summary(times), "cpu_median_s": round(statistics.median(cpu[name]), 3)}
+           for name, times in runs.items()}
+    for name, read in store_reads.items():
+        out[name].update(read)
     for name in names:
         out[name]["over_python_s"] = round(out[name]["median_s"] - baseline, 3)
     for name, seconds in cold.items():
         out[name]["cold_pages_s"] = seconds
+    return out
+
+
+def _store_reads(data: Path, names: list[str], commands: dict) -> dict[str, dict[str, float]]:
+    """Per verb, with the store's own pages evicted first (bench/page_cache.py: that file only, no root): the MB of
+    engram.db in the page cache after it ran, and its wall time. Empty where the platform cannot evict a file."""
+    from bench import page_cache
+    files = [data / name for name in ("engram.db", "engram.db-wal")]
+    out = {}
+    for name in names:
+        present = [f for f in files if f.exists()]
+        if not all(page_cache.evict(f) for f in present):
+            return {}
+        seconds = wall(*commands[name])
+        resident = [page_cache.resident_bytes(f) for f in present if f.exists()]
+        if any(r is None for r in resident):
+            return {}
+        out[name] = {"store_read_mb": round(sum(r or 0 for r in resident) / 2**20, 1),
+                     "cold_store_s": round(seconds, 3)}
     return out
 
 
@@ -242,6 +295,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store-n", type=int, default=100_000, help="also time the verbs on a copy of "
                         "bench/realstore.py's store of this many memories (0: only on an empty folder)")
     parser.add_argument("--verbs-only", action="store_true", help="skip the embedder and first-token parts")
+    parser.add_argument("--store-only", action="store_true", help="time the verbs on the store only (not on an "
+                        "empty folder); implies --verbs-only")
+    parser.add_argument("--only", nargs="+", metavar="VERB", help="only these verbs (names as in the JSON)")
+    parser.add_argument("--no-cold-round", action="store_true", help="skip the round on a dropped page cache (it "
+                        "empties the whole machine's cache, which slows everything else running)")
     parser.add_argument("--embed-only", choices=sorted(LOAD), help=argparse.SUPPRESS)  # one side of step 3
     args = parser.parse_args(argv)
     sys.path.insert(0, str(ROOT))
@@ -250,14 +308,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench.meta import stamp
     header = stamp("cold")
-    processes = time_verbs(args.repeats, cold_round=True)
+    only = tuple(args.only) if args.only else None
+    cold_round = not args.no_cold_round
+    processes = {} if args.store_only else time_verbs(args.repeats, only=only, cold_round=cold_round)
     store = None
     if args.store_n:
         from bench.realstore import build
         store = build(args.store_n, log=lambda *parts: print(*parts, file=sys.stderr, flush=True))
-    on_store = time_verbs(args.repeats, store.folder, cold_round=True) if store is not None else {}
+    on_store = time_verbs(args.repeats, store.folder, only, cold_round=cold_round) if store is not None else {}
     later = {}
-    if not args.verbs_only:
+    if not (args.verbs_only or args.store_only):
         later = {"embedder_load_s": time_loads(max(1, args.repeats // 2)), "query_embed_ms": time_queries(args.queries),
                  "window_shown_to_first_token_s": time_first_token(max(1, args.repeats // 2 + 1)),
                  "window_shown_to_first_token_without_torch_s":

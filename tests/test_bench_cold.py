@@ -48,3 +48,37 @@ def test_the_page_names_the_slowest_verb_on_each_store(tmp_path):
             "| every verb ≤ 1 s | pass |") in page
     assert "on 100,000 memories: the slowest median (doctor) | 1.4 s | every verb ≤ 1 s | **miss** |" in page
     assert "doctor 1.4 (cold 2.5)" in page  # every verb's figure in the details
+
+
+def test_a_files_pages_are_evicted_and_counted_without_touching_the_rest_of_the_cache(tmp_path):
+    from bench import page_cache
+    path = tmp_path / "file.bin"
+    path.write_bytes(b"\1" * (64 * page_cache.PAGE))
+    if not page_cache.evict(path):  # macOS: no posix_fadvise
+        assert page_cache.resident_bytes(path) is not None
+        return
+    assert page_cache.resident_bytes(path) == 0
+    with path.open("rb") as handle:
+        handle.read(page_cache.PAGE)
+    assert 0 < page_cache.resident_bytes(path) <= path.stat().st_size
+
+
+def test_each_round_adds_and_imports_what_the_store_does_not_hold_yet(tmp_path):
+    """`memory add` of a statement already held loads no embedder: the bench times a new one in every round."""
+    facts = [cold.new_fact(i) for i in range(6)]
+    assert len(set(facts)) == 6 and all(f.endswith(".") for f in facts)
+    files = [cold.small_file(tmp_path, i).read_text(encoding="utf-8") for i in range(3)]
+    assert len(set(files)) == 3 and all(len(text.splitlines()) == len(cold.FACTS) for text in files)
+
+
+def test_on_a_store_each_verb_says_how_much_of_the_file_it_read(tmp_path):
+    from core.memory.manage import MemoryManager
+    from core.store.db import open_db
+    from tests.fakes import HashEmbedder
+    data = tmp_path / "data"
+    db = open_db(data / "engram.db")
+    MemoryManager(db, HashEmbedder()).add("Ana lives in Porto")
+    db.close()
+    reads = cold._store_reads(data, ["memory_list"], cold.verbs(str(data), "x", str(tmp_path / "none.txt")))
+    if reads:  # empty where the platform cannot evict one file
+        assert reads["memory_list"]["store_read_mb"] > 0 and reads["memory_list"]["cold_store_s"] > 0

@@ -62,6 +62,15 @@ def test_preview_lists_what_would_go_with_its_score_and_spares_the_untouchable(d
     assert get_memory(db, ids["stale"]).forgotten_at is None  # a preview changes nothing
 
 
+def test_the_previews_head_and_count_are_the_full_previews(db, clock, embedder):
+    """`engram forget --preview` prints the first --limit items and counts the rest without making them all."""
+    old_store(db, clock, embedder)
+    everything = forget.preview(db, SETTINGS)
+    assert len(everything) >= 4
+    for limit in (0, 1, 3, len(everything), len(everything) + 5):
+        assert forget.preview_top(db, SETTINGS, limit) == (everything[:limit], len(everything))
+
+
 def test_relevance_to_recent_context_raises_retention(db, clock, embedder):
     cooking = add_memory(db, "The user likes roasting vegetables with rosemary.")
     chess = add_memory(db, "The user's chess club meets on Thursdays.")

@@ -185,3 +185,21 @@ def test_adding_a_statement_already_remembered_raises_its_confidence_instead_of_
     manager.delete(first.id)
     fresh = manager.remember("Ana lives in Porto")  # a trashed memory is not "remembered": a new row
     assert not fresh.existed and fresh.memory.id != first.id
+
+
+@pytest.mark.parametrize("said, again, same", [
+    ("Ana lives in Porto", "ANA LIVES IN PORTO!", True),
+    ("Ana lives\u00a0in Porto", "ana lives in porto", True),  # a no-break space is spacing too
+    ("The user's bike is a 2019 Brompton", "the user's bike is a 2019 brompton.", True),
+    ("The user's bike is a 2019 Brompton", "The user's bikes are 2019 Bromptons", False),  # same stems, not same
+    ("Ana lives in Porto", "Ana lives in Porto now", False),
+    ("O João mora em Évora", "o João mora em Évora.", True),  # not ASCII: the whole scan, as before
+    ("50% off", "50% OFF", True), ("a_b", "A_B", True), ("...", "...", True)])
+def test_the_same_statement_is_found_among_many_others_by_its_words(manager, said, again, same):
+    """The row is narrowed by the full-text index, then the same LIKE and comparison decide as before."""
+    for n in range(30):
+        manager.db.execute("INSERT INTO memories(statement, kind, created_at, updated_at) VALUES (?, 'semantic', "
+                           "0, 0)", (f"Ana lives in Porto and owns bike number {n}",))
+    first = manager.add(said)
+    found = manager.remember(again)
+    assert found.existed is same and (found.memory.id == first.id) is same

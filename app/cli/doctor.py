@@ -103,12 +103,13 @@ def _restore(path: Path, *, force: bool) -> int:
     if health.in_use(path):
         raise EngramError("Another Engram process (the app, a chat, an import) has the memory file open; close it, "
                           "then run `engram doctor --restore` again. Nothing was changed.")
-    good = [backup for backup, result in health.good_backups(path.parent / "backups") if result.ok]
-    if not good:
+    # the newest that passes: the older ones are not read (each check reads its whole copy)
+    good = next((backup for backup, result in health.checked_backups(path.parent / "backups") if result.ok), None)
+    if good is None:
         raise EngramError(f"There is no backup that passes the check in {path.parent / 'backups'}; the memory file "
                           "was left as it is.")
-    aside = health.restore(path, good[0], damaged=not current.ok)
-    print(f"Restored {good[0].name}. The previous file is kept as {aside.name}: delete it once you are sure.")
+    aside = health.restore(path, good, damaged=not current.ok)
+    print(f"Restored {good.name}. The previous file is kept as {aside.name}: delete it once you are sure.")
     return 0
 
 

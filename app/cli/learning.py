@@ -170,10 +170,10 @@ def cmd_forget(args: argparse.Namespace, services: Any) -> int:
         return 0
     if args.preview:
         limit = forget.threshold(settings)
-        items = forget.preview(db, settings)
-        rows = [{**item.__dict__, "reason": item.reason(limit)} for item in items[:args.limit]]
+        items, total = forget.preview_top(db, settings, args.limit)
+        rows = [{**item.__dict__, "reason": item.reason(limit)} for item in items]
         lines = [f"{r['item_type']:<8} {r['item_id']:>6}  {r['reason']}" for r in rows]
-        _emit(args, rows, lines + ([f"... and {len(items) - args.limit} more"] if len(items) > args.limit else []),
+        _emit(args, rows, lines + ([f"... and {total - args.limit} more"] if total > args.limit else []),
               "nothing would be forgotten now")
         return 0
     result = forget.forgetting_pass(db, settings, embedder=services.embedder)

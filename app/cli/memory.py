@@ -119,7 +119,7 @@ def _triple_options(parser: argparse.ArgumentParser, default: str | None = "") -
 
 def _manager(services: Any):
     from core.memory.manage import MemoryManager
-    return MemoryManager(services.db, services.embedder)
+    return MemoryManager(services.db, services.embedder_on_use())  # a statement already held needs no model
 
 
 def _reader(services: Any):

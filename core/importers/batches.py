@@ -108,12 +108,13 @@ def session_import_labels(db: Database, session_ids: Iterable[int]) -> dict[int,
 
 
 def _memories_only_from(db: Database, batch: str) -> list[int]:
+    """Found from the batch's turns and their sources, not by asking every memory of the store about its sources
+    (`engram import list` read 95 MB of a 100k-memory store for it)."""
     return [r[0] for r in db.execute(
-        "SELECT m.id FROM active_memories m WHERE m.pinned = 0 AND m.protected = 0 "
-        "AND EXISTS (SELECT 1 FROM memory_sources s JOIN episodes e ON e.id = s.episode_id "
-        f"WHERE s.memory_id = m.id AND {_BATCH} = :b) "
+        "SELECT m.id FROM active_memories m WHERE m.id IN (SELECT s.memory_id FROM episodes e "
+        f"JOIN memory_sources s ON s.episode_id = e.id WHERE {_BATCH} = :b) AND m.pinned = 0 AND m.protected = 0 "
         "AND NOT EXISTS (SELECT 1 FROM memory_sources s JOIN episodes e ON e.id = s.episode_id "
-        f"WHERE s.memory_id = m.id AND coalesce({_BATCH}, '') <> :b)", {"b": batch})]
+        f"WHERE s.memory_id = m.id AND coalesce({_BATCH}, '') <> :b) ORDER BY m.id", {"b": batch})]
 
 
 def _day(at: float | None) -> str:

@@ -128,7 +128,20 @@ def episode_evidence(db: Database) -> dict[int, int]:
 
 
 def lookup(counts: dict[int, int], ids: Sequence[int] | np.ndarray) -> np.ndarray:
-    return np.fromiter((counts.get(int(i), 0) for i in ids), dtype=np.float64, count=len(ids))
+    """counts[id] for each id (0 when absent), found by a sorted search rather than one dict lookup per id (100k
+    ids: 0.05 s of `forget --preview` a table)."""
+    found = np.zeros(len(ids))
+    if not counts or not len(ids):
+        return found
+    keys = np.fromiter(counts.keys(), dtype=np.int64, count=len(counts))
+    values = np.fromiter(counts.values(), dtype=np.float64, count=len(counts))
+    order = np.argsort(keys)
+    keys, values = keys[order], values[order]
+    wanted = np.asarray(ids, dtype=np.int64)
+    at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+    hit = keys[at] == wanted
+    found[hit] = values[at[hit]]
+    return found
 
 
 def decayed(old: np.ndarray | float, days: np.ndarray | float, settings: Settings) -> np.ndarray:

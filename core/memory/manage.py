@@ -6,13 +6,13 @@ so the GUI and the CLI share one set of rules.
 from __future__ import annotations
 
 import builtins
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 from core.errors import InvalidInput, WorkStopped
-from core.memory import index, rejected, replaced
-from core.memory.edit_triple import triple_of
+from core.memory import index, rejected
 from core.protocols import Embedder
 from core.store import (backups, entities, episodes, export, files, history, memories, rejections, sentences,
                         vectors, wipe)
@@ -50,6 +50,20 @@ class Added:
 def normalised(statement: str) -> str:
     """What counts as "the same statement": case, spacing and a final full stop do not."""
     return " ".join(statement.split()).casefold().rstrip(".!")
+
+
+def _like_escaped(word: str) -> str:
+    """A word of a LIKE pattern: % and _ literal, each character beyond ASCII any run of characters."""
+    escaped = word.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return "".join(c if c.isascii() else "%" for c in escaped)
+
+
+def _full_text_words(wanted: str) -> str:
+    """An FTS5 query for every word of an ASCII statement ("" otherwise: the LIKE scan decides alone). An ASCII
+    row with the same normalised text has the same letter-and-digit runs, which are unicode61's tokens there."""
+    if not wanted.isascii():
+        return ""
+    return " ".join(f'"{word}"' for word in re.findall(r"[0-9a-z]+", wanted))
 
 
 @dataclass
@@ -98,11 +112,17 @@ class MemoryManager:
 
     def _active_with_statement(self, statement: str) -> Memory | None:
         wanted = normalised(statement)
-        # SQLite narrows it down in C (LIKE ignores ASCII case; % spans any spacing), Python decides
-        pattern = "%".join(w.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
-                           for w in wanted.split()) + "%"
-        rows = self.db.query("SELECT id, statement FROM active_memories WHERE statement LIKE ? ESCAPE '\\' "
-                             "ORDER BY id", (pattern,))
+        # SQLite narrows it down in C, Python decides. LIKE ignores ASCII case only, so a letter beyond ASCII
+        # matches anything (Évora was never found again as évora); % spans any spacing.
+        pattern = "%".join(_like_escaped(w) for w in wanted.split()) + "%"
+        words = _full_text_words(wanted)
+        if words:  # the full-text index finds the rows holding every word: no scan of every memory's text
+            rows = self.db.query("SELECT id, statement FROM active_memories WHERE id IN (SELECT rowid FROM "
+                                 "memories_fts WHERE memories_fts MATCH ?) AND statement LIKE ? ESCAPE '\\' "
+                                 "ORDER BY id", (words, pattern))
+        else:
+            rows = self.db.query("SELECT id, statement FROM active_memories WHERE statement LIKE ? ESCAPE '\\' "
+                                 "ORDER BY id", (pattern,))
         found = next((r["id"] for r in rows if normalised(r["statement"]) == wanted), None)
         return None if found is None else memories.get_memory(self.db, found)
 
@@ -126,6 +146,7 @@ class MemoryManager:
         the write transaction, as in `add`)."""
         statement = changes.get("statement")
         if statement is not None and not {"subject", "relation", "object"} & set(changes):
+            from core.memory.edit_triple import triple_of  # deferred, as `replaced` is
             derived = triple_of(statement)  # the edit reaches the fact, not only its words
             if derived is not None:
                 changes = {**changes, "subject": derived[0], "relation": derived[1], "object": derived[2]}
@@ -157,6 +178,7 @@ class MemoryManager:
 
     def delete(self, memory_id: int, reason: str = "") -> Memory:
         """To the trash: out of recall, restorable until purged; a fact it had replaced holds again."""
+        from core.memory import replaced  # deferred: its statement patterns take 0.14 s to compile
         return replaced.trash(self.db, memory_id, reason)
 
     def reject(self, memory_id: int, reason: str = "") -> Memory:
@@ -165,6 +187,7 @@ class MemoryManager:
 
     def restore(self, memory_id: int, reason: str = "") -> Memory:
         """Back from the trash; what its removal had reopened is closed again (core.memory.replaced)."""
+        from core.memory import replaced  # deferred: its statement patterns take 0.14 s to compile
         return replaced.restore(self.db, memory_id, reason)
 
     def invalidate(self, memory_id: int, *, superseded_by: int | None = None, reason: str = "") -> Memory:

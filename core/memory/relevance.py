@@ -85,10 +85,10 @@ def unit_chunks(db: Database, kind: str, ids: np.ndarray) -> Iterator[tuple[np.n
     position = {int(i): n for n, i in enumerate(ids)}
     for start in range(0, len(ids), VECTOR_CHUNK):
         found = vectors.get_vectors(db, kind, [int(i) for i in ids[start:start + VECTOR_CHUNK]])  # type: ignore
-        if found:
-            matrix = np.stack(list(found.values())).astype(np.float64)
-            yield (np.array([position[i] for i in found]),
-                   matrix / np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)[:, None])
+        if found:  # one concatenation and an in-place division: the same numbers as stack-then-divide, less copying
+            matrix = np.concatenate(list(found.values())).reshape(len(found), -1).astype(np.float64)
+            matrix /= np.maximum(np.linalg.norm(matrix, axis=1), 1e-12)[:, None]
+            yield np.array([position[i] for i in found]), matrix
 
 
 def reference(cosine: np.ndarray) -> np.ndarray | None:

@@ -20,6 +20,7 @@ min_age_days, and a summary that holds forgotten episodes. core.memory.forget fo
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Sequence
 
 import numpy as np
 
@@ -70,13 +71,26 @@ class ScoreTable:
         return np.zeros(len(self.ids)) if self.preference is None else self.preference
 
     def row(self, n: int) -> Scored:
-        return Scored(self.item_type, int(self.ids[n]), float(self.recency[n]), float(self.relevance[n]),
-                      float(self.importance[n]), float(self.retention[n]), float(self.age_days[n]),
-                      float(self.preferences()[n]))
+        return self.rows([n])[0]
+
+    def rows(self, positions: Sequence[int] | np.ndarray) -> list[Scored]:
+        """The items at `positions` (indexes into the columns), in that order; the columns are converted to Python
+        numbers once, not item by item (`forget --preview` at 100k memories spent 2.4 s CPU making a zeros array
+        per item)."""
+        at = np.asarray(positions, dtype=np.int64)
+        preference = np.zeros(len(at)) if self.preference is None else self.preference[at]
+        columns = zip(self.ids[at].tolist(), self.recency[at].tolist(), self.relevance[at].tolist(),
+                      self.importance[at].tolist(), self.retention[at].tolist(), self.age_days[at].tolist(),
+                      preference.tolist())
+        return [Scored(self.item_type, int(i), *terms) for i, *terms in columns]
 
     def below(self, threshold: float) -> list[Scored]:
+        return self.rows(self.positions_below(threshold))
+
+    def positions_below(self, threshold: float) -> np.ndarray:
+        """The positions of the items below `threshold`, lowest retention first (ties in column order)."""
         order = np.argsort(self.retention, kind="stable")
-        return [self.row(int(n)) for n in order if self.retention[n] < threshold]
+        return order[self.retention[order] < threshold]
 
     def terms(self) -> np.ndarray:
         """Rows of (recency, relevance, importance, preference): what the learnt weights multiply."""

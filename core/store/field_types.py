@@ -30,12 +30,15 @@ class BadColumn:
 
 
 def problems(conn: apsw.Connection) -> list[BadColumn]:
+    """Each numeric column holding something else, with its rows; one scan of each table finds them all (a scan
+    per column read the 100k memories 17 times: 0.9 s of `engram doctor`)."""
     found = []
     for table, columns in _numeric_columns(conn).items():
-        for column, declared, not_null in columns:
-            rowids = tuple(int(r[0]) for r in conn.execute(
-                f'SELECT rowid FROM "{table}" WHERE typeof("{column}") NOT IN (\'integer\', \'real\', \'null\') '
-                "ORDER BY rowid"))
+        wrong = [f'typeof("{column}") NOT IN (\'integer\', \'real\', \'null\')' for column, _, _ in columns]
+        rows = conn.execute(f'SELECT rowid, {", ".join(wrong)} FROM "{table}" WHERE {" OR ".join(wrong)} '
+                            "ORDER BY rowid").fetchall()
+        for n, (column, declared, not_null) in enumerate(columns, start=1):
+            rowids = tuple(int(row[0]) for row in rows if row[n])
             if rowids:
                 found.append(BadColumn(table, column, declared, not_null, rowids))
     return found

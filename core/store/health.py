@@ -15,6 +15,7 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import apsw
 
@@ -148,9 +149,15 @@ def _engram_tables(conn: apsw.Connection) -> CheckResult:
 
 def good_backups(folder: Path) -> list[tuple[Path, CheckResult]]:
     """Backups newest first, each with its check (check_file: an empty or half-written copy is never good)."""
+    return list(checked_backups(folder))
+
+
+def checked_backups(folder: Path) -> Iterator[tuple[Path, CheckResult]]:
+    """good_backups one at a time: each check reads its whole copy (1.4 s CPU for a 100k-memory store), so a caller
+    that wants only the newest good one stops there."""
     found = sorted(folder.glob("engram-*.db"), key=lambda p: p.stat().st_mtime, reverse=True) \
         if folder.is_dir() else []
-    return [(backup, check_file(backup)) for backup in found]
+    return ((backup, check_file(backup)) for backup in found)
 
 
 SHM_DMS_BYTE = 128  # SQLite's unix VFS: every connection to a WAL store holds a read lock on this byte of its -shm

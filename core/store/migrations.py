@@ -12,7 +12,7 @@ from typing import Callable
 import apsw
 
 from core.store.migrations_later import (v6_rejections, v7_turn_learning, v8_reply_drew_on, v9_sentences,
-                                        v10_reply_turns)
+                                        v10_reply_turns, v11_history_by_action)
 from core.store.vector_schema import VEC_TABLES, index_partitions
 
 
@@ -388,6 +388,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "reply memories say which ones the reply drew on", v8_reply_drew_on),
     Migration(9, "a turn's sentences, each with a vector of its own", v9_sentences),
     Migration(10, "reply turns: the earlier turns each reply quoted", v10_reply_turns),
+    Migration(11, "pins found by an index, not a scan of the memories' history", v11_history_by_action),
 )
 
 LATEST_VERSION = MIGRATIONS[-1].version

@@ -88,3 +88,10 @@ CREATE INDEX reply_turns_turn ON reply_turns(turn_id);
 
 def v10_reply_turns(conn: apsw.Connection) -> None:
     conn.execute(_V10_REPLY_TURNS)
+
+
+def v11_history_by_action(conn: apsw.Connection) -> None:
+    """The pins made since the last look (core.memory.recall_learning.collect_pins, after every turn, in `engram
+    recall-weights` and Settings) are found by this index; without it each look read every history row, which
+    hold whole snapshots (100k memories: 267 MB of the store, 71 ms). Building it there: 0.07 s."""
+    conn.execute("CREATE INDEX memory_history_action ON memory_history(action, id)")
