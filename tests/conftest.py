@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -15,6 +16,13 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # A pytest-xdist worker (`-n 2`: a core each) runs OpenMP on one thread: the OpenBLAS that models.cpu_blas loads
+    # for MLX is an OpenMP build whose threads spin while they wait, and beside other busy processes a SmolLM2
+    # extraction took 50 s of CPU on two threads, 20 s on one (and less wall time). numpy's own OpenBLAS, which
+    # would read OMP_NUM_THREADS too, keeps its usual one thread a core (tests/test_bert_threads.py sets its own).
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", str(os.cpu_count() or 1))
 
 
 def pytest_addoption(parser):
@@ -105,11 +113,39 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_collection_finish(session):
-    """A run that will test the app bundle starts building it now, in the background (tests/background_bundle.py)."""
-    if any("bundle" in getattr(item, "fixturenames", ()) for item in session.items):
-        build = background_bundle.start(Path(__file__).resolve().parents[1])
-        if build is not None:
-            session.config.stash[background_bundle.STASH_KEY] = build
+    """A run that will test the app bundle starts building it now, in the background (tests/background_bundle.py);
+    under pytest-xdist the controller does, once, when a worker says it collected a bundle test."""
+    if not any("bundle" in getattr(item, "fixturenames", ()) for item in session.items):
+        return
+    shared = getattr(session.config, "workerinput", {}).get(background_bundle.WORKER_INPUT)
+    if shared is not None:
+        (Path(shared) / background_bundle.WANTED).touch()
+        return
+    build = background_bundle.start(Path(__file__).resolve().parents[1])
+    if build is not None:
+        session.config.stash[background_bundle.STASH_KEY] = build
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node):
+    """pytest-xdist: each worker is told the folder the controller builds the app bundle into."""
+    if background_bundle.WORK_KEY not in node.config.stash:
+        node.config.stash[background_bundle.WORK_KEY] = background_bundle.new_work_folder()
+    work = node.config.stash[background_bundle.WORK_KEY]
+    node.workerinput[background_bundle.WORKER_INPUT] = str(work)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_node_collection_finished(node, ids):
+    """pytest-xdist: the first worker that collected a bundle test has the controller start the one build."""
+    config = node.config
+    work = config.stash.get(background_bundle.WORK_KEY, None)
+    if work is None or background_bundle.STASH_KEY in config.stash or not (work / background_bundle.WANTED).exists():
+        return
+    build = background_bundle.start(Path(__file__).resolve().parents[1], work)
+    if build is not None:
+        build.announce()
+        config.stash[background_bundle.STASH_KEY] = build
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -124,6 +160,9 @@ def pytest_unconfigure(config):
     build = config.stash.get(background_bundle.STASH_KEY, None)
     if build is not None:
         build.stop()
+    work = config.stash.get(background_bundle.WORK_KEY, None)
+    if work is not None:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def pytest_report_header(config):

@@ -35,7 +35,9 @@ def folder_bytes(folder: Path) -> int:
 def bundle(request):
     """The bundle that tests/conftest.py started building at collection (tests/background_bundle.py)."""
     pytest.importorskip("PyInstaller")
-    build = request.config.stash.get(background_bundle.STASH_KEY, None)
+    shared = getattr(request.config, "workerinput", {}).get(background_bundle.WORKER_INPUT)
+    build = (background_bundle.SharedBuild(Path(shared)) if shared is not None  # the pytest-xdist controller's
+             else request.config.stash.get(background_bundle.STASH_KEY, None))
     assert build is not None, "the run collected a bundle test but started no build"
     status, log, seconds = build.wait()
     assert status == 0, log
