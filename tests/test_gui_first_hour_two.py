@@ -476,3 +476,19 @@ def test_regenerate_keeps_the_earlier_answer_one_click_away_and_after_a_reopen(q
     panel.shutdown()
     window.runner.shutdown(wait=True)
     window.services.close()
+
+
+def test_a_memory_revealed_is_selected_even_when_a_refresh_asked_meanwhile_ends_first(qtbot, window):
+    """A refresh asked (with the old filter) while a reveal looked the memory's state up ended after the reveal had
+    changed the filters: it took the reveal, found no such row among the trashed ones and selected nothing, and the
+    reveal's own load had nothing left to select (seen as a test that timed out on a busy machine)."""
+    from core.store.memories import add_memory
+    memory_id = on_db_lane(window, add_memory, "User plays the cello")
+    memories = window.show_panel("memories")
+    memories.set_view("full", remember=False)
+    memories.status.setCurrentText("trashed")  # where the person left Memories last time
+    qtbot.waitUntil(lambda: not memories.model.memories, timeout=20000)  # the trashed ones are listed: none
+    memories.reveal_memory(memory_id)  # looks up its state on the db lane, then changes the filters and reloads
+    memories.reload()  # a commit elsewhere: read again, with the filters as they still are
+    qtbot.waitUntil(lambda: memories.selected_ids() == [memory_id], timeout=20000)
+    assert memories.status.currentText() == "active"

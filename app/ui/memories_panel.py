@@ -43,7 +43,10 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         self.model = MemoryTableModel()
         self.proxy = MemoryFilterProxy()
         self.proxy.setSourceModel(self.model)
-        self._reveal_after_load: int | None = None  # a memory to select once the table has been read again
+        # A memory to select once the table has been read again, and the read that must have ended first: one
+        # asked before the reveal (with the old filters) may end after it changed them.
+        self._reveal_after_load: tuple[int, int] | None = None
+        self._loads_asked = 0
         self._build()
         self.reload()
 
@@ -218,13 +221,15 @@ class MemoriesPanel(ReloadOnShow, QWidget):
 
     def reload(self) -> None:
         filters = self.filters()
+        self._loads_asked += 1
+        asked = self._loads_asked
 
         def load() -> tuple[list, list, dict, dict]:  # the table's rows, the simple view's, recalls, imports
             manager = self.services.manager()
             rows = manager.list(**filters.as_kwargs())
             return (rows, rows if filters == Filters() else manager.list(**Filters().as_kwargs()),
                     last_recalled(self.services.db), memory_import_sources(self.services.db))
-        self.runner.submit("db", load, on_done=self._on_loaded, on_error=self._on_error)
+        self.runner.submit("db", load, on_done=lambda loaded: self._on_loaded(loaded, asked), on_error=self._on_error)
 
     def _changed_elsewhere(self) -> None:
         """Another connection committed: re-read now if the panel is on screen; hidden, it re-reads when shown
@@ -232,7 +237,7 @@ class MemoriesPanel(ReloadOnShow, QWidget):
         if self.isVisible():
             self.reload()
 
-    def _on_loaded(self, loaded: tuple[list, list, dict, dict]) -> None:
+    def _on_loaded(self, loaded: tuple[list, list, dict, dict], asked: int) -> None:
         memories, active, recalled, imported = loaded
         # the same rows (a commit elsewhere that touched no memory) keep the selection and the scroll position
         if active != self.simple.memories or imported != self.simple.imported:
@@ -243,8 +248,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
             self._select_again(kept)
         self.empty.setVisible(not memories and self.filters() == Filters())
         self._enable_actions()
-        wanted, self._reveal_after_load = self._reveal_after_load, None
-        if wanted is not None:
+        if self._reveal_after_load is not None and asked >= self._reveal_after_load[1]:
+            wanted, self._reveal_after_load = self._reveal_after_load[0], None
             self.select_memory(wanted)
         self.loaded.emit()
 
@@ -294,8 +299,8 @@ class MemoriesPanel(ReloadOnShow, QWidget):
                 combo.setCurrentText(text)
                 combo.blockSignals(False)
             self.search.clear()
-            self._reveal_after_load = memory_id
             self.reload()
+            self._reveal_after_load = (memory_id, self._loads_asked)
         self.runner.submit("db", state, self.services.db, on_done=show, on_error=self._on_error)
 
     def _select_listed(self, memory_id: int) -> bool:
