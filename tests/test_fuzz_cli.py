@@ -258,6 +258,7 @@ def test_a_real_embedder_smoke_example(tmp_path, capsys, monkeypatch, embedder):
     """One pass through the real MiniLM embedder, so the fuzzed paths are not only the fake's."""
     from app.services.wiring import Services
     monkeypatch.setattr(Services, "embedder", property(lambda self: embedder))
+    monkeypatch.setattr("models.embeddings.load_embedder", lambda *a, **k: embedder)  # a verb's load on first use
     folder = tmp_path / "data"
     assert run_cli(["--data-dir", str(folder), "memory", "add", "Zoë \u202e\x1b[2J lives in Oslo"]) == 0
     assert _run(folder, ["memory", "search", "\x00"], capsys) == 1
